@@ -1,0 +1,37 @@
+# Entry points for people and CI. Each target is a thin wrapper around a script in hack/.
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.PHONY: venv tools clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate
+
+venv:            ## Python virtualenv with the operator and dev tools
+	hack/venv.sh
+
+tools:           ## Build kube-apiserver, kube-controller-manager, etcd, helm into the cache (idempotent)
+	hack/build-tools.sh
+
+clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig
+	$(PY) -m localk8s up --dir .local/clusters consumer provider
+
+clusters-down:   ## Stop the local clusters, leaving nothing behind
+	$(PY) -m localk8s down --dir .local/clusters
+
+generate: venv   ## Regenerate the CRD and its copies from the pydantic model
+	$(PY) -m liqo_peering.api.crdgen
+
+lint: venv
+	.venv/bin/ruff check operator tests
+	.venv/bin/ruff format --check operator tests
+	.venv/bin/mypy operator tests
+
+unit: venv
+	.venv/bin/pytest tests/unit -q
+
+test:            ## The whole suite: tools, lint, unit and e2e tests
+	hack/test.sh
+
+demo:            ## Two local clusters, Liqo, the operator and an example peering that becomes ready
+	hack/demo.sh
+
+demo-down:
+	hack/demo.sh down
