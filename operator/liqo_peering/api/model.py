@@ -1,0 +1,270 @@
+"""LiqoPeering v1alpha1: the pydantic model every other copy (CRD, chart, docs) is generated from.
+
+Field descriptions become the CRD's OpenAPI descriptions and the README's API reference. CEL rules live
+next to the model they constrain (``x-kubernetes-validations`` in ``json_schema_extra``) so the API
+server rejects bad input with the same words the docs use.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "peering.liqo-operator.io"
+VERSION = "v1alpha1"
+KIND = "LiqoPeering"
+PLURAL = "liqopeerings"
+SINGULAR = "liqopeering"
+SHORT_NAMES = ["lp"]
+CATEGORIES = ["liqo"]
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Go's time.ParseDuration subset people write in manifests: 90s, 10m, 1h30m, 1.5h.
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+# Kubernetes resource.Quantity, as the core API's own OpenAPI schema spells it.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+# int-or-string, like every Kubernetes quantity: `cpu: 4` and `memory: 8Gi` both work.
+Quantity = int | Annotated[str, Field(pattern=QUANTITY_PATTERN)]
+
+
+def parse_duration(value: str) -> float:
+    """Seconds in a duration such as ``90s``, ``10m`` or ``1h30m``."""
+    if not re.fullmatch(DURATION_PATTERN, value):
+        raise ValueError(f"invalid duration {value!r}: use a number with a unit, such as 90s, 10m or 1h")
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(num) * units[unit] for num, _, unit in re.findall(r"([0-9]+(\.[0-9]+)?)(ms|s|m|h)", value))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class SecretKeyRef(_Model):
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=SECRET_NAME_PATTERN,
+        description="Name of a Secret in the LiqoPeering's namespace.",
+    )
+    key: str = Field(
+        default="kubeconfig",
+        min_length=1,
+        description="Key in the Secret whose value is the provider cluster's kubeconfig.",
+    )
+
+
+class GatewayServerSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.nodePort) || self.serviceType == 'NodePort'",
+                    "message": "nodePort can only be set when serviceType is NodePort",
+                    "fieldPath": ".nodePort",
+                },
+                {
+                    "rule": "!has(self.loadBalancerIP) || self.serviceType == 'LoadBalancer'",
+                    "message": "loadBalancerIP can only be set when serviceType is LoadBalancer",
+                    "fieldPath": ".loadBalancerIP",
+                },
+            ]
+        }
+    )
+    service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = Field(
+        default="LoadBalancer", description="Type of the Service exposing the gateway server on the provider."
+    )
+    port: Port = Field(default=51840, description="UDP port of the gateway server.")
+    node_port: Port | None = Field(default=None, description="Fixed node port; only with serviceType NodePort.")
+    load_balancer_ip: str | None = Field(
+        default=None,
+        alias="loadBalancerIP",
+        description="Requested load balancer IP; only with serviceType LoadBalancer.",
+    )
+
+
+class GatewayClientSpec(_Model):
+    address: str | None = Field(
+        default=None, description="Override the address the client dials (default: the server's endpoint)."
+    )
+    port: Port | None = Field(
+        default=None, description="Override the port the client dials (default: the server's endpoint)."
+    )
+
+
+class NetworkingSpec(_Model):
+    enabled: bool = Field(default=True, description="Set up the WireGuard network between the clusters.")
+    mtu: int = Field(default=1340, ge=576, le=9000, description="MTU of the tunnel.")
+    gateway_server: GatewayServerSpec = Field(
+        default_factory=GatewayServerSpec, description="Gateway server, created on the provider."
+    )
+    gateway_client: GatewayClientSpec = Field(
+        default_factory=GatewayClientSpec, description="Gateway client, created on the consumer."
+    )
+
+
+class AuthenticationSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.proxyURL) || isURL(self.proxyURL)",
+                    "message": "proxyURL must be a URL such as http://proxy.example:8118",
+                    "fieldPath": ".proxyURL",
+                }
+            ]
+        }
+    )
+    in_band: bool = Field(
+        default=False, description="Reach the provider's API server through the tunnel (needs networking)."
+    )
+    proxy_url: str | None = Field(
+        default=None, alias="proxyURL", description="Proxy the consumer uses to reach the provider's API server."
+    )
+
+
+class OffloadingSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.createVirtualNode || self.createResourceSlice",
+                    "message": "createVirtualNode needs createResourceSlice: a virtual node is built from a ResourceSlice",
+                    "fieldPath": ".createVirtualNode",
+                }
+            ]
+        }
+    )
+    create_resource_slice: bool = Field(
+        default=True, description="Ask the provider for resources with a ResourceSlice."
+    )
+    resource_slice_class: str = Field(
+        default="default", min_length=1, max_length=63, description="Class of the ResourceSlice."
+    )
+    create_virtual_node: bool = Field(
+        default=True, description="Have Liqo create a virtual node from the ResourceSlice."
+    )
+    resources: dict[str, Quantity] = Field(
+        default_factory=dict,
+        description=(
+            "Resources to request, by name (cpu, memory, pods, or any extended resource such as nvidia.com/gpu)"
+            " -> quantity. Empty lets the provider decide."
+        ),
+    )
+
+
+class LiqoPeeringSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.authentication.inBand || self.networking.enabled",
+                    "message": "authentication.inBand needs networking.enabled: in-band traffic goes through the tunnel",
+                    "fieldPath": ".authentication.inBand",
+                }
+            ]
+        }
+    )
+    remote_kubeconfig_secret_ref: SecretKeyRef = Field(
+        description="Secret in this namespace holding the provider cluster's kubeconfig (self-contained)."
+    )
+    remote_context: str | None = Field(
+        default=None, min_length=1, description="Context to use inside that kubeconfig (default: its current context)."
+    )
+    timeout: str = Field(
+        default="5m",
+        pattern=DURATION_PATTERN,
+        description="How long establishing may take before the peering reports timeout, such as 90s, 10m or 1h.",
+    )
+    liqo_namespace: str = Field(
+        default="liqo", pattern=DNS_LABEL_PATTERN, max_length=63, description="Liqo's namespace on this cluster."
+    )
+    remote_liqo_namespace: str = Field(
+        default="liqo", pattern=DNS_LABEL_PATTERN, max_length=63, description="Liqo's namespace on the provider."
+    )
+    skip_validation: bool = Field(
+        default=False, description="Skip the checks that Liqo's gateway templates exist before networking."
+    )
+    networking: NetworkingSpec = Field(default_factory=NetworkingSpec, description="Stage 1: networking.")
+    authentication: AuthenticationSpec = Field(
+        default_factory=AuthenticationSpec, description="Stage 2: authentication."
+    )
+    offloading: OffloadingSpec = Field(default_factory=OffloadingSpec, description="Stage 3: offloading.")
+
+    @property
+    def timeout_seconds(self) -> float:
+        return parse_duration(self.timeout)
+
+
+PeerStatus = Literal["no_peers", "establishing", "ready", "error", "timeout"]
+ModuleHealth = Literal["Healthy", "Unhealthy", "Disabled"]
+
+
+class Condition(_Model):
+    """A metav1.Condition."""
+
+    type: str = Field(description="Condition type, such as Ready.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    observed_generation: int | None = Field(default=None, description="Generation the condition was set for.")
+    last_transition_time: str = Field(description="When the status last changed (RFC 3339).")
+    reason: str = Field(description="CamelCase reason.")
+    message: str = Field(default="", description="What happened and, on failure, what to do.")
+
+
+class LiqoCondition(_Model):
+    """A ForeignCluster condition, copied verbatim (Liqo's own types and statuses)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(description="Liqo condition type, such as NetworkConnectionStatus.")
+    status: str = Field(description="Liqo status: None, Pending, Established, Error, Ready, NotReady, SomeNotReady.")
+    last_transition_time: str | None = Field(default=None, description="When Liqo last changed it.")
+    reason: str | None = Field(default=None, description="Liqo's reason.")
+    message: str | None = Field(default=None, description="Liqo's message.")
+
+
+class ModuleMirror(_Model):
+    enabled: bool = Field(default=False, description="Whether Liqo has the module enabled.")
+    health: ModuleHealth = Field(default="Disabled", description="Healthy, Unhealthy or Disabled, as liqoctl info.")
+    conditions: list[LiqoCondition] = Field(default_factory=list, description="Liqo's conditions, verbatim.")
+
+
+class ForeignClusterMirror(_Model):
+    role: str | None = Field(default=None, description="Consumer, Provider, ConsumerAndProvider or Unknown.")
+    api_server_url: str | None = Field(default=None, alias="apiServerUrl", description="Provider API server.")
+    networking: ModuleMirror = Field(default_factory=ModuleMirror, description="Networking module.")
+    authentication: ModuleMirror = Field(default_factory=ModuleMirror, description="Authentication module.")
+    offloading: ModuleMirror = Field(default_factory=ModuleMirror, description="Offloading module.")
+
+
+class LiqoPeeringStatus(_Model):
+    peer_status: PeerStatus | None = Field(
+        default=None, description="no_peers, establishing, ready, error or timeout."
+    )
+    observed_generation: int | None = Field(default=None, description="The generation this status describes.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady.",
+    )
+    local_cluster_id: str | None = Field(default=None, alias="localClusterID", description="This cluster's ID.")
+    remote_cluster_id: str | None = Field(
+        default=None, alias="remoteClusterID", description="The provider's cluster ID."
+    )
+    started_at: str | None = Field(default=None, description="When establishing started (RFC 3339).")
+    ready_at: str | None = Field(default=None, description="When the peering first became ready (RFC 3339).")
+    stage: str | None = Field(default=None, description="What the operator is doing or waiting for now.")
+    foreign_cluster: ForeignClusterMirror | None = Field(
+        default=None, description="Mirror of Liqo's ForeignCluster for the provider."
+    )
+
+
+def parse_spec(spec: dict[str, Any]) -> LiqoPeeringSpec:
+    """Validate a LiqoPeering spec as the API server would (for input that bypassed admission)."""
+    return LiqoPeeringSpec.model_validate(spec)
