@@ -1,0 +1,364 @@
+"""Parse and vet the PROVIDER cluster's kubeconfig stored in a Secret.
+
+Convention (Flux, Cluster API): a remote kubeconfig must be self-contained. Server, CA data,
+client certificate/key data, a bearer token or basic auth are accepted. The following are refused:
+
+* ``exec`` credential plugins and ``auth-provider`` plugins: they run programs inside the operator
+  pod. Refused unless the operator runs with ``--insecure-kubeconfig-exec``.
+* ``insecure-skip-tls-verify: true`` and plain ``http://`` servers: no server authentication.
+  Refused unless the operator runs with ``--insecure-kubeconfig-tls``.
+* Any file reference (``certificate-authority``, ``client-certificate``, ``client-key``,
+  ``tokenFile``/``token-file``): files in the operator pod are not the Secret author's to point at.
+  Always refused; there is no flag. (A program named by ``exec.command`` or an auth-provider
+  ``cmd-path`` counts as an exec plugin, not as a file reference.)
+
+Only the selected context (and the cluster and user it names) is vetted and kept; every other entry is
+dropped, so nothing outside the narrowed config can ever be used.
+
+Every error message names fields and entry names only, never values: tokens, passwords, keys and
+certificate data never appear in ``KubeconfigError.message``. ``redact`` scrubs credential-looking
+material from arbitrary text (API errors) before it goes to status, events or logs.
+
+This module performs no cluster I/O; ``to_api_client`` only builds a client object.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+EXEC_FLAG = "--insecure-kubeconfig-exec"
+TLS_FLAG = "--insecure-kubeconfig-tls"
+
+# Fields that make the Kubernetes client read a file from the operator's filesystem.
+_CLUSTER_FILE_FIELDS = ("certificate-authority",)
+_USER_FILE_FIELDS = ("client-certificate", "client-key", "tokenFile", "token-file")
+_EXEC_FIELDS = ("exec", "auth-provider")
+
+
+class KubeconfigError(Exception):
+    """Base class: ``reason`` is a CamelCase condition reason, ``message`` is safe to publish."""
+
+    reason: str = "KubeconfigError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class KubeconfigInvalid(KubeconfigError):
+    """The kubeconfig cannot be used: not YAML, wrong shape, missing entries or server."""
+
+    reason = "KubeconfigInvalid"
+
+
+class KubeconfigUnsafe(KubeconfigError):
+    """The kubeconfig is well-formed but uses a feature this operator refuses."""
+
+    reason = "KubeconfigUnsafe"
+
+
+@dataclass(frozen=True)
+class RemoteKubeconfig:
+    """A vetted kubeconfig narrowed to one context.
+
+    ``config`` holds credentials, so it is excluded from ``repr`` (and therefore from logs that
+    print the object).
+    """
+
+    config: dict[str, Any] = field(repr=False)
+    server: str
+    context_name: str
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------------
+
+
+def _parse_yaml(raw: bytes | str) -> Any:
+    if isinstance(raw, bytes | bytearray):
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise KubeconfigInvalid(
+                f"the kubeconfig is not valid UTF-8 text (byte offset {exc.start}); store the "
+                "kubeconfig file itself in the Secret (kubectl create secret generic NAME "
+                "--from-file=kubeconfig=PATH)"
+            ) from None
+    else:
+        text = raw
+    if not text.strip():
+        raise KubeconfigInvalid(
+            "the kubeconfig is empty; put a complete kubeconfig in the referenced Secret key"
+        )
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        # str(exc) quotes the offending line, which may hold a token: report the position only.
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None)
+        what = f" ({problem})" if isinstance(problem, str) else ""
+        raise KubeconfigInvalid(
+            f"the kubeconfig is not valid YAML{where}{what}; check the Secret holds an unmodified "
+            "kubeconfig file"
+        ) from None
+
+
+def _named_entries(doc: dict[str, Any], key: str, inner: str) -> dict[str, dict[str, Any]]:
+    """Return ``{name: inner-mapping}`` for a kubeconfig list such as ``clusters``."""
+    items = doc.get(key)
+    if not items:
+        raise KubeconfigInvalid(
+            f"the kubeconfig has no {key}; a usable kubeconfig needs at least one entry in "
+            f"'{key}' (export a complete one, e.g. with kubectl config view --minify --flatten --raw)"
+        )
+    if not isinstance(items, list):
+        raise KubeconfigInvalid(f"'{key}' in the kubeconfig must be a list of named entries")
+    out: dict[str, dict[str, Any]] = {}
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise KubeconfigInvalid(f"entry #{index} of '{key}' in the kubeconfig has no name")
+        body = item.get(inner)
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise KubeconfigInvalid(
+                f"'{key}' entry '{item['name']}' in the kubeconfig: '{inner}' must be a mapping"
+            )
+        out.setdefault(item["name"], body)  # first wins, like client-go
+    return out
+
+
+def _names(entries: dict[str, Any]) -> str:
+    return ", ".join(sorted(entries)) or "(none)"
+
+
+def _select_context(doc: dict[str, Any], contexts: dict[str, dict[str, Any]], requested: str | None) -> str:
+    if requested:
+        if requested not in contexts:
+            raise KubeconfigInvalid(
+                f"context '{requested}' not found in the kubeconfig; available contexts: "
+                f"{_names(contexts)}; set the LiqoPeering's kubeconfig context to one of them"
+            )
+        return requested
+    current = doc.get("current-context")
+    if isinstance(current, str) and current:
+        if current not in contexts:
+            raise KubeconfigInvalid(
+                f"current-context '{current}' not found in the kubeconfig; available contexts: "
+                f"{_names(contexts)}; name a context explicitly or fix current-context"
+            )
+        return current
+    if len(contexts) == 1:
+        return next(iter(contexts))
+    raise KubeconfigInvalid(
+        "the kubeconfig has no current-context and several contexts; available contexts: "
+        f"{_names(contexts)}; name the context to use explicitly"
+    )
+
+
+def _check_tls_flag(cluster_name: str, cluster: dict[str, Any], *, allow_insecure_tls: bool) -> None:
+    if "insecure-skip-tls-verify" not in cluster:
+        return
+    value = cluster["insecure-skip-tls-verify"]
+    if not isinstance(value, bool):
+        # The Python client evaluates `not value`, so the string "false" would DISABLE verification.
+        raise KubeconfigInvalid(
+            f"cluster '{cluster_name}' in the kubeconfig: 'insecure-skip-tls-verify' must be a "
+            "boolean (true or false, unquoted)"
+        )
+    if value and not allow_insecure_tls:
+        raise KubeconfigUnsafe(
+            f"cluster '{cluster_name}' in the kubeconfig sets 'insecure-skip-tls-verify: true', "
+            "which disables server certificate verification; provide 'certificate-authority-data' "
+            f"instead, or start the operator with {TLS_FLAG} to allow it"
+        )
+
+
+def _check_server(cluster_name: str, cluster: dict[str, Any], *, allow_insecure_tls: bool) -> str:
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server.strip():
+        raise KubeconfigInvalid(
+            f"cluster '{cluster_name}' in the kubeconfig has no 'server'; set it to the provider "
+            "API server URL (https://HOST:PORT) reachable from the operator"
+        )
+    server = server.strip()
+    try:
+        parts = urlsplit(server)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise KubeconfigInvalid(
+            f"cluster '{cluster_name}' in the kubeconfig: 'server' is not a valid URL"
+        ) from None
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise KubeconfigInvalid(
+            f"cluster '{cluster_name}' in the kubeconfig: 'server' must be an https:// URL with a host"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise KubeconfigInvalid(
+            f"cluster '{cluster_name}' in the kubeconfig: 'server' must not embed credentials "
+            "(user:password@); put them in the user entry instead"
+        )
+    if parts.scheme == "http" and not allow_insecure_tls:
+        raise KubeconfigUnsafe(
+            f"cluster '{cluster_name}' in the kubeconfig uses a plain http:// server, so credentials "
+            f"would travel unencrypted; use https://, or start the operator with {TLS_FLAG} to allow it"
+        )
+    return server
+
+
+def _check_files(cluster_name: str, cluster: dict[str, Any], user_name: str, user: dict[str, Any]) -> None:
+    found = [
+        f"cluster '{cluster_name}': '{f}'" for f in _CLUSTER_FILE_FIELDS if cluster.get(f) not in (None, "")
+    ]
+    found += [f"user '{user_name}': '{f}'" for f in _USER_FILE_FIELDS if user.get(f) not in (None, "")]
+    if found:
+        raise KubeconfigUnsafe(
+            f"the kubeconfig refers to files ({'; '.join(found)}); files in the operator pod are not "
+            "available to peerings; embed the content instead (certificate-authority-data, "
+            "client-certificate-data, client-key-data, token), e.g. kubectl config view --flatten --raw"
+        )
+
+
+def _check_exec(user_name: str, user: dict[str, Any], *, allow_exec: bool) -> None:
+    found = [f for f in _EXEC_FIELDS if user.get(f) not in (None, {}, "")]
+    if found and not allow_exec:
+        listed = " and ".join(f"'{f}'" for f in found)
+        raise KubeconfigUnsafe(
+            f"user '{user_name}' in the kubeconfig uses {listed}, which runs a program inside the "
+            "operator pod; use a token or client certificate data instead (e.g. a ServiceAccount "
+            f"token), or start the operator with {EXEC_FLAG} to allow it"
+        )
+
+
+def load_remote_kubeconfig(
+    raw: bytes | str,
+    *,
+    context: str | None,
+    allow_exec: bool,
+    allow_insecure_tls: bool,
+) -> RemoteKubeconfig:
+    """Parse ``raw``, select ``context`` (else current-context, else the only one), vet it.
+
+    Raises ``KubeconfigInvalid`` or ``KubeconfigUnsafe``; their messages carry no credentials.
+    """
+    doc = _parse_yaml(raw)
+    if not isinstance(doc, dict):
+        raise KubeconfigInvalid(
+            f"the kubeconfig is YAML but not a mapping (got {type(doc).__name__}); store a complete "
+            "kubeconfig file (apiVersion: v1, kind: Config) in the Secret"
+        )
+    clusters = _named_entries(doc, "clusters", "cluster")
+    contexts = _named_entries(doc, "contexts", "context")
+    users = _named_entries(doc, "users", "user")
+
+    context_name = _select_context(doc, contexts, context)
+    ctx = contexts[context_name]
+    cluster_name = ctx.get("cluster")
+    if not isinstance(cluster_name, str) or cluster_name not in clusters:
+        raise KubeconfigInvalid(
+            f"context '{context_name}' in the kubeconfig refers to cluster '{cluster_name or ''}', "
+            f"which is not defined; available clusters: {_names(clusters)}"
+        )
+    user_name = ctx.get("user")
+    if not isinstance(user_name, str) or user_name not in users:
+        raise KubeconfigInvalid(
+            f"context '{context_name}' in the kubeconfig refers to user '{user_name or ''}', "
+            f"which is not defined; available users: {_names(users)}"
+        )
+    cluster = clusters[cluster_name]
+    user = users[user_name]
+
+    # Order: shape first (server), then the always-refused files, then the opt-in features.
+    server = _check_server(cluster_name, cluster, allow_insecure_tls=allow_insecure_tls)
+    _check_files(cluster_name, cluster, user_name, user)
+    _check_tls_flag(cluster_name, cluster, allow_insecure_tls=allow_insecure_tls)
+    _check_exec(user_name, user, allow_exec=allow_exec)
+
+    narrowed_cluster = copy.deepcopy(cluster)
+    narrowed_cluster["server"] = server
+    narrowed: dict[str, Any] = {
+        "apiVersion": doc.get("apiVersion", "v1") or "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": narrowed_cluster}],
+        "users": [{"name": user_name, "user": copy.deepcopy(user)}],
+        "contexts": [{"name": context_name, "context": copy.deepcopy(ctx)}],
+        "current-context": context_name,
+    }
+    return RemoteKubeconfig(config=narrowed, server=server, context_name=context_name)
+
+
+def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
+    """Build a dedicated ApiClient (own Configuration, never the global default).
+
+    No file is written by this module. Note: the Kubernetes Python client itself materialises
+    ``*-data`` fields (CA, client cert/key) as temporary files, because Python's ``ssl`` needs paths.
+    """
+    configuration = k8s_client.Configuration()
+    api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
+        config_dict=copy.deepcopy(remote.config),
+        context=remote.context_name,
+        persist_config=False,
+        client_configuration=configuration,
+    )
+    return api_client
+
+
+# --------------------------------------------------------------------------------------------------
+# Redaction
+# --------------------------------------------------------------------------------------------------
+
+_REDACTED = "[REDACTED]"
+
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)", re.DOTALL)
+_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]+")
+_AUTHORIZATION = re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)[^\s\"',}]+")
+# key: value / key=value / "key": "value" for credential-bearing keys.
+_SECRET_KEYS = (
+    r"token|access[-_]?token|id[-_]?token|refresh[-_]?token|password|passwd|secret|"
+    r"client[-_]?key[-_]?data|client[-_]?certificate[-_]?data|certificate[-_]?authority[-_]?data|"
+    r"private[-_]?key|privateKey|signedNonce|nonce"
+)
+_KEY_VALUE = re.compile(rf"(?i)([\"']?\b(?:{_SECRET_KEYS})[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)[^\s\"',}}]+")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")
+_BOOTSTRAP_TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+# Long base64 runs (certificate / key data, opaque tokens): 40+ characters mixing upper case, lower
+# case and digits (so long lower-case resource names and API paths survive).
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{40,}={0,2}(?![A-Za-z0-9+/=_-])")
+
+
+def _redact_base64(match: re.Match[str]) -> str:
+    run = match.group(0)
+    if any(c.isupper() for c in run) and any(c.islower() for c in run) and any(c.isdigit() for c in run):
+        return _REDACTED
+    return run
+
+
+def redact(text: str) -> str:
+    """Remove bearer tokens, PEM blocks, base64 blobs and ``key: secret`` values from ``text``."""
+    if not text:
+        return text
+    out = _PEM.sub("[REDACTED PEM]", text)
+    out = _URL_USERINFO.sub(rf"\1{_REDACTED}@", out)
+    out = _AUTH_HEADER.sub(rf"\1\2{_REDACTED}", out)
+    out = _AUTHORIZATION.sub(rf"\1{_REDACTED}", out)
+    out = _KEY_VALUE.sub(rf"\1{_REDACTED}", out)
+    out = _JWT.sub(_REDACTED, out)
+    out = _BOOTSTRAP_TOKEN.sub(_REDACTED, out)
+    out = _BASE64_RUN.sub(_redact_base64, out)
+    return out
