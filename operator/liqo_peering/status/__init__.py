@@ -1,0 +1,1 @@
+"""Pure helpers that compute the LiqoPeering status (no cluster I/O)."""
