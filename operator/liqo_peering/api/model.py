@@ -137,7 +137,7 @@ class OffloadingSpec(_Model):
             "x-kubernetes-validations": [
                 {
                     "rule": "!self.createVirtualNode || self.createResourceSlice",
-                    "message": "createVirtualNode needs createResourceSlice: a virtual node is built from a ResourceSlice",
+                    "message": "createVirtualNode needs createResourceSlice: virtual nodes come from ResourceSlices",
                     "fieldPath": ".createVirtualNode",
                 }
             ]
@@ -167,7 +167,7 @@ class LiqoPeeringSpec(_Model):
             "x-kubernetes-validations": [
                 {
                     "rule": "!self.authentication.inBand || self.networking.enabled",
-                    "message": "authentication.inBand needs networking.enabled: in-band traffic goes through the tunnel",
+                    "message": "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
                     "fieldPath": ".authentication.inBand",
                 }
             ]
@@ -236,18 +236,23 @@ class ModuleMirror(_Model):
     conditions: list[LiqoCondition] = Field(default_factory=list, description="Liqo's conditions, verbatim.")
 
 
-class ForeignClusterMirror(_Model):
-    role: str | None = Field(default=None, description="Consumer, Provider, ConsumerAndProvider or Unknown.")
-    api_server_url: str | None = Field(default=None, alias="apiServerUrl", description="Provider API server.")
+class ModuleMirrors(_Model):
     networking: ModuleMirror = Field(default_factory=ModuleMirror, description="Networking module.")
     authentication: ModuleMirror = Field(default_factory=ModuleMirror, description="Authentication module.")
     offloading: ModuleMirror = Field(default_factory=ModuleMirror, description="Offloading module.")
 
 
-class LiqoPeeringStatus(_Model):
-    peer_status: PeerStatus | None = Field(
-        default=None, description="no_peers, establishing, ready, error or timeout."
+class ForeignClusterMirror(_Model):
+    role: str | None = Field(default=None, description="Consumer, Provider, ConsumerAndProvider or Unknown.")
+    api_server_url: str | None = Field(default=None, alias="apiServerUrl", description="Provider API server.")
+    modules: ModuleMirrors = Field(default_factory=ModuleMirrors, description="Liqo's modules, as liqoctl info.")
+    conditions: list[LiqoCondition] = Field(
+        default_factory=list, description="The ForeignCluster's own conditions (such as APIServerStatus), verbatim."
     )
+
+
+class LiqoPeeringStatus(_Model):
+    peer_status: PeerStatus | None = Field(default=None, description="no_peers, establishing, ready, error or timeout.")
     observed_generation: int | None = Field(default=None, description="The generation this status describes.")
     conditions: list[Condition] = Field(
         default_factory=list,

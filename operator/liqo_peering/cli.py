@@ -1,0 +1,137 @@
+"""`liqo-peering-operator run`: the operator process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+import kopf
+import structlog
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from liqo_peering import __version__, logs
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.events import EventRecorder
+from liqo_peering.engine.discovery import KubeconfigPolicy
+from liqo_peering.engine.runner import PeeringRunner
+from liqo_peering.engine.service import PeeringService
+from liqo_peering.metrics import Metrics
+
+PREFIX = "peering.liqo-operator.io"
+log = structlog.get_logger("liqo_peering")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="liqo-peering-operator", description="Declarative Liqo peerings.")
+    parser.add_argument("--version", action="version", version=__version__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the operator")
+    run.add_argument("--kubeconfig", help="kubeconfig of the LOCAL (consumer) cluster; default: in-cluster")
+    run.add_argument("--context", help="context in --kubeconfig")
+    run.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        dest="namespaces",
+        help="watch this namespace (repeatable); default: all namespaces",
+    )
+    run.add_argument(
+        "--insecure-kubeconfig-exec",
+        action="store_true",
+        help="allow exec and auth-provider plugins in remote kubeconfigs",
+    )
+    run.add_argument(
+        "--insecure-kubeconfig-tls", action="store_true", help="allow insecure-skip-tls-verify in remote kubeconfigs"
+    )
+    run.add_argument("--log-format", choices=["json", "console"], default="json")
+    run.add_argument("--log-level", choices=["debug", "info", "warning"], default="info")
+    run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (0: off)")
+    run.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port: GET /healthz")
+    run.add_argument(
+        "--resync-interval",
+        type=float,
+        default=60.0,
+        help="seconds between full reconciles of a peering (drift repair)",
+    )
+    run.add_argument(
+        "--peering-name", default=None, help="kopf peering object for HA (several replicas); default: standalone"
+    )
+    return parser
+
+
+def local_configuration(kubeconfig: str | None, context: str | None) -> k8s_client.Configuration:
+    cfg = k8s_client.Configuration()
+    if kubeconfig or context:
+        k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    else:
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    return cfg
+
+
+def connection_info(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
+    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    scheme = None
+    if token and " " in token:
+        scheme, token = token.split(" ", 1)
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        scheme=scheme or ("Bearer" if token else None),
+        token=token,
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    logs.configure(args.log_format, getattr(logging, args.log_level.upper()))
+    cfg = local_configuration(args.kubeconfig, args.context)
+    in_cluster = not (args.kubeconfig or args.context)
+    local = ClusterClient(k8s_client.ApiClient(cfg), "consumer", cfg.host)
+    metrics = Metrics()
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)
+    policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
+    service = PeeringService(local, EventRecorder(local), metrics, policy)
+    runner = PeeringRunner(service, args.resync_interval)
+    import liqo_peering.handlers  # noqa: F401  (registers the kopf handlers)
+
+    @kopf.on.login()
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        if in_cluster:
+            return kopf.login_with_service_account(**kwargs)  # re-reads the rotating token
+        return connection_info(cfg)
+
+    @kopf.on.startup()
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.finalizer = f"{PREFIX}/finalizer"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=PREFIX, key="last-handled-configuration"
+        )
+        settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
+        settings.watching.server_timeout = 300
+        settings.networking.request_timeout = 30
+
+    log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
+    kopf.run(
+        clusterwide=not args.namespaces,
+        namespaces=args.namespaces,
+        standalone=args.peering_name is None,
+        peering_name=args.peering_name,
+        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+        memo=kopf.Memo(service=service, runner=runner, metrics=metrics),
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

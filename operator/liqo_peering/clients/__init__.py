@@ -1,0 +1,1 @@
+"""Talking to clusters: one small client per cluster (local consumer, remote provider)."""

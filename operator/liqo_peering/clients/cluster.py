@@ -1,0 +1,252 @@
+"""A thin, generic REST client for one cluster, translating API errors into PeeringErrors.
+
+Every engine call goes through here, so timeouts, error wording and the side ("consumer" or
+"provider") live in one place. Server-side apply makes repeated steps idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from liqo_peering.errors import ClusterForbidden, ClusterUnreachable, LiqoNotInstalled
+from liqo_peering.kubeconfig import redact
+from liqo_peering.liqo.naming import FIELD_MANAGER
+from liqo_peering.liqo.resources import Resource
+
+REQUEST_TIMEOUT = 15.0
+
+
+class ClusterClient:
+    def __init__(self, api: ApiClient, side: str, describe: str) -> None:
+        self.api = api
+        self.side = side  # "consumer" or "provider", used in messages
+        self.describe = describe  # e.g. the server URL, never credentials
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str | None = None,
+        timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> Any:
+        """Send one request and return the raw urllib3 response (not read yet)."""
+        headers = {"Accept": "application/json"}
+        if content_type or body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        _method, url, headers, _, _ = self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        payload = json.dumps(body) if body is not None else None
+        try:
+            return self.api.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
+        except ApiException as exc:
+            if exc.status:
+                raise
+            raise self._unreachable(exc.reason or "no response") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._unreachable(type(exc).__name__) from None
+
+    def _unreachable(self, why: str) -> ClusterUnreachable:
+        return ClusterUnreachable(
+            f"cannot reach the {self.side} cluster at {self.describe} ({redact(why)[:200]}); check that its API server"
+            f" is up and reachable from the operator",
+            reason="ProviderUnreachable" if self.side == "provider" else "ConsumerUnreachable",
+        )
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str | None = None,
+    ) -> Any:
+        resp = self._request(method, path, body=body, query=query, content_type=content_type)
+        try:
+            data = resp.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._unreachable(type(exc).__name__) from None
+        if resp.status >= 400:
+            error = ApiException(status=resp.status, reason=resp.reason)
+            error.body = data.decode(errors="replace") if data else ""
+            raise self._translate(error, path)
+        return json.loads(data) if data else None
+
+    def _translate(self, exc: ApiException, path: str) -> Exception:
+        if exc.status in (401, 403):
+            return ClusterForbidden(
+                f"the {self.side} cluster at {self.describe} refused {path} ({exc.status} {exc.reason}); give the"
+                f" kubeconfig's identity the rights the operator needs",
+                reason="ProviderForbidden" if self.side == "provider" else "Forbidden",
+            )
+        return exc
+
+    @staticmethod
+    def _is_missing_type(exc: ApiException) -> bool:
+        """404 for a resource type the server does not serve (CRD absent), not for a missing object."""
+        try:
+            details = json.loads(exc.body or "{}").get("details") or {}
+        except ValueError:
+            return True
+        return not details.get("name")
+
+    def _not_installed(self, res: Resource) -> LiqoNotInstalled:
+        return LiqoNotInstalled(
+            f"the {self.side} cluster at {self.describe} does not serve {res.plural}.{res.group}: Liqo is not"
+            f" installed there; install Liqo v1.x on the {self.side} cluster"
+        )
+
+    # -- reads ----------------------------------------------------------------------------------
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return dict(self._call("GET", res.path(namespace, name)))
+        except ApiException as exc:
+            if exc.status == 404:
+                if res.group and self._is_missing_type(exc):
+                    raise self._not_installed(res) from None
+                return None
+            raise
+
+    def find(
+        self, res: Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
+    ) -> list[dict[str, Any]]:
+        query = []
+        if labels:
+            query.append(("labelSelector", labels))
+        if fields:
+            query.append(("fieldSelector", fields))
+        try:
+            return list(self._call("GET", res.path(namespace), query=query).get("items") or [])
+        except ApiException as exc:
+            if exc.status == 404:
+                raise self._not_installed(res) from None
+            raise
+
+    # -- writes ---------------------------------------------------------------------------------
+    def apply(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply: creates or updates exactly the fields we own; safe to repeat."""
+        meta = body["metadata"]
+        query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+        try:
+            return dict(
+                self._call(
+                    "PATCH",
+                    res.path(meta.get("namespace"), meta["name"]),
+                    body=body,
+                    query=query,
+                    content_type="application/apply-patch+yaml",
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise self._not_installed(res) from None
+            raise
+
+    def create_if_absent(self, res: Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create, or return the existing object untouched (for objects that must not be rewritten)."""
+        meta = body["metadata"]
+        found = self.get(res, meta["name"], meta.get("namespace"))
+        if found is not None:
+            return found, False
+        try:
+            return dict(self._call("POST", res.path(meta.get("namespace")), body=body)), True
+        except ApiException as exc:
+            if exc.status == 409:
+                again = self.get(res, meta["name"], meta.get("namespace"))
+                if again is not None:
+                    return again, False
+            raise
+
+    def merge_patch(
+        self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None
+    ) -> dict[str, Any] | None:
+        try:
+            return dict(
+                self._call(
+                    "PATCH",
+                    res.path(namespace, name, subresource),
+                    body=patch,
+                    content_type="application/merge-patch+json",
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def delete(self, res: Resource, name: str, namespace: str | None = None) -> bool:
+        """Delete; True when the object is (already) gone or going. Missing types count as gone."""
+        try:
+            self._call("DELETE", res.path(namespace, name), query=[("propagationPolicy", "Background")])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        return True
+
+    def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        return dict(self._call("POST", res.path(namespace), body=body))
+
+    # -- watches --------------------------------------------------------------------------------
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        stop: threading.Event,
+        on_event: Callable[[str, dict], None],
+        fields: str | None = None,
+        timeout_seconds: int = 240,
+    ) -> None:
+        """Blocking watch loop until ``stop`` is set; calls on_event(type, object). Errors end the loop."""
+        items = self._call("GET", res.path(namespace), query=[("fieldSelector", fields)] if fields else [])
+        version = (items.get("metadata") or {}).get("resourceVersion", "")
+        while not stop.is_set():
+            query = [
+                ("watch", "true"),
+                ("resourceVersion", version),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", str(timeout_seconds)),
+            ]
+            if fields:
+                query.append(("fieldSelector", fields))
+            for event in self._stream(res.path(namespace), query, timeout_seconds):
+                if stop.is_set():
+                    return
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    return  # expired resourceVersion or similar: the caller restarts with a fresh list
+                version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                if event.get("type") != "BOOKMARK":
+                    on_event(str(event.get("type")), obj)
+
+    def _stream(self, path: str, query: list[tuple[str, str]], timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        resp = self._request("GET", path, query=query, timeout=(10.0, timeout_seconds + 30.0))
+        raw = resp.response  # the urllib3 response, read incrementally
+        if resp.status >= 400:
+            raw.release_conn()
+            return
+        try:
+            buffer = b""
+            for chunk in raw.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            raw.release_conn()

@@ -1,0 +1,61 @@
+"""Stage 2: authentication (liqoctl authenticate), one non-blocking pass."""
+
+from __future__ import annotations
+
+from liqo_peering.engine.result import StageResult
+from liqo_peering.engine.run import PeeringRun
+from liqo_peering.errors import LiqoNotReady
+from liqo_peering.liqo import authentication as auth
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import resources as r
+
+STAGE = "authentication"
+
+
+def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
+    ctx = p.ctx
+    # 1. The provider's nonce: an empty Secret that Liqo fills.
+    nonce_secret, _ = p.remote.create_if_absent(r.SECRET, auth.nonce_secret(ctx))
+    nonce = auth.secret_field(nonce_secret, naming.NONCE_FIELD)
+    if not nonce:
+        return StageResult.waiting(STAGE, "WaitingForNonce", "waiting for Liqo on the provider to create the nonce")
+
+    # 2. The consumer signs it: a Secret carrying the nonce that Liqo fills with the signature.
+    signed_secret, _ = p.local.create_if_absent(r.SECRET, auth.signed_nonce_secret(ctx, nonce))
+    if auth.secret_field(signed_secret, naming.NONCE_FIELD) != nonce:
+        # A stale challenge (the provider's nonce changed): start it again.
+        p.local.delete(r.SECRET, naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns)
+        return StageResult.waiting(STAGE, "WaitingForSignedNonce", "the provider's nonce changed: signing it again")
+    signature = auth.secret_field(signed_secret, naming.SIGNED_NONCE_FIELD)
+    if not signature:
+        return StageResult.waiting(STAGE, "WaitingForSignedNonce", "waiting for Liqo on the consumer to sign the nonce")
+
+    # 3. The Tenant on the provider. Created once and never rewritten: an existing one (ours or liqoctl's)
+    # already carries a CSR Liqo has signed.
+    tenant = p.remote.get(r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+    if tenant is None:
+        keys = p.local.get(r.SECRET, naming.AUTH_KEYS_SECRET, ctx.consumer.liqo_namespace)
+        if keys is None:
+            raise LiqoNotReady(
+                f"Secret {ctx.consumer.liqo_namespace}/{naming.AUTH_KEYS_SECRET} is missing on the consumer cluster:"
+                f" Liqo's controller manager creates it at start-up; check that Liqo runs there"
+            )
+        private_key, public_der = auth.load_cluster_keys(keys)
+        csr = auth.control_plane_csr(private_key, ctx.consumer.cluster_id)
+        tenant, _ = p.remote.create_if_absent(r.TENANT, auth.tenant(ctx, public_der, csr, signature, proxy_url))
+    else:
+        p.remote.merge_patch(
+            r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns, {"metadata": {"labels": ctx.owner}}
+        )
+    if not auth.tenant_ready(tenant):
+        return StageResult.waiting(
+            STAGE, "WaitingForTenant", "waiting for Liqo on the provider to accept the Tenant and issue credentials"
+        )
+
+    # 4. The ControlPlane Identity on the consumer, from the Tenant's status.
+    identity = p.local.apply(r.IDENTITY, auth.identity(ctx, tenant["status"]))
+    if not auth.identity_ready(identity):
+        return StageResult.waiting(
+            STAGE, "WaitingForIdentity", "waiting for Liqo on the consumer to build the provider's kubeconfig"
+        )
+    return StageResult.ready(STAGE, "the consumer holds a ControlPlane identity on the provider")

@@ -1,0 +1,126 @@
+"""Stage 1: networking (liqoctl network connect), one non-blocking pass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.engine.result import StageResult
+from liqo_peering.engine.run import PeeringRun
+from liqo_peering.errors import ConnectionFailed, LiqoNotReady
+from liqo_peering.liqo import naming, networking
+from liqo_peering.liqo import resources as r
+
+STAGE = "networking"
+
+
+def _deployment_ready(p: PeeringRun, side: str, gateway: str, namespace: str) -> bool:
+    client = p.local if side == "consumer" else p.remote
+    dep = client.get(r.DEPLOYMENT, naming.gateway_deployment(gateway), namespace)
+    return dep is not None and int((dep.get("status") or {}).get("readyReplicas") or 0) > 0
+
+
+def _check_templates(p: PeeringRun) -> None:
+    checks = (
+        (p.remote, r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, p.ctx.provider.liqo_namespace),
+        (p.local, r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, p.ctx.consumer.liqo_namespace),
+    )
+    for client, res, name, ns in checks:
+        if client.get(res, name, ns) is None:
+            raise LiqoNotReady(
+                f"{res.kind} {ns}/{name} is missing on the {client.side} cluster ({client.describe}); reinstall"
+                f" Liqo there, or set spec.skipValidation to use your own gateway templates"
+            )
+
+
+def reconcile(p: PeeringRun) -> StageResult:
+    spec = p.spec.networking
+    if not spec.enabled:
+        from liqo_peering.engine.teardown import remove_networking
+
+        gone = remove_networking(p.local, p.remote, p.ctx, owned_only=True)
+        return StageResult.disabled(STAGE, "networking is disabled" + ("" if gone else "; removing its objects"))
+    ctx = p.ctx
+    consumer_conf = p.local.apply(r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns))
+    provider_conf = p.remote.apply(r.CONFIGURATION, networking.configuration(ctx, ctx.consumer, ctx.provider_tenant_ns))
+    pending = [
+        c.side
+        for c, conf in ((p.local, consumer_conf), (p.remote, provider_conf))
+        if not networking.configuration_ready(conf)
+    ]
+    if pending:
+        return StageResult.waiting(
+            STAGE,
+            "WaitingForConfiguration",
+            f"waiting for Liqo to accept the network Configuration on the {' and '.join(pending)}",
+        )
+    if not p.spec.skip_validation:
+        _check_templates(p)
+
+    # Gateway server on the provider; re-created when its parameters changed.
+    want_server = networking.gateway_server(ctx, spec)
+    server = p.remote.get(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+    if server is not None and not networking.gateway_spec_matches(server, want_server):
+        p.remote.delete(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+        p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+        return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
+    server = p.remote.apply(r.GATEWAY_SERVER, want_server)
+    endpoint = networking.server_endpoint(server)
+    if endpoint is None or not _deployment_ready(p, "provider", ctx.consumer.cluster_id, ctx.provider_tenant_ns):
+        return StageResult.waiting(
+            STAGE,
+            "WaitingForGatewayServer",
+            "waiting for the gateway server on the provider to be ready and expose an endpoint",
+        )
+
+    want_client = networking.gateway_client(ctx, spec, endpoint)
+    client = p.local.get(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+    if client is not None and not networking.gateway_spec_matches(client, want_client):
+        p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+        return StageResult.waiting(STAGE, "RecreatingGateways", "gateway client parameters changed: re-creating it")
+    client = p.local.apply(r.GATEWAY_CLIENT, want_client)
+    if not _deployment_ready(p, "consumer", ctx.provider.cluster_id, ctx.consumer_tenant_ns):
+        return StageResult.waiting(STAGE, "WaitingForGatewayClient", "waiting for the gateway client on the consumer")
+
+    # Exchange the gateways' public keys: each side gets a PublicKey named after its peer.
+    server_key = _gateway_public_key(p.remote, server, ctx.provider_tenant_ns)
+    client_key = _gateway_public_key(p.local, client, ctx.consumer_tenant_ns)
+    if not server_key or not client_key:
+        return StageResult.waiting(STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys")
+    p.local.apply(r.PUBLIC_KEY, networking.public_key(ctx, ctx.provider.cluster_id, ctx.consumer_tenant_ns, server_key))
+    p.remote.apply(
+        r.PUBLIC_KEY, networking.public_key(ctx, ctx.consumer.cluster_id, ctx.provider_tenant_ns, client_key)
+    )
+
+    states = {
+        "consumer": networking.connection_state(
+            p.local.find(
+                r.CONNECTION, ctx.consumer_tenant_ns, labels=f"{naming.REMOTE_CLUSTER_ID}={ctx.provider.cluster_id}"
+            )
+        ),
+        "provider": networking.connection_state(
+            p.remote.find(
+                r.CONNECTION, ctx.provider_tenant_ns, labels=f"{naming.REMOTE_CLUSTER_ID}={ctx.consumer.cluster_id}"
+            )
+        ),
+    }
+    failed = [side for side, state in states.items() if state == "Error"]
+    if failed:
+        raise ConnectionFailed(
+            f"the Connection on the {' and '.join(failed)} cluster is in Error: the tunnel cannot be established;"
+            f" check that the gateway endpoint is reachable (spec.networking.gatewayServer / gatewayClient)"
+        )
+    if all(state == "Connected" for state in states.values()):
+        return StageResult.ready(STAGE, "the tunnel is Connected on both clusters")
+    waiting = ", ".join(f"{side} {state or 'absent'}" for side, state in states.items())
+    return StageResult.waiting(STAGE, "WaitingForConnection", f"waiting for the tunnel to connect ({waiting})")
+
+
+def _gateway_public_key(client: ClusterClient, gateway: dict[str, Any], namespace: str) -> str | None:
+    """The base64 public key in the Secret Liqo generated for a gateway (status.secretRef)."""
+    name = networking.gateway_secret_name(gateway)
+    if not name:
+        return None
+    secret = client.get(r.SECRET, name, namespace)
+    value = ((secret or {}).get("data") or {}).get("publicKey")
+    return str(value) if value else None

@@ -1,0 +1,40 @@
+"""Stage 3: offloading (ResourceSlice and VirtualNode), one non-blocking pass."""
+
+from __future__ import annotations
+
+from liqo_peering.engine.result import StageResult
+from liqo_peering.engine.run import PeeringRun
+from liqo_peering.errors import ResourceSliceDenied
+from liqo_peering.liqo import offloading
+from liqo_peering.liqo import resources as r
+
+STAGE = "offloading"
+
+
+def reconcile(p: PeeringRun) -> StageResult:
+    spec = p.spec.offloading
+    ctx = p.ctx
+    name, ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
+    if not spec.create_resource_slice:
+        p.local.delete(r.RESOURCE_SLICE, name, ns)
+        p.local.delete(r.VIRTUAL_NODE, name, ns)
+        return StageResult.disabled(STAGE, "no ResourceSlice requested")
+    slice_ = p.local.apply(r.RESOURCE_SLICE, offloading.resource_slice(ctx, spec))
+    conds = offloading.slice_conditions(slice_)
+    denied = [t for t in ("Authentication", "Resources") if conds.get(t) == "Denied"]
+    if denied:
+        raise ResourceSliceDenied(
+            f"the provider Denied ResourceSlice {ns}/{name} ({' and '.join(denied)}); ask for fewer resources in"
+            f" spec.offloading.resources or check the provider's Liqo resource plugin"
+        )
+    if conds.get("Authentication") != "Accepted" or conds.get("Resources") != "Accepted":
+        return StageResult.waiting(
+            STAGE, "WaitingForResourceSlice", "waiting for the provider to accept the ResourceSlice"
+        )
+    if not spec.create_virtual_node:
+        p.local.delete(r.VIRTUAL_NODE, name, ns)
+        return StageResult.ready(STAGE, "the ResourceSlice is accepted (no virtual node requested)")
+    vnode = p.local.get(r.VIRTUAL_NODE, name, ns)
+    if not offloading.virtual_node_running(vnode):
+        return StageResult.waiting(STAGE, "WaitingForVirtualNode", "waiting for Liqo to run the virtual node")
+    return StageResult.ready(STAGE, "the ResourceSlice is accepted and the virtual node runs")

@@ -1,0 +1,99 @@
+"""Unpeering, in liqoctl unpeer's order, one non-blocking pass at a time.
+
+Order: ResourceSlice (wait gone) -> VirtualNode (wait gone) -> Identity -> Tenant -> unless the
+peering is bidirectional: gateways and Configurations on both sides. Each call deletes what is next
+and reports what still exists, so the delete handler can retry until everything is gone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.context import PeeringContext
+
+
+@dataclass(frozen=True)
+class TeardownPlan:
+    """What unpeering deletes, as (side, resource, name, namespace) in order; pure, for tests."""
+
+    steps: tuple[tuple[str, r.Resource, str, str], ...]
+
+
+def plan(ctx: PeeringContext, *, bidirectional: bool, local_only: bool) -> list[list[tuple[str, r.Resource, str, str]]]:
+    """Phases of deletions; a phase starts only when the previous one is gone."""
+    c_ns, p_ns = ctx.consumer_tenant_ns, ctx.provider_tenant_ns
+    prov, cons = ctx.provider.cluster_id, ctx.consumer.cluster_id
+    phases: list[list[tuple[str, r.Resource, str, str]]] = [
+        [("consumer", r.RESOURCE_SLICE, prov, c_ns)],
+        [("consumer", r.VIRTUAL_NODE, prov, c_ns)],
+        [("consumer", r.IDENTITY, naming.identity_name(prov), c_ns)],
+        [("provider", r.TENANT, cons, p_ns)],
+    ]
+    if not bidirectional:
+        phases.append(networking_objects(ctx))
+    phases.append(
+        [
+            ("consumer", r.SECRET, naming.SIGNED_NONCE_SECRET, c_ns),
+            ("provider", r.SECRET, naming.NONCE_SECRET, p_ns),
+        ]
+    )
+    if local_only:
+        phases = [[step for step in phase if step[0] == "consumer"] for phase in phases]
+    return [phase for phase in phases if phase]
+
+
+def networking_objects(ctx: PeeringContext) -> list[tuple[str, r.Resource, str, str]]:
+    c_ns, p_ns = ctx.consumer_tenant_ns, ctx.provider_tenant_ns
+    prov, cons = ctx.provider.cluster_id, ctx.consumer.cluster_id
+    return [
+        ("consumer", r.GATEWAY_CLIENT, prov, c_ns),
+        ("provider", r.GATEWAY_CLIENT, cons, p_ns),
+        ("consumer", r.GATEWAY_SERVER, prov, c_ns),
+        ("provider", r.GATEWAY_SERVER, cons, p_ns),
+        ("consumer", r.PUBLIC_KEY, prov, c_ns),
+        ("provider", r.PUBLIC_KEY, cons, p_ns),
+        ("consumer", r.CONFIGURATION, prov, c_ns),
+        ("provider", r.CONFIGURATION, cons, p_ns),
+    ]
+
+
+def _owned(obj: dict, ctx: PeeringContext) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in ctx.owner.items())
+
+
+def run(
+    local: ClusterClient, remote: ClusterClient | None, ctx: PeeringContext, *, bidirectional: bool, local_only: bool
+) -> list[str]:
+    """Delete the next phase; return what still exists (empty when unpeering is complete)."""
+    clients = {"consumer": local, "provider": remote}
+    for phase in plan(ctx, bidirectional=bidirectional, local_only=local_only or remote is None):
+        remaining = []
+        for side, res, name, ns in phase:
+            client = clients[side]
+            if client is None or not ns:
+                continue
+            if client.get(res, name, ns) is not None:
+                client.delete(res, name, ns)
+                if client.get(res, name, ns) is not None:
+                    remaining.append(f"{res.kind} {ns}/{name} on the {side}")
+        if remaining:
+            return remaining
+    return []
+
+
+def remove_networking(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext, *, owned_only: bool) -> bool:
+    """Remove the networking objects (networking switched off). True when none is left."""
+    clients = {"consumer": local, "provider": remote}
+    left = False
+    for side, res, name, ns in networking_objects(ctx):
+        client = clients[side]
+        obj = client.get(res, name, ns)
+        if obj is None or (owned_only and not _owned(obj, ctx)):
+            continue
+        client.delete(res, name, ns)
+        left = True
+    return not left

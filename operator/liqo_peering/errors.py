@@ -1,0 +1,62 @@
+"""Errors the engine reports in status: each has a CamelCase reason and a message that says the fix."""
+
+from __future__ import annotations
+
+
+class PeeringError(Exception):
+    """A failure that the LiqoPeering status shows as peerStatus=error.
+
+    ``transient`` errors are retried with backoff (unreachable cluster, Liqo not ready yet); the others
+    wait for the user to change something (the Secret, the spec), which triggers a new reconcile.
+    """
+
+    reason = "ReconcileError"
+    transient = True
+
+    def __init__(self, message: str, *, reason: str | None = None, transient: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if reason is not None:
+            self.reason = reason
+        if transient is not None:
+            self.transient = transient
+
+
+class SecretNotFound(PeeringError):
+    reason = "SecretNotFound"
+    transient = False
+
+
+class SecretKeyMissing(PeeringError):
+    reason = "SecretKeyMissing"
+    transient = False
+
+
+class ClusterUnreachable(PeeringError):
+    reason = "ProviderUnreachable"
+
+
+class ClusterForbidden(PeeringError):
+    reason = "Forbidden"
+
+
+class LiqoNotInstalled(PeeringError):
+    reason = "LiqoNotInstalled"
+
+
+class LiqoNotReady(PeeringError):
+    reason = "LiqoNotReady"
+
+
+class DuplicatePeering(PeeringError):
+    reason = "DuplicatePeering"
+    transient = False
+
+
+class ResourceSliceDenied(PeeringError):
+    reason = "ResourceSliceDenied"
+    transient = False
+
+
+class ConnectionFailed(PeeringError):
+    reason = "ConnectionError"

@@ -1,0 +1,125 @@
+"""Stage 2 builders: nonce Secrets, Tenant (with its CSR) and ControlPlane Identity (liqoctl authenticate)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.oid import NameOID
+
+from liqo_peering.liqo import naming, resources
+from liqo_peering.liqo.context import PeeringContext, metadata
+
+CONTROL_PLANE_ORGANIZATION = "liqo.io"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def nonce_secret(ctx: PeeringContext) -> dict[str, Any]:
+    """Empty nonce Secret on the provider; Liqo's nonce creator fills data.nonce."""
+    labels = ctx.labels(ctx.consumer.cluster_id, **{naming.NONCE_LABEL: "true"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata(naming.NONCE_SECRET, ctx.provider_tenant_ns, labels),
+    }
+
+
+def signed_nonce_secret(ctx: PeeringContext, nonce_b64: str) -> dict[str, Any]:
+    """Signed-nonce Secret on the consumer carrying the provider's nonce; Liqo fills data.signedNonce."""
+    labels = ctx.labels(ctx.provider.cluster_id, **{naming.SIGNED_NONCE_LABEL: "true"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata(naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns, labels),
+        "data": {naming.NONCE_FIELD: nonce_b64},
+    }
+
+
+def secret_field(secret: dict[str, Any] | None, key: str) -> str | None:
+    """A Secret's base64 value for key, or None when absent or empty."""
+    value = ((secret or {}).get("data") or {}).get(key)
+    return str(value) if value else None
+
+
+def load_cluster_keys(keys_secret: dict[str, Any]) -> tuple[Any, bytes]:
+    """The cluster's private key and public-key DER from Liqo's authentication-keys Secret (PEM values)."""
+    data = keys_secret.get("data") or {}
+    if "privateKey" not in data or "publicKey" not in data:
+        raise ValueError("Secret authentication-keys lacks privateKey or publicKey")
+    private = serialization.load_pem_private_key(base64.b64decode(data["privateKey"]), password=None)
+    public_der = private.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, public_der
+
+
+def control_plane_csr(private_key: Any, cluster_id: str) -> bytes:
+    """PEM CSR with CN=<cluster ID>, O=liqo.io, signed with the cluster key, as Liqo's GenerateCSRForControlPlane."""
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, cluster_id),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, CONTROL_PLANE_ORGANIZATION),
+        ]
+    )
+    algorithm: hashes.SHA256 | None = None
+    if isinstance(private_key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
+        algorithm = hashes.SHA256()
+    elif not isinstance(private_key, ed25519.Ed25519PrivateKey):
+        raise ValueError(f"unsupported cluster key type {type(private_key).__name__}")
+    csr = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(private_key, algorithm)
+    return csr.public_bytes(serialization.Encoding.PEM)
+
+
+def tenant(
+    ctx: PeeringContext, public_key_der: bytes, csr_pem: bytes, signed_nonce_b64: str, proxy_url: str | None
+) -> dict[str, Any]:
+    """Tenant applied on the provider, named after the consumer (Liqo's TenantForRemoteCluster)."""
+    public_pem = serialization.load_der_public_key(public_key_der).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    spec: dict[str, Any] = {
+        "clusterID": ctx.consumer.cluster_id,
+        "publicKey": b64(public_pem),
+        "csr": b64(csr_pem),
+        "signature": signed_nonce_b64,
+    }
+    if proxy_url:
+        spec["proxyURL"] = proxy_url
+    return {
+        "apiVersion": resources.TENANT.api_version,
+        "kind": resources.TENANT.kind,
+        "metadata": metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id)),
+        "spec": spec,
+    }
+
+
+def tenant_ready(obj: dict[str, Any] | None) -> bool:
+    status = (obj or {}).get("status") or {}
+    return bool(status.get("authParams")) and bool(status.get("tenantNamespace"))
+
+
+def identity(ctx: PeeringContext, tenant_status: dict[str, Any]) -> dict[str, Any]:
+    """ControlPlane Identity on the consumer, from the provider Tenant's status."""
+    provider_id = ctx.provider.cluster_id
+    return {
+        "apiVersion": resources.IDENTITY.api_version,
+        "kind": resources.IDENTITY.kind,
+        "metadata": metadata(naming.identity_name(provider_id), ctx.consumer_tenant_ns, ctx.labels(provider_id)),
+        "spec": {
+            "clusterID": provider_id,
+            "type": "ControlPlane",
+            "authParams": tenant_status["authParams"],
+            "namespace": tenant_status["tenantNamespace"],
+        },
+    }
+
+
+def identity_ready(obj: dict[str, Any] | None) -> bool:
+    ref = ((obj or {}).get("status") or {}).get("kubeconfigSecretRef") or {}
+    return bool(ref.get("name"))

@@ -1,0 +1,54 @@
+"""Names and labels shared by Liqo and by this operator."""
+
+from __future__ import annotations
+
+# Liqo's own labels and names (pkg/consts in Liqo v1.2).
+REMOTE_CLUSTER_ID = "liqo.io/remote-cluster-id"
+TENANT_NAMESPACE_LABEL = "liqo.io/tenant-namespace"
+CLUSTER_ID_CONFIGMAP_SELECTOR = "app.kubernetes.io/name=clusterid-configmap"
+CLUSTER_ID_KEY = "CLUSTER_ID"
+NETWORK_TYPE = "ipam.liqo.io/network-type"
+GATEWAY_RESOURCE = "networking.liqo.io/gateway-resource"
+NONCE_LABEL = "liqo.io/nonce"
+SIGNED_NONCE_LABEL = "liqo.io/signed-nonce"
+NONCE_SECRET = "liqo-nonce"
+SIGNED_NONCE_SECRET = "liqo-signed-nonce"
+NONCE_FIELD = "nonce"
+SIGNED_NONCE_FIELD = "signedNonce"
+AUTH_KEYS_SECRET = "authentication-keys"
+REPLICATION = "liqo.io/replication"
+REMOTE_ID = "liqo.io/remoteID"
+CREATE_VIRTUAL_NODE = "liqo.io/create-virtual-node"
+VIRTUAL_NODE_TYPE = "liqo.io/type"
+SERVER_TEMPLATE = "wireguard-server"
+CLIENT_TEMPLATE = "wireguard-client"
+POD_SECURITY = ("enforce", "audit", "warn")
+
+# This operator's labels: every object it makes carries them, so it can find all of a peering's objects.
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "liqo-peering-operator"
+PEERING_NAMESPACE = "peering.liqo-operator.io/peering-namespace"
+PEERING_NAME = "peering.liqo-operator.io/peering-name"
+FORCE_DELETE = "peering.liqo-operator.io/force-delete"
+FIELD_MANAGER = "liqo-peering-operator"
+
+
+def tenant_namespace(peer_cluster_id: str) -> str:
+    """Default tenant namespace for a peer; existing ones are found by label, not by this name."""
+    return f"liqo-tenant-{peer_cluster_id}"
+
+
+def gateway_deployment(gateway_name: str) -> str:
+    return f"gw-{gateway_name}"
+
+
+def identity_name(provider_cluster_id: str) -> str:
+    return f"controlplane-{provider_cluster_id}"
+
+
+def owner_labels(namespace: str, name: str) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, PEERING_NAMESPACE: namespace, PEERING_NAME: name}
+
+
+def owner_selector(namespace: str, name: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in owner_labels(namespace, name).items())

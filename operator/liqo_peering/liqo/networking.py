@@ -1,0 +1,119 @@
+"""Stage 1 builders: Configuration, GatewayServer, GatewayClient, PublicKey (liqoctl network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from liqo_peering.api.model import NetworkingSpec
+from liqo_peering.liqo import naming, resources
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
+
+
+def configuration(ctx: PeeringContext, described: ClusterInfo, namespace: str) -> dict[str, Any]:
+    """Configuration created on one cluster to describe the OTHER cluster's CIDRs."""
+    return {
+        "apiVersion": resources.CONFIGURATION.api_version,
+        "kind": resources.CONFIGURATION.kind,
+        "metadata": metadata(described.cluster_id, namespace, ctx.labels(described.cluster_id)),
+        "spec": {"remote": {"cidr": {"pod": list(described.pod_cidrs), "external": [described.external_cidr]}}},
+    }
+
+
+def configuration_ready(obj: dict[str, Any]) -> bool:
+    """v1.2+: NetworkCIDRsConfigured=True for the current generation; older Liqo: status.remote set."""
+    status = obj.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "NetworkCIDRsConfigured":
+            return cond.get("status") == "True" and cond.get("observedGeneration") == obj["metadata"].get("generation")
+    return bool(status.get("remote"))
+
+
+def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:
+    """GatewayServer on the provider, named after the consumer."""
+    server = spec.gateway_server
+    endpoint: dict[str, Any] = {"port": server.port, "serviceType": server.service_type}
+    if server.node_port is not None:
+        endpoint["nodePort"] = server.node_port
+    if server.load_balancer_ip is not None:
+        endpoint["loadBalancerIP"] = server.load_balancer_ip
+    return {
+        "apiVersion": resources.GATEWAY_SERVER.api_version,
+        "kind": resources.GATEWAY_SERVER.kind,
+        "metadata": metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id)),
+        "spec": {
+            "mtu": spec.mtu,
+            "endpoint": endpoint,
+            "serverTemplateRef": {
+                "apiVersion": resources.WG_SERVER_TEMPLATE.api_version,
+                "kind": resources.WG_SERVER_TEMPLATE.kind,
+                "name": naming.SERVER_TEMPLATE,
+                "namespace": ctx.provider.liqo_namespace,
+            },
+        },
+    }
+
+
+def server_endpoint(server: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's published endpoint, once Liqo has set addresses on it."""
+    endpoint = (server.get("status") or {}).get("endpoint") or {}
+    return endpoint if endpoint.get("addresses") else None
+
+
+def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str, Any]) -> dict[str, Any]:
+    """GatewayClient on the consumer, named after the provider, dialing the server's endpoint."""
+    override = spec.gateway_client
+    return {
+        "apiVersion": resources.GATEWAY_CLIENT.api_version,
+        "kind": resources.GATEWAY_CLIENT.kind,
+        "metadata": metadata(ctx.provider.cluster_id, ctx.consumer_tenant_ns, ctx.labels(ctx.provider.cluster_id)),
+        "spec": {
+            "mtu": spec.mtu,
+            "endpoint": {
+                "addresses": [override.address] if override.address else list(endpoint.get("addresses") or []),
+                "port": override.port or endpoint.get("port"),
+                "protocol": endpoint.get("protocol") or "UDP",
+            },
+            "clientTemplateRef": {
+                "apiVersion": resources.WG_CLIENT_TEMPLATE.api_version,
+                "kind": resources.WG_CLIENT_TEMPLATE.kind,
+                "name": naming.CLIENT_TEMPLATE,
+                "namespace": ctx.consumer.liqo_namespace,
+            },
+        },
+    }
+
+
+def gateway_spec_matches(actual: dict[str, Any], desired: dict[str, Any]) -> bool:
+    """Whether a live gateway already has the desired parameters (else it is re-created)."""
+    live = actual.get("spec") or {}
+    want = desired["spec"]
+    if live.get("mtu") != want["mtu"]:
+        return False
+    live_ep, want_ep = live.get("endpoint") or {}, want["endpoint"]
+    return all(live_ep.get(k) == v for k, v in want_ep.items())
+
+
+def public_key(ctx: PeeringContext, peer_cluster_id: str, namespace: str, key_b64: str) -> dict[str, Any]:
+    """PublicKey of the peer's gateway, created on this side; key_b64 is the Secret's base64 value."""
+    labels = ctx.labels(peer_cluster_id, **{naming.GATEWAY_RESOURCE: "true"})
+    return {
+        "apiVersion": resources.PUBLIC_KEY.api_version,
+        "kind": resources.PUBLIC_KEY.kind,
+        "metadata": metadata(peer_cluster_id, namespace, labels),
+        "spec": {"publicKey": key_b64},
+    }
+
+
+def gateway_secret_name(gateway: dict[str, Any]) -> str | None:
+    ref = (gateway.get("status") or {}).get("secretRef") or {}
+    name = ref.get("name")
+    return str(name) if name else None
+
+
+def connection_state(connections: list[dict[str, Any]]) -> str | None:
+    """Connected | Connecting | Error of the peer's Connection, or None when there is none yet."""
+    for conn in connections:
+        value = (conn.get("status") or {}).get("value")
+        if value:
+            return str(value)
+    return "Connecting" if connections else None

@@ -1,0 +1,54 @@
+"""Coordinates of every Kubernetes and Liqo resource the operator touches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """REST path, such as /apis/networking.liqo.io/v1beta1/namespaces/x/gatewayservers/y/status."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+SECRET = Resource("", "v1", "secrets", "Secret")
+CONFIGMAP = Resource("", "v1", "configmaps", "ConfigMap")
+EVENT = Resource("", "v1", "events", "Event")
+NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
+DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+
+NETWORK = Resource("ipam.liqo.io", "v1alpha1", "networks", "Network")
+CONFIGURATION = Resource("networking.liqo.io", "v1beta1", "configurations", "Configuration")
+GATEWAY_SERVER = Resource("networking.liqo.io", "v1beta1", "gatewayservers", "GatewayServer")
+GATEWAY_CLIENT = Resource("networking.liqo.io", "v1beta1", "gatewayclients", "GatewayClient")
+PUBLIC_KEY = Resource("networking.liqo.io", "v1beta1", "publickeies", "PublicKey")
+CONNECTION = Resource("networking.liqo.io", "v1beta1", "connections", "Connection")
+WG_SERVER_TEMPLATE = Resource("networking.liqo.io", "v1beta1", "wggatewayservertemplates", "WgGatewayServerTemplate")
+WG_CLIENT_TEMPLATE = Resource("networking.liqo.io", "v1beta1", "wggatewayclienttemplates", "WgGatewayClientTemplate")
+TENANT = Resource("authentication.liqo.io", "v1beta1", "tenants", "Tenant")
+IDENTITY = Resource("authentication.liqo.io", "v1beta1", "identities", "Identity")
+RESOURCE_SLICE = Resource("authentication.liqo.io", "v1beta1", "resourceslices", "ResourceSlice")
+VIRTUAL_NODE = Resource("offloading.liqo.io", "v1beta1", "virtualnodes", "VirtualNode")
+FOREIGN_CLUSTER = Resource("core.liqo.io", "v1beta1", "foreignclusters", "ForeignCluster", namespaced=False)
+
+LIQOPEERING = Resource("peering.liqo-operator.io", "v1alpha1", "liqopeerings", "LiqoPeering")

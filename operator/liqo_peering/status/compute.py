@@ -1,0 +1,160 @@
+"""Compute a LiqoPeering's status from one reconcile's observations (pure).
+
+Inputs: the previous status, the stage results, any error, the ForeignCluster mirror and the clock.
+Output: the new status and the Events worth emitting (transitions only, so retries stay quiet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from liqo_peering.engine.result import STAGES, StageResult
+from liqo_peering.status.conditions import format_time, get_condition, make_condition, set_condition
+from liqo_peering.status.foreigncluster import module_condition
+
+STAGE_CONDITIONS = {
+    "networking": "NetworkReady",
+    "authentication": "AuthenticationReady",
+    "offloading": "OffloadingReady",
+}
+
+
+@dataclass(frozen=True)
+class Observation:
+    generation: int
+    now: datetime
+    timeout_seconds: float
+    stages: dict[str, StageResult] = field(default_factory=dict)
+    error_reason: str | None = None
+    error_message: str | None = None
+    mirror: dict[str, Any] | None = None
+    local_cluster_id: str | None = None
+    remote_cluster_id: str | None = None
+    created_anything: bool = True
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _stage_condition(stage: str, result: StageResult | None, mirror: dict[str, Any] | None) -> tuple[str, str, str]:
+    """(status, reason, message) for NetworkReady / AuthenticationReady / OffloadingReady."""
+    if result is None:
+        return "Unknown", "NotStarted", f"the {stage} stage has not started: an earlier step must complete first"
+    if result.state == "disabled":
+        return "True", "Disabled", result.message
+    if result.state == "error":
+        return "False", result.reason, result.message
+    if result.state == "progressing":
+        return "False", result.reason, result.message
+    # Our steps are done: Liqo's own view of the module must agree.
+    status, reason, message = module_condition(mirror or {}, stage, expected=True)
+    if status == "True":
+        return "True", "Established", f"{result.message}; {message}"
+    return "False", reason, message
+
+
+def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str, Any], list[EventSpec]]:
+    prev = previous or {}
+    gen = obs.generation
+    conditions: list[dict[str, Any]] = list(prev.get("conditions") or [])
+    events: list[EventSpec] = []
+
+    stage_states = {}
+    for stage in STAGES:
+        state, reason, message = _stage_condition(stage, obs.stages.get(stage), obs.mirror)
+        stage_states[stage] = (state, reason, message)
+        cond = make_condition(STAGE_CONDITIONS[stage], state, reason, message, gen, obs.now)
+        old = get_condition(conditions, cond["type"])
+        if state == "True" and (old is None or old.get("status") != "True") and reason != "Disabled":
+            events.append(EventSpec("Normal", cond["type"], message))
+        conditions = set_condition(conditions, cond)
+
+    ready = obs.error_reason is None and all(s[0] == "True" for s in stage_states.values())
+    # The timeout clock restarts when the spec changes and when a ready peering degrades.
+    started = parse_time(prev.get("startedAt"))
+    if started is None or prev.get("observedGeneration") != gen or (prev.get("peerStatus") == "ready" and not ready):
+        started = obs.now
+    timed_out = obs.now - started > timedelta(seconds=obs.timeout_seconds)
+    if obs.error_reason is not None:
+        peer_status, ready_reason, ready_msg = "error", obs.error_reason, obs.error_message or ""
+    elif ready:
+        peer_status, ready_reason, ready_msg = "ready", "PeeringEstablished", "every enabled stage is established"
+    else:
+        first = next(s for s in stage_states.values() if s[0] != "True")
+        peer_status = "timeout" if timed_out else ("establishing" if obs.created_anything else "no_peers")
+        ready_reason, ready_msg = first[1], first[2]
+
+    stalled = peer_status in ("error", "timeout")
+    if peer_status == "timeout":
+        stall_reason = "Timeout"
+        stall_msg = (
+            f"not ready after {obs.timeout_seconds:g}s: {ready_msg}. Reconciling continues; raise spec.timeout"
+            f" if the clusters are just slow"
+        )
+    elif stalled:
+        stall_reason, stall_msg = ready_reason, ready_msg
+    else:
+        stall_reason, stall_msg = "NotStalled", ""
+    conditions = set_condition(conditions, make_condition("Ready", ready, ready_reason, ready_msg, gen, obs.now))
+    conditions = set_condition(
+        conditions,
+        make_condition(
+            "Reconciling",
+            not ready and not stalled,
+            "Progressing" if not ready else "Established",
+            ready_msg if not ready else "",
+            gen,
+            obs.now,
+        ),
+    )
+    conditions = set_condition(conditions, make_condition("Stalled", stalled, stall_reason, stall_msg, gen, obs.now))
+
+    old_status = prev.get("peerStatus")
+    if peer_status != old_status or (stalled and prev_reason(prev) != stall_reason):
+        if peer_status == "ready":
+            events.append(EventSpec("Normal", "PeeringReady", "the peering is ready"))
+        elif peer_status == "timeout":
+            events.append(EventSpec("Warning", "Timeout", stall_msg))
+        elif peer_status == "error":
+            events.append(EventSpec("Warning", ready_reason, ready_msg))
+        elif peer_status == "establishing" and old_status in (None, "no_peers", "ready"):
+            events.append(EventSpec("Normal", "Establishing", ready_msg))
+
+    ready_at = prev.get("readyAt")
+    if ready and not ready_at:
+        ready_at = format_time(obs.now)
+    status: dict[str, Any] = {
+        "peerStatus": peer_status,
+        "observedGeneration": gen,
+        "conditions": conditions,
+        "startedAt": format_time(started),
+        "readyAt": ready_at,
+        "stage": ready_msg if not ready else "ready",
+        "localClusterID": obs.local_cluster_id or prev.get("localClusterID"),
+        "remoteClusterID": obs.remote_cluster_id or prev.get("remoteClusterID"),
+    }
+    if obs.mirror is not None:
+        status["foreignCluster"] = obs.mirror
+    return status, events
+
+
+def prev_reason(prev: dict[str, Any]) -> str | None:
+    stalled = get_condition(prev.get("conditions"), "Stalled")
+    return str(stalled.get("reason")) if stalled else None
+
+
+def is_ready(status: dict[str, Any] | None) -> bool:
+    cond = get_condition((status or {}).get("conditions"), "Ready")
+    return bool(cond and cond.get("status") == "True")
