@@ -121,9 +121,7 @@ def test_invalid_reasons_rejected(reason: str) -> None:
         make_condition("Ready", True, reason, "", 1, T0)
 
 
-@pytest.mark.parametrize(
-    "type_", ["Ready", "Reconciling", "NetworkingReady", "peering.liqo-operator.io/Ready", "a.b"]
-)
+@pytest.mark.parametrize("type_", ["Ready", "Reconciling", "NetworkingReady", "peering.liqo-operator.io/Ready", "a.b"])
 def test_valid_types(type_: str) -> None:
     assert make_condition(type_, True, "Ok", "", 1, T0)["type"] == type_
 
