@@ -99,9 +99,7 @@ def _parse_yaml(raw: bytes | str) -> Any:
     else:
         text = raw
     if not text.strip():
-        raise KubeconfigInvalid(
-            "the kubeconfig is empty; put a complete kubeconfig in the referenced Secret key"
-        )
+        raise KubeconfigInvalid("the kubeconfig is empty; put a complete kubeconfig in the referenced Secret key")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -113,8 +111,7 @@ def _parse_yaml(raw: bytes | str) -> Any:
         problem = getattr(exc, "problem", None)
         what = f" ({problem})" if isinstance(problem, str) else ""
         raise KubeconfigInvalid(
-            f"the kubeconfig is not valid YAML{where}{what}; check the Secret holds an unmodified "
-            "kubeconfig file"
+            f"the kubeconfig is not valid YAML{where}{what}; check the Secret holds an unmodified kubeconfig file"
         ) from None
 
 
@@ -136,10 +133,11 @@ def _named_entries(doc: dict[str, Any], key: str, inner: str) -> dict[str, dict[
         if body is None:
             body = {}
         if not isinstance(body, dict):
-            raise KubeconfigInvalid(
-                f"'{key}' entry '{item['name']}' in the kubeconfig: '{inner}' must be a mapping"
-            )
-        out.setdefault(item["name"], body)  # first wins, like client-go
+            raise KubeconfigInvalid(f"'{key}' entry '{item['name']}' in the kubeconfig: '{inner}' must be a mapping")
+        if item["name"] in out:
+            # client-go refuses duplicates too (clientcmd/api/v1 conversion); never guess which one.
+            raise KubeconfigInvalid(f"'{key}' in the kubeconfig has two entries named '{item['name']}'; rename one")
+        out[item["name"]] = body
     return out
 
 
@@ -201,9 +199,7 @@ def _check_server(cluster_name: str, cluster: dict[str, Any], *, allow_insecure_
         parts = urlsplit(server)
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError:
-        raise KubeconfigInvalid(
-            f"cluster '{cluster_name}' in the kubeconfig: 'server' is not a valid URL"
-        ) from None
+        raise KubeconfigInvalid(f"cluster '{cluster_name}' in the kubeconfig: 'server' is not a valid URL") from None
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise KubeconfigInvalid(
             f"cluster '{cluster_name}' in the kubeconfig: 'server' must be an https:// URL with a host"
@@ -222,9 +218,7 @@ def _check_server(cluster_name: str, cluster: dict[str, Any], *, allow_insecure_
 
 
 def _check_files(cluster_name: str, cluster: dict[str, Any], user_name: str, user: dict[str, Any]) -> None:
-    found = [
-        f"cluster '{cluster_name}': '{f}'" for f in _CLUSTER_FILE_FIELDS if cluster.get(f) not in (None, "")
-    ]
+    found = [f"cluster '{cluster_name}': '{f}'" for f in _CLUSTER_FILE_FIELDS if cluster.get(f) not in (None, "")]
     found += [f"user '{user_name}': '{f}'" for f in _USER_FILE_FIELDS if user.get(f) not in (None, "")]
     if found:
         raise KubeconfigUnsafe(

@@ -83,9 +83,7 @@ def load(
     cfg: Any, *, context: str | None = None, allow_exec: bool = False, allow_insecure_tls: bool = False
 ) -> RemoteKubeconfig:
     raw = cfg if isinstance(cfg, str | bytes) else dump(cfg)
-    return load_remote_kubeconfig(
-        raw, context=context, allow_exec=allow_exec, allow_insecure_tls=allow_insecure_tls
-    )
+    return load_remote_kubeconfig(raw, context=context, allow_exec=allow_exec, allow_insecure_tls=allow_insecure_tls)
 
 
 def single(cluster: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
@@ -266,6 +264,16 @@ def test_unnamed_entry(entry: Any) -> None:
         load(cfg)
 
 
+@pytest.mark.parametrize(("section", "index"), [("clusters", 0), ("contexts", 1), ("users", 2)])
+def test_duplicate_names_rejected(section: str, index: int) -> None:
+    cfg = make_config()
+    cfg[section].append(copy.deepcopy(cfg[section][index]))
+    with pytest.raises(KubeconfigInvalid) as err:
+        load(cfg)
+    assert "two entries named" in err.value.message
+    assert_no_secrets(err.value.message)
+
+
 def test_entry_body_not_a_mapping() -> None:
     cfg = make_config()
     cfg["users"][0]["user"] = "token " + TOKEN
@@ -348,9 +356,7 @@ SAFE_CLUSTER = {"server": "https://x:6443", "certificate-authority-data": CA_DAT
 
 # (cluster, user, flag that allows it or None = never allowed, field named in the message)
 UNSAFE_CASES = [
-    pytest.param(
-        SAFE_CLUSTER, {"exec": {"command": "/bin/sh", "args": ["-c", "id"]}}, "exec", "'exec'", id="exec"
-    ),
+    pytest.param(SAFE_CLUSTER, {"exec": {"command": "/bin/sh", "args": ["-c", "id"]}}, "exec", "'exec'", id="exec"),
     pytest.param(
         SAFE_CLUSTER,
         {"exec": {"command": "aws", "env": [{"name": "AWS_SECRET", "value": PASSWORD}]}, "token": TOKEN},
@@ -426,9 +432,7 @@ UNSAFE_CASES = [
 
 
 @pytest.mark.parametrize(("cluster", "user", "flag", "field"), UNSAFE_CASES)
-def test_unsafe_refused_by_default(
-    cluster: dict[str, Any], user: dict[str, Any], flag: str | None, field: str
-) -> None:
+def test_unsafe_refused_by_default(cluster: dict[str, Any], user: dict[str, Any], flag: str | None, field: str) -> None:
     with pytest.raises(KubeconfigUnsafe) as err:
         load(single(cluster, user))
     msg = err.value.message
@@ -457,9 +461,7 @@ def test_all_file_references_are_named_at_once() -> None:
 
 
 @pytest.mark.parametrize(("cluster", "user", "flag", "field"), UNSAFE_CASES)
-def test_unsafe_with_its_flag(
-    cluster: dict[str, Any], user: dict[str, Any], flag: str | None, field: str
-) -> None:
+def test_unsafe_with_its_flag(cluster: dict[str, Any], user: dict[str, Any], flag: str | None, field: str) -> None:
     cfg = single(cluster, user)
     if flag is None:
         # Files are refused even with every opt-in.
