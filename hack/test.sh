@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole suite, as CI runs it: venv, tool builds (cached), lint, generated-file drift, unit and e2e tests.
+# Prints how long each phase took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+declare -a TIMES=()
+phase() {
+  local name=$1; shift
+  local start=$SECONDS
+  echo "==> [$name] $*"
+  "$@"
+  local took=$((SECONDS - start))
+  TIMES+=("$(printf '%-10s %4ds' "$name" "$took")")
+  echo "==> [$name] done in ${took}s"
+}
+report() {
+  echo "==> phase times:"
+  for t in "${TIMES[@]}"; do echo "    $t"; done
+}
+trap report EXIT
+
+phase venv hack/venv.sh
+phase tools hack/build-tools.sh
+if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh; fi
+phase lint bash -c '.venv/bin/ruff check operator tests hack && .venv/bin/ruff format --check operator tests hack && .venv/bin/mypy operator tests'
+phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
+phase tests .venv/bin/pytest tests -p no:cacheprovider "$@"
