@@ -1,0 +1,312 @@
+"""The committed CRD and API reference are generated from the model, and the CRD obeys Kubernetes' rules."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from liqo_peering.api import crdgen, model
+
+REPO = Path(__file__).resolve().parents[2]
+CRD: dict[str, Any] = crdgen.render_crd()
+VERSION: dict[str, Any] = CRD["spec"]["versions"][0]
+ROOT: dict[str, Any] = VERSION["schema"]["openAPIV3Schema"]
+SPEC: dict[str, Any] = ROOT["properties"]["spec"]
+STATUS: dict[str, Any] = ROOT["properties"]["status"]
+OUTPUTS: dict[Path, str] = crdgen.outputs()
+
+
+def walk(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema node with its path (properties by name, map values as `.*`, list items as `[]`)."""
+    yield path, schema
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from walk(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from walk(schema["additionalProperties"], f"{path}.*")
+    if isinstance(schema.get("items"), dict):
+        yield from walk(schema["items"], f"{path}[]")
+
+
+# -- drift -----------------------------------------------------------------------------------
+
+
+def test_outputs_are_the_crd_and_the_api_doc() -> None:
+    assert set(OUTPUTS) == {Path("crds/peering.liqo-operator.io_liqopeerings.yaml"), Path("docs/api.md")}
+
+
+@pytest.mark.parametrize("rel", list(OUTPUTS), ids=str)
+def test_committed_file_matches_the_model(rel: Path) -> None:
+    committed = REPO / rel
+    assert committed.exists(), f"{rel} is missing: run `make generate`"
+    assert committed.read_text() == OUTPUTS[rel], f"{rel} is out of date with api/model.py: run `make generate`"
+
+
+def test_committed_crd_parses_to_the_rendered_object() -> None:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert yaml.load((REPO / crdgen.CRD_FILE).read_text(), Loader=loader) == CRD
+
+
+def test_check_mode_reports_drift_without_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "crds").mkdir()
+    stale = tmp_path / crdgen.CRD_FILE
+    stale.write_text("stale\n")
+    assert crdgen.main(["--root", str(tmp_path), "--check"]) == 1
+    assert stale.read_text() == "stale\n"
+    assert not (tmp_path / crdgen.DOC_FILE).exists()
+    err = capsys.readouterr().err
+    assert "make generate" in err and str(crdgen.CRD_FILE) in err and str(crdgen.DOC_FILE) in err
+
+
+# -- CRD facts -------------------------------------------------------------------------------
+
+
+def test_names_scope_and_version() -> None:
+    assert CRD["metadata"]["name"] == "liqopeerings.peering.liqo-operator.io"
+    assert CRD["spec"]["group"] == "peering.liqo-operator.io"
+    names = CRD["spec"]["names"]
+    assert names["kind"] == "LiqoPeering"
+    assert names["listKind"] == "LiqoPeeringList"
+    assert names["plural"] == "liqopeerings"
+    assert names["singular"] == "liqopeering"
+    assert names["shortNames"] == ["lp"]
+    assert names["categories"] == ["liqo"]
+    assert CRD["spec"]["scope"] == "Namespaced"
+    assert [v["name"] for v in CRD["spec"]["versions"]] == ["v1alpha1"]
+    assert VERSION["served"] is True and VERSION["storage"] is True
+
+
+def test_status_subresource() -> None:
+    assert VERSION["subresources"] == {"status": {}}
+
+
+def test_printer_columns() -> None:
+    columns = {c["name"]: c for c in VERSION["additionalPrinterColumns"]}
+    assert columns["Remote Cluster"]["jsonPath"] == ".status.remoteClusterID"
+    assert columns["Status"]["jsonPath"] == ".status.peerStatus"
+    assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Age"] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    # Every column points at a field the schema has.
+    for column in VERSION["additionalPrinterColumns"]:
+        head = column["jsonPath"].split("[")[0].lstrip(".").split(".")
+        if head[0] == "metadata":
+            continue
+        node = ROOT
+        for part in head:
+            assert part in node.get("properties", {}), f"printer column {column['name']} points at a missing field"
+            node = node["properties"][part]
+
+
+def test_spec_is_required() -> None:
+    assert ROOT["required"] == ["spec"]
+    assert SPEC["required"] == ["remoteKubeconfigSecretRef"]
+
+
+def test_status_conditions_are_a_map_list_keyed_by_type() -> None:
+    conditions = STATUS["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert "type" in conditions["items"]["required"]
+
+
+def test_mirrored_liqo_conditions_preserve_unknown_fields() -> None:
+    mirror = STATUS["properties"]["foreignCluster"]["properties"]
+    assert mirror["conditions"]["items"]["x-kubernetes-preserve-unknown-fields"] is True
+    for module in ("networking", "authentication", "offloading"):
+        items = mirror["modules"]["properties"][module]["properties"]["conditions"]["items"]
+        assert items["x-kubernetes-preserve-unknown-fields"] is True
+
+
+# -- structural schema -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("part", ["spec", "status"])
+def test_schema_is_structural(part: str) -> None:
+    for path, node in walk(ROOT["properties"][part], part):
+        assert "$ref" not in node, path
+        assert "$defs" not in node and "definitions" not in node, path
+        assert "title" not in node, path
+        assert node.get("additionalProperties") is not False, f"{path}: additionalProperties: false"
+        if "properties" in node and "additionalProperties" in node:
+            # the API server allows only `true` next to properties; it still prunes, so it needs preserve
+            assert node["additionalProperties"] is True, path
+            assert node.get("x-kubernetes-preserve-unknown-fields") is True, path
+        assert "default" not in node or node["default"] is not None, f"{path}: default null"
+        if "anyOf" in node:
+            assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
+            assert node.get("x-kubernetes-int-or-string") is True, path
+            assert "type" not in node, path
+        elif not node.get("x-kubernetes-preserve-unknown-fields"):
+            assert node.get("type") in ("object", "array", "string", "integer", "number", "boolean"), path
+        if "properties" in node:
+            assert node["type"] == "object", path
+        for key in ("oneOf", "allOf", "not", "const", "nullable"):
+            assert key not in node, f"{path}: {key}"
+
+
+def test_schema_has_no_ref_anywhere() -> None:
+    assert "$ref" not in json.dumps(CRD)
+
+
+def test_quantities_are_int_or_string_with_the_quantity_pattern() -> None:
+    values = SPEC["properties"]["offloading"]["properties"]["resources"]["additionalProperties"]
+    assert values["x-kubernetes-int-or-string"] is True
+    assert values["pattern"] == model.QUANTITY_PATTERN
+
+
+def test_every_spec_property_has_a_description() -> None:
+    missing = [path for path, node in walk(SPEC, "spec") if path != "spec" and not path.endswith(".*")]
+    missing = [path for path in missing if not dict(walk(SPEC, "spec"))[path].get("description")]
+    assert missing == []
+
+
+def test_optional_spec_objects_default_to_empty_so_nested_defaults_apply() -> None:
+    props = SPEC["properties"]
+    for name in ("networking", "authentication", "offloading"):
+        assert props[name]["default"] == {}, name
+    for name in ("gatewayServer", "gatewayClient"):
+        assert props["networking"]["properties"][name]["default"] == {}, name
+    # The required secret ref must not be defaulted, and status objects are not defaulted at all.
+    assert "default" not in props["remoteKubeconfigSecretRef"]
+    assert all("default" not in node or node["type"] != "object" for _, node in walk(STATUS))
+
+
+# -- defaults: the API server and pydantic agree ---------------------------------------------
+
+
+def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
+    """Structural defaulting as the API server does it: fill missing fields, then descend (also into defaults)."""
+    if not isinstance(obj, dict) or "properties" not in schema:
+        return obj
+    out = dict(obj)
+    for name, sub in schema["properties"].items():
+        if name not in out and "default" in sub:
+            out[name] = copy.deepcopy(sub["default"])
+        if name in out:
+            out[name] = apply_defaults(sub, out[name])
+    return out
+
+
+def drop_empty_maps(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: drop_empty_maps(v) for k, v in value.items() if v != {}}
+    return value
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"remoteKubeconfigSecretRef": {"name": "k"}},
+        {"remoteKubeconfigSecretRef": {"name": "k"}, "networking": {"gatewayServer": {"serviceType": "NodePort"}}},
+        {"remoteKubeconfigSecretRef": {"name": "k", "key": "value"}, "offloading": {"createVirtualNode": False}},
+        {"remoteKubeconfigSecretRef": {"name": "k"}, "networking": {"enabled": False}, "authentication": {}},
+    ],
+)
+def test_crd_defaults_equal_pydantic_defaults(manifest: dict[str, Any]) -> None:
+    by_api_server = apply_defaults(SPEC, manifest)
+    by_pydantic = model.parse_spec(manifest).model_dump(by_alias=True, exclude_none=True)
+    assert drop_empty_maps(by_api_server) == drop_empty_maps(by_pydantic)
+    # and what the API server stores reads back as the same spec
+    assert model.parse_spec(by_api_server) == model.parse_spec(manifest)
+
+
+def test_every_schema_default_is_a_pydantic_default() -> None:
+    defaults = model.parse_spec({"remoteKubeconfigSecretRef": {"name": "k"}}).model_dump(by_alias=True)
+    seen = 0
+    for path, node in walk(SPEC, ""):
+        if "default" not in node:
+            continue
+        value: Any = defaults
+        for part in path.lstrip(".").split("."):
+            value = value[part]
+        if node["default"] == {}:
+            assert isinstance(value, dict), path
+        else:
+            assert value == node["default"], path
+            seen += 1
+    assert seen == 13  # key, timeout, 2 namespaces, skipValidation, 2 net, 2 server, inBand, 3 offloading
+
+
+# -- CEL rules -------------------------------------------------------------------------------
+
+
+def cel_rules() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    for path, node in walk(SPEC, "spec"):
+        found.extend((path, node, rule) for rule in node.get("x-kubernetes-validations", []))
+    return found
+
+
+def test_every_cel_rule_has_a_message() -> None:
+    rules = cel_rules()
+    assert rules
+    for path, _, rule in rules:
+        assert rule.get("message", "").strip(), f"{path}: {rule['rule']}"
+        assert set(rule) <= {"rule", "message", "messageExpression", "fieldPath", "reason"}, path
+
+
+def test_cel_rules_sit_where_expected() -> None:
+    placed = {(path, rule["fieldPath"]) for path, _, rule in cel_rules()}
+    assert placed == {
+        ("spec.networking.gatewayServer", ".nodePort"),
+        ("spec.networking.gatewayServer", ".loadBalancerIP"),
+        ("spec", ".authentication.inBand"),
+        ("spec.offloading", ".createVirtualNode"),
+        ("spec.authentication", ".proxyURL"),
+    }
+
+
+def test_cel_rule_contents() -> None:
+    rules = {(path, rule["fieldPath"]): rule["rule"] for path, _, rule in cel_rules()}
+    assert "serviceType == 'NodePort'" in rules[("spec.networking.gatewayServer", ".nodePort")]
+    assert "serviceType == 'LoadBalancer'" in rules[("spec.networking.gatewayServer", ".loadBalancerIP")]
+    assert "self.networking.enabled" in rules[("spec", ".authentication.inBand")]
+    assert "self.createResourceSlice" in rules[("spec.offloading", ".createVirtualNode")]
+    assert "isURL(self.proxyURL)" in rules[("spec.authentication", ".proxyURL")]
+
+
+def test_cel_rules_and_field_paths_name_existing_fields() -> None:
+    def resolve(node: dict[str, Any], dotted: str) -> dict[str, Any] | None:
+        for part in dotted.split("."):
+            node = (node.get("properties") or {}).get(part)  # type: ignore[assignment]
+            if node is None:
+                return None
+        return node
+
+    for path, node, rule in cel_rules():
+        assert resolve(node, rule["fieldPath"].lstrip(".")) is not None, f"{path}: fieldPath {rule['fieldPath']}"
+        for ref in re.findall(r"self\.([A-Za-z0-9_.]+)", rule["rule"]):
+            assert resolve(node, ref) is not None, f"{path}: rule mentions missing self.{ref}"
+
+
+def test_fields_read_by_cel_without_has_are_always_defaulted() -> None:
+    """A rule that reads self.x without has() fails on objects without x: x must have a default."""
+    for path, node, rule in cel_rules():
+        guarded = set(re.findall(r"has\(self\.([A-Za-z0-9_.]+)\)", rule["rule"]))
+        for ref in re.findall(r"self\.([A-Za-z0-9_.]+)", rule["rule"]):
+            if ref in guarded:
+                continue
+            target = node
+            for part in ref.split("."):
+                target = target["properties"][part]
+                assert "default" in target or part in node.get("required", []), f"{path}: self.{ref} may be absent"
+
+
+# -- API reference ---------------------------------------------------------------------------
+
+
+def test_api_doc_lists_every_spec_field_and_rule() -> None:
+    doc = crdgen.render_api_doc()
+    for path, _ in walk(SPEC, "spec"):
+        if path != "spec" and not path.endswith(".*"):
+            assert f"| `{path}` |" in doc, path
+    for _, _, rule in cel_rules():
+        assert rule["message"] in doc
+    assert '| `spec.timeout` | string | `"5m"` |' in doc
+    assert "| `spec.remoteKubeconfigSecretRef` | object | required |" in doc
