@@ -83,9 +83,7 @@ def liqo_version() -> str:
 def module_dir(version: str | None = None) -> Path:
     """Liqo's Go module in the module cache, downloaded through the Go module proxy when absent."""
     mod = f"github.com/liqotech/liqo@v{version or liqo_version()}"
-    cache = subprocess.run(
-        ["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    cache = subprocess.run(["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True).stdout.strip()
     path = Path(cache) / mod
     if not (path / "deployments" / "liqo").is_dir():
         with tempfile.TemporaryDirectory() as tmp:
@@ -162,10 +160,11 @@ def install_liqo(
     pod_cidr: str,
     external_cidr: str,
     namespace: str = "liqo",
-    service_cidr: str = "10.96.0.0/12",
+    service_cidr: str | None = None,
 ) -> LiqoInstall:
     """Install Liqo's CRDs and non-workload objects; idempotent (server-side apply)."""
     kc = cluster if isinstance(cluster, Kube) else Kube(cluster.api_client())
+    service_cidr = service_cidr or getattr(cluster, "service_cidr", None) or "10.96.0.0/16"
     docs = render_chart(cluster_id, pod_cidr, external_cidr, service_cidr, namespace)
 
     kc.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, MANAGER)
@@ -248,6 +247,8 @@ def uninstall_liqo(cluster: LocalCluster | Kube, namespace: str = "liqo", timeou
             kc.delete(kind_res, obj["metadata"]["name"])
     kc.delete(k.NAMESPACE, namespace)
     _wait("Liqo CRDs gone", lambda: not any(kc.get(k.CRD, n) for n in crds), timeout)
+    # A reinstall cannot write into a namespace that is still terminating.
+    _wait(f"namespace {namespace} gone", lambda: kc.get(k.NAMESPACE, namespace) is None, timeout)
 
 
 def read_cluster_id(kc: Kube, namespace: str = "liqo") -> str | None:

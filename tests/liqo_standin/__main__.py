@@ -13,9 +13,7 @@ from .standin import StandIn
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="liqo_standin", description="Liqo stand-in for two local clusters (NOT Liqo)."
-    )
+    p = argparse.ArgumentParser(prog="liqo_standin", description="Liqo stand-in for two local clusters (NOT Liqo).")
     p.add_argument("--consumer-kubeconfig", required=True)
     p.add_argument("--provider-kubeconfig", required=True)
     p.add_argument("--liqo-namespace", default="liqo")

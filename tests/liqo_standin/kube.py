@@ -168,17 +168,13 @@ class Kube:
         name = body["metadata"]["name"]
         return self._call("PUT", res.path(namespace, name, sub), body=body)  # type: ignore[no-any-return]
 
-    def patch(
-        self, res: Res, name: str, body: Obj, namespace: str | None = None, sub: str | None = None
-    ) -> Obj:
+    def patch(self, res: Res, name: str, body: Obj, namespace: str | None = None, sub: str | None = None) -> Obj:
         """JSON merge patch (lists are replaced whole)."""
         return self._call(  # type: ignore[no-any-return]
             "PATCH", res.path(namespace, name, sub), body=body, content_type=MERGE
         )
 
-    def apply(
-        self, res: Res, body: Obj, manager: str, namespace: str | None = None, sub: str | None = None
-    ) -> Obj:
+    def apply(self, res: Res, body: Obj, manager: str, namespace: str | None = None, sub: str | None = None) -> Obj:
         """Server-side apply, forcing ownership: idempotent create-or-update."""
         return self._call(  # type: ignore[no-any-return]
             "PATCH",

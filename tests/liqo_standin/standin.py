@@ -129,9 +129,7 @@ WATCHED: list[tuple[k.Res, str | None]] = [
 class StandIn:
     """Does, for two clusters, what Liqo's controllers and gateway pods would do. start()/stop() or run()."""
 
-    def __init__(
-        self, consumer: Kube, provider: Kube, liqo_namespace: str = "liqo", resync: float = 5.0
-    ) -> None:
+    def __init__(self, consumer: Kube, provider: Kube, liqo_namespace: str = "liqo", resync: float = 5.0) -> None:
         self.sides = [Side("consumer", consumer, liqo_namespace), Side("provider", provider, liqo_namespace)]
         self.resync = resync
         self._wake = threading.Event()
@@ -464,9 +462,7 @@ class StandIn:
                         "labels": {"app.kubernetes.io/managed-by": "liqo", REMOTE: consumer_id},
                         "ownerReferences": [owner(tenant)],
                     },
-                    "subjects": [
-                        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": consumer_id}
-                    ],
+                    "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": consumer_id}],
                     "roleRef": {
                         "apiGroup": "rbac.authorization.k8s.io",
                         "kind": "ClusterRole",
@@ -545,20 +541,14 @@ class StandIn:
                 if md.get("deletionTimestamp") or not self._due(side, peer, gw):
                     continue
                 ns, remote = md["namespace"], labels(gw).get(REMOTE, "")
-                secret_name = (spec.get("secretRef") or {}).get("name") or self._gateway_keys(
-                    side, gw, remote
-                )
+                secret_name = (spec.get("secretRef") or {}).get("name") or self._gateway_keys(side, gw, remote)
                 self._gateway_deployment(side, gw)
                 status: Obj = {
                     "secretRef": {"apiVersion": "v1", "kind": "Secret", "name": secret_name, "namespace": ns}
                 }
                 if res is k.GATEWAYSERVER:
                     ep = spec.get("endpoint") or {}
-                    port = (
-                        ep.get("nodePort")
-                        if ep.get("serviceType") == "NodePort" and ep.get("nodePort")
-                        else None
-                    )
+                    port = ep.get("nodePort") if ep.get("serviceType") == "NodePort" and ep.get("nodePort") else None
                     status["endpoint"] = {
                         # No Service/LoadBalancer: the address is the loadBalancerIP asked for, else loopback.
                         "addresses": [ep.get("loadBalancerIP") or "127.0.0.1"],
@@ -621,9 +611,7 @@ class StandIn:
                         "template": {
                             "metadata": {"labels": pod_labels},
                             "spec": {
-                                "containers": [
-                                    {"name": "gateway", "image": "liqo-standin.invalid/gateway:none"}
-                                ],
+                                "containers": [{"name": "gateway", "image": "liqo-standin.invalid/gateway:none"}],
                                 "automountServiceAccountToken": False,
                             },
                         },
@@ -652,16 +640,12 @@ class StandIn:
                     for c in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
                 ]
                 status = {"phase": "Running", "conditions": ready, "startTime": t, "podIP": "127.0.0.1"}
-                side.kube.patch(
-                    k.POD, pod["metadata"]["name"], {"status": status}, md["namespace"], sub="status"
-                )
+                side.kube.patch(k.POD, pod["metadata"]["name"], {"status": status}, md["namespace"], sub="status")
             return
         created = datetime.strptime(md["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         if (datetime.now(UTC) - created).total_seconds() < 5:
             self._next_due = (
-                time.monotonic() + 5.5
-                if self._next_due is None
-                else min(self._next_due, time.monotonic() + 5.5)
+                time.monotonic() + 5.5 if self._next_due is None else min(self._next_due, time.monotonic() + 5.5)
             )
             return
         status = {
@@ -849,10 +833,7 @@ class StandIn:
                 side.kube.delete(k.NODE, vmd["name"])
         vn_names = {n for (_, n) in wanted}
         for node in side.items("vnodes"):
-            if (
-                labels(node).get("app.kubernetes.io/managed-by") == MANAGER
-                and node["metadata"]["name"] not in vn_names
-            ):
+            if labels(node).get("app.kubernetes.io/managed-by") == MANAGER and node["metadata"]["name"] not in vn_names:
                 side.kube.delete(k.NODE, node["metadata"]["name"])
         for (ns, name), rs in wanted.items():
             self._ensure_virtualnode(side, rs, ns, name)
@@ -987,8 +968,7 @@ class StandIn:
         idents = [
             i
             for i in side.items("identities")
-            if (i.get("spec") or {}).get("clusterID") == pid
-            and (i.get("spec") or {}).get("type") == "ControlPlane"
+            if (i.get("spec") or {}).get("clusterID") == pid and (i.get("spec") or {}).get("type") == "ControlPlane"
         ]
         kubeconfigs = side.for_peer("kubeconfigs", pid)
         vns = side.for_peer("virtualnodes", pid)
@@ -1031,9 +1011,7 @@ class StandIn:
                 md = gws[0]["metadata"]
                 dep = side.kube.get(k.DEPLOYMENT, f"gw-{md['name']}", md["namespace"])
                 ok = bool(dep and (dep.get("status") or {}).get("readyReplicas"))
-                net.append(
-                    c(ctype, "Ready" if ok else "NotReady", "GatewayReady" if ok else "GatewayNotReady")
-                )
+                net.append(c(ctype, "Ready" if ok else "NotReady", "GatewayReady" if ok else "GatewayNotReady"))
         if conns:
             value = (conns[0].get("status") or {}).get("value")
             mapped = {"Connected": "Established", "Connecting": "Pending"}.get(value or "", "Error")
@@ -1131,9 +1109,7 @@ class StandIn:
                 },
                 "authentication": {
                     "enabled": auth_on,
-                    "conditions": merge_conditions(
-                        (old_mod.get("authentication") or {}).get("conditions"), auth
-                    ),
+                    "conditions": merge_conditions((old_mod.get("authentication") or {}).get("conditions"), auth),
                 },
                 "offloading": {
                     "enabled": bool(vns),

@@ -1,0 +1,165 @@
+"""pytest fixtures: Liqo on the local clusters, and the Liqo stand-in as a subprocess.
+
+- `liqo_clusters` (session): H1's `local_clusters` with Liqo's non-workload objects installed
+  (liqo_env.install_liqo), each with its own cluster ID and non-overlapping CIDRs (see LIQO_SETTINGS).
+- `liqo_standin` (function): `python -m liqo_standin` against both clusters for the test, faults cleared
+  before and after; `liqo_standin.set_faults("provider", resourceslice="Denied")`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import pytest
+
+from liqo_env import LiqoInstall, install_liqo, read_cluster_id, uninstall_liqo
+from liqo_standin import FAULTS_CONFIGMAP
+from liqo_standin import kube as k
+from liqo_standin.kube import Kube
+
+if TYPE_CHECKING:
+    from localk8s import LocalCluster
+
+T = TypeVar("T")
+LIQO_NAMESPACE = "liqo"
+# Per cluster: cluster ID, pod CIDR, external CIDR (non-overlapping, as a real peering needs).
+LIQO_SETTINGS = {
+    "consumer": ("consumer-cluster-id", "10.100.0.0/16", "10.110.0.0/16"),
+    "provider": ("provider-cluster-id", "10.200.0.0/16", "10.210.0.0/16"),
+}
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class LiqoClusters:
+    """The two local clusters with Liqo installed. `ids["consumer"]` is the consumer's cluster ID."""
+
+    clusters: dict[str, LocalCluster]
+    ids: dict[str, str] = field(default_factory=dict)
+    installs: dict[str, LiqoInstall] = field(default_factory=dict)
+    namespace: str = LIQO_NAMESPACE
+
+    def __getitem__(self, name: str) -> LocalCluster:
+        return self.clusters[name]
+
+    def kube(self, name: str) -> Kube:
+        return Kube(self.clusters[name].api_client())
+
+    def install(self, name: str) -> LiqoInstall:
+        cluster_id, pod, external = LIQO_SETTINGS[name]
+        self.installs[name] = install_liqo(self.clusters[name], cluster_id, pod, external, self.namespace)
+        self.ids[name] = cluster_id
+        return self.installs[name]
+
+    def uninstall(self, name: str) -> None:
+        """The "Liqo missing on one side" fault; ensure_installed() (or the next liqo_standin) puts it back."""
+        uninstall_liqo(self.clusters[name], self.namespace)
+
+    def ensure_installed(self) -> None:
+        for name in LIQO_SETTINGS:
+            if read_cluster_id(self.kube(name), self.namespace) is None:
+                self.install(name)
+
+
+@pytest.fixture(scope="session")
+def liqo_clusters(local_clusters: dict[str, LocalCluster]) -> LiqoClusters:
+    lc = LiqoClusters(clusters=dict(local_clusters))
+    for name in LIQO_SETTINGS:
+        lc.install(name)
+    return lc
+
+
+class StandInProcess:
+    """A running `python -m liqo_standin`, with fault knobs (see the liqo_standin docstring)."""
+
+    def __init__(self, lc: LiqoClusters, log_path: Path) -> None:
+        self.lc = lc
+        self.log_path = log_path
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+        cmd = [
+            sys.executable,
+            "-m",
+            "liqo_standin",
+            "--consumer-kubeconfig",
+            str(lc["consumer"].kubeconfig),
+            "--provider-kubeconfig",
+            str(lc["provider"].kubeconfig),
+            "--liqo-namespace",
+            lc.namespace,
+            "--resync",
+            "2",
+        ]
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+
+    def set_faults(self, cluster: str = "both", **knobs: str | float | None) -> None:
+        """Set (or with None, clear) fault knobs on "consumer", "provider" or "both"."""
+        for name in ("consumer", "provider") if cluster == "both" else (cluster,):
+            kc = self.lc.kube(name)
+            cm = kc.get(k.CONFIGMAP, FAULTS_CONFIGMAP, self.lc.namespace)
+            data = {key: None if v is None else str(v) for key, v in knobs.items()}
+            if cm is None:
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": FAULTS_CONFIGMAP, "namespace": self.lc.namespace},
+                    "data": {a: b for a, b in data.items() if b is not None},
+                }
+                kc.create(k.CONFIGMAP, body, self.lc.namespace)
+            else:
+                kc.patch(k.CONFIGMAP, FAULTS_CONFIGMAP, {"data": data}, self.lc.namespace)
+
+    def clear_faults(self) -> None:
+        for name in ("consumer", "provider"):
+            # Liqo (and its namespace) may be missing in a fault test.
+            with contextlib.suppress(k.KubeError):
+                self.lc.kube(name).delete(k.CONFIGMAP, FAULTS_CONFIGMAP, self.lc.namespace)
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def liqo_standin(liqo_clusters: LiqoClusters, tmp_path: Path) -> Iterator[StandInProcess]:
+    liqo_clusters.ensure_installed()  # a previous test may have uninstalled Liqo
+    proc = StandInProcess(liqo_clusters, tmp_path / "liqo-standin.log")
+    proc.clear_faults()
+    time.sleep(0.2)
+    try:
+        yield proc
+    finally:
+        proc.clear_faults()
+        proc.stop()
+        sys.stderr.write(f"\n--- liqo-standin log ({proc.log_path}), last lines ---\n")
+        sys.stderr.write("\n".join(proc.log_path.read_text(errors="replace").splitlines()[-30:]) + "\n")
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30, interval: float = 0.3) -> T:
+    """Poll fn() until it returns something truthy; that value is returned."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
