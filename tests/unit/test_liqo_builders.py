@@ -1,0 +1,553 @@
+"""Unit tests for the Liqo object builders (liqo_peering.liqo.*), checked against the facts sheet."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.oid import NameOID
+
+from liqo_peering.api.model import GatewayClientSpec, GatewayServerSpec, NetworkingSpec, OffloadingSpec
+from liqo_peering.liqo import authentication as auth
+from liqo_peering.liqo import naming, networking, offloading, tenancy
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
+
+CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
+PROVIDER = ClusterInfo("provider-id", ("10.200.0.0/16", "10.201.0.0/16"), "10.210.0.0/16", liqo_namespace="liqo-p")
+C_NS = "liqo-tenant-provider-id"  # on the consumer, for the provider
+P_NS = "liqo-tenant-consumer-id"  # on the provider, for the consumer
+OWNER = {
+    "app.kubernetes.io/managed-by": "liqo-peering-operator",
+    "peering.liqo-operator.io/peering-namespace": "team-a",
+    "peering.liqo-operator.io/peering-name": "to-provider",
+}
+
+
+@pytest.fixture
+def ctx() -> PeeringContext:
+    return PeeringContext("team-a", "to-provider", CONSUMER, PROVIDER, consumer_tenant_ns=C_NS, provider_tenant_ns=P_NS)
+
+
+def labels_for(remote: str, **extra: str) -> dict[str, str]:
+    return {"liqo.io/remote-cluster-id": remote, **OWNER, **extra}
+
+
+# -- naming and context ----------------------------------------------------------------------
+
+
+def test_naming_helpers() -> None:
+    assert naming.tenant_namespace("abc") == "liqo-tenant-abc"
+    assert naming.gateway_deployment("abc") == "gw-abc"
+    assert naming.identity_name("abc") == "controlplane-abc"
+    assert naming.owner_labels("ns", "n") == {
+        "app.kubernetes.io/managed-by": "liqo-peering-operator",
+        "peering.liqo-operator.io/peering-namespace": "ns",
+        "peering.liqo-operator.io/peering-name": "n",
+    }
+    assert naming.owner_selector("ns", "n") == (
+        "app.kubernetes.io/managed-by=liqo-peering-operator,"
+        "peering.liqo-operator.io/peering-namespace=ns,peering.liqo-operator.io/peering-name=n"
+    )
+
+
+def test_context_labels(ctx: PeeringContext) -> None:
+    assert ctx.owner == OWNER
+    assert ctx.labels("x") == labels_for("x")
+    assert ctx.labels("x", extra="1") == labels_for("x", extra="1")
+
+
+def test_metadata_omits_empty_namespace_and_annotations() -> None:
+    assert metadata("n", None, {"a": "b"}) == {"name": "n", "labels": {"a": "b"}}
+    assert metadata("n", "", {}) == {"name": "n", "labels": {}}
+    assert metadata("n", "ns", {}, {"k": "v"}) == {
+        "name": "n",
+        "namespace": "ns",
+        "labels": {},
+        "annotations": {"k": "v"},
+    }
+
+
+def test_tenant_namespace() -> None:
+    ns = tenancy.tenant_namespace("provider-id", C_NS, OWNER)
+    assert ns["apiVersion"] == "v1" and ns["kind"] == "Namespace"
+    assert ns["metadata"]["name"] == C_NS
+    assert "namespace" not in ns["metadata"]
+    assert ns["metadata"]["labels"] == {
+        "liqo.io/remote-cluster-id": "provider-id",
+        "liqo.io/tenant-namespace": "true",
+        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/audit": "privileged",
+        "pod-security.kubernetes.io/warn": "privileged",
+        **OWNER,
+    }
+    assert tenancy.tenant_namespace_selector("provider-id") == (
+        "liqo.io/remote-cluster-id=provider-id,liqo.io/tenant-namespace=true"
+    )
+
+
+# -- networking ------------------------------------------------------------------------------
+
+
+def test_configuration_describes_the_other_cluster(ctx: PeeringContext) -> None:
+    on_consumer = networking.configuration(ctx, ctx.provider, C_NS)
+    assert on_consumer == {
+        "apiVersion": "networking.liqo.io/v1beta1",
+        "kind": "Configuration",
+        "metadata": {"name": "provider-id", "namespace": C_NS, "labels": labels_for("provider-id")},
+        "spec": {"remote": {"cidr": {"pod": ["10.200.0.0/16", "10.201.0.0/16"], "external": ["10.210.0.0/16"]}}},
+    }
+    on_provider = networking.configuration(ctx, ctx.consumer, P_NS)
+    assert on_provider["metadata"] == {"name": "consumer-id", "namespace": P_NS, "labels": labels_for("consumer-id")}
+    assert on_provider["spec"]["remote"]["cidr"] == {"pod": ["10.100.0.0/16"], "external": ["10.110.0.0/16"]}
+
+
+def cfg(generation: int, conditions: list[dict[str, Any]] | None = None, remote: Any = None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if conditions is not None:
+        status["conditions"] = conditions
+    if remote is not None:
+        status["remote"] = remote
+    return {"metadata": {"name": "x", "generation": generation}, "status": status}
+
+
+def cidrs(status: str, observed: int | None) -> dict[str, Any]:
+    return {"type": "NetworkCIDRsConfigured", "status": status, "observedGeneration": observed}
+
+
+@pytest.mark.parametrize(
+    ("obj", "ready"),
+    [
+        (cfg(2, [cidrs("True", 2)]), True),
+        (cfg(3, [cidrs("True", 2)]), False),  # stale: Liqo has not seen the new spec yet
+        (cfg(2, [cidrs("False", 2)]), False),
+        (cfg(2, [cidrs("Unknown", 2)]), False),
+        (cfg(2, [cidrs("True", None)]), False),
+        (cfg(2, [{"type": "Other", "status": "True", "observedGeneration": 2}, cidrs("True", 2)]), True),
+        # v1.2 condition wins over the old field
+        (cfg(2, [cidrs("False", 2)], remote={"cidr": {"pod": ["10.0.0.0/16"]}}), False),
+        # v1.1 and older: status.remote set
+        (cfg(1, None, remote={"cidr": {"pod": ["10.71.0.0/16"], "external": ["10.70.0.0/16"]}}), True),
+        (cfg(1, [], remote={"cidr": {"pod": ["10.71.0.0/16"]}}), True),
+        (cfg(1), False),
+        ({"metadata": {"name": "x"}}, False),
+        ({"metadata": {"name": "x", "generation": 1}, "status": None}, False),
+    ],
+)
+def test_configuration_ready(obj: dict[str, Any], ready: bool) -> None:
+    assert networking.configuration_ready(obj) is ready
+
+
+def test_gateway_server_defaults(ctx: PeeringContext) -> None:
+    server = networking.gateway_server(ctx, NetworkingSpec())
+    assert server == {
+        "apiVersion": "networking.liqo.io/v1beta1",
+        "kind": "GatewayServer",
+        "metadata": {"name": "consumer-id", "namespace": P_NS, "labels": labels_for("consumer-id")},
+        "spec": {
+            "mtu": 1340,
+            "endpoint": {"port": 51840, "serviceType": "LoadBalancer"},
+            "serverTemplateRef": {
+                "apiVersion": "networking.liqo.io/v1beta1",
+                "kind": "WgGatewayServerTemplate",
+                "name": "wireguard-server",
+                "namespace": "liqo-p",  # the provider's Liqo namespace: the server runs there
+            },
+        },
+    }
+
+
+def test_gateway_server_node_port_and_load_balancer_ip(ctx: PeeringContext) -> None:
+    node_port = NetworkingSpec(mtu=1420, gateway_server=GatewayServerSpec(service_type="NodePort", node_port=30001))
+    spec = networking.gateway_server(ctx, node_port)["spec"]
+    assert spec["mtu"] == 1420
+    assert spec["endpoint"] == {"port": 51840, "serviceType": "NodePort", "nodePort": 30001}
+    lb = NetworkingSpec(gateway_server=GatewayServerSpec.model_validate({"port": 4444, "loadBalancerIP": "192.0.2.7"}))
+    assert networking.gateway_server(ctx, lb)["spec"]["endpoint"] == {
+        "port": 4444,
+        "serviceType": "LoadBalancer",
+        "loadBalancerIP": "192.0.2.7",
+    }
+
+
+SERVER_STATUS_ENDPOINT = {"addresses": ["203.0.113.5"], "port": 32000, "protocol": "UDP"}
+
+
+def test_server_endpoint() -> None:
+    assert networking.server_endpoint({"status": {"endpoint": SERVER_STATUS_ENDPOINT}}) == SERVER_STATUS_ENDPOINT
+    assert networking.server_endpoint({"status": {"endpoint": {"addresses": [], "port": 1}}}) is None
+    assert networking.server_endpoint({"status": {}}) is None
+    assert networking.server_endpoint({}) is None
+
+
+def test_gateway_client_copies_the_server_endpoint(ctx: PeeringContext) -> None:
+    client = networking.gateway_client(ctx, NetworkingSpec(), SERVER_STATUS_ENDPOINT)
+    assert client == {
+        "apiVersion": "networking.liqo.io/v1beta1",
+        "kind": "GatewayClient",
+        "metadata": {"name": "provider-id", "namespace": C_NS, "labels": labels_for("provider-id")},
+        "spec": {
+            "mtu": 1340,
+            "endpoint": {"addresses": ["203.0.113.5"], "port": 32000, "protocol": "UDP"},
+            "clientTemplateRef": {
+                "apiVersion": "networking.liqo.io/v1beta1",
+                "kind": "WgGatewayClientTemplate",
+                "name": "wireguard-client",
+                "namespace": "liqo",  # the consumer's Liqo namespace
+            },
+        },
+    }
+
+
+def test_gateway_client_does_not_alias_the_server_addresses(ctx: PeeringContext) -> None:
+    endpoint = {"addresses": ["203.0.113.5"], "port": 32000}
+    client = networking.gateway_client(ctx, NetworkingSpec(), endpoint)
+    client["spec"]["endpoint"]["addresses"].append("x")
+    assert endpoint["addresses"] == ["203.0.113.5"]
+    assert client["spec"]["endpoint"]["protocol"] == "UDP"  # defaulted when the server does not say
+
+
+def test_gateway_client_overrides(ctx: PeeringContext) -> None:
+    spec = NetworkingSpec(mtu=1300, gateway_client=GatewayClientSpec(address="gw.example", port=40000))
+    client = networking.gateway_client(ctx, spec, SERVER_STATUS_ENDPOINT)
+    assert client["spec"]["mtu"] == 1300
+    assert client["spec"]["endpoint"] == {"addresses": ["gw.example"], "port": 40000, "protocol": "UDP"}
+    only_port = NetworkingSpec(gateway_client=GatewayClientSpec(port=40000))
+    assert networking.gateway_client(ctx, only_port, SERVER_STATUS_ENDPOINT)["spec"]["endpoint"] == {
+        "addresses": ["203.0.113.5"],
+        "port": 40000,
+        "protocol": "UDP",
+    }
+
+
+def test_gateway_spec_matches(ctx: PeeringContext) -> None:
+    desired = networking.gateway_server(ctx, NetworkingSpec())
+    live = {
+        "spec": {
+            "mtu": 1340,
+            "endpoint": {"port": 51840, "serviceType": "LoadBalancer", "nodePort": 31234},  # set by the API server
+            "serverTemplateRef": desired["spec"]["serverTemplateRef"],
+        },
+        "status": {"endpoint": SERVER_STATUS_ENDPOINT},
+    }
+    assert networking.gateway_spec_matches(live, desired) is True
+    other_mtu = {"spec": {**live["spec"], "mtu": 1400}}
+    assert networking.gateway_spec_matches(other_mtu, desired) is False
+    other_port = {"spec": {**live["spec"], "endpoint": {"port": 1, "serviceType": "LoadBalancer"}}}
+    assert networking.gateway_spec_matches(other_port, desired) is False
+    other_type = {"spec": {**live["spec"], "endpoint": {"port": 51840, "serviceType": "NodePort"}}}
+    assert networking.gateway_spec_matches(other_type, desired) is False
+    assert networking.gateway_spec_matches({}, desired) is False
+
+    client = networking.gateway_client(ctx, NetworkingSpec(), SERVER_STATUS_ENDPOINT)
+    assert networking.gateway_spec_matches(client, client) is True
+    moved = networking.gateway_client(ctx, NetworkingSpec(), {**SERVER_STATUS_ENDPOINT, "addresses": ["198.51.100.1"]})
+    assert networking.gateway_spec_matches(client, moved) is False
+
+
+def test_public_key(ctx: PeeringContext) -> None:
+    key = base64.b64encode(b"k" * 32).decode()
+    pk = networking.public_key(ctx, "provider-id", C_NS, key)
+    assert pk == {
+        "apiVersion": "networking.liqo.io/v1beta1",
+        "kind": "PublicKey",
+        "metadata": {
+            "name": "provider-id",
+            "namespace": C_NS,
+            "labels": labels_for("provider-id", **{"networking.liqo.io/gateway-resource": "true"}),
+        },
+        "spec": {"publicKey": key},
+    }
+    on_provider = networking.public_key(ctx, "consumer-id", P_NS, key)
+    assert on_provider["metadata"]["name"] == "consumer-id"
+    assert on_provider["metadata"]["labels"]["liqo.io/remote-cluster-id"] == "consumer-id"
+
+
+def test_gateway_secret_name() -> None:
+    assert networking.gateway_secret_name({"status": {"secretRef": {"name": "gw-provider-id"}}}) == "gw-provider-id"
+    assert networking.gateway_secret_name({"status": {"secretRef": {}}}) is None
+    assert networking.gateway_secret_name({"status": {}}) is None
+    assert networking.gateway_secret_name({}) is None
+
+
+def conn(value: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": "c"}, "status": {"value": value} if value is not None else {}}
+
+
+@pytest.mark.parametrize(
+    ("connections", "state"),
+    [
+        ([conn("Connected")], "Connected"),
+        ([conn("Connecting")], "Connecting"),
+        ([conn("Error")], "Error"),
+        ([conn(None)], "Connecting"),  # created by the gateway, status not written yet
+        ([{"metadata": {"name": "c"}}], "Connecting"),
+        ([conn(None), conn("Connected")], "Connected"),
+        ([], None),
+    ],
+)
+def test_connection_state(connections: list[dict[str, Any]], state: str | None) -> None:
+    assert networking.connection_state(connections) == state
+
+
+# -- authentication --------------------------------------------------------------------------
+
+
+def test_nonce_secret(ctx: PeeringContext) -> None:
+    secret = auth.nonce_secret(ctx)
+    assert secret == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "liqo-nonce",
+            "namespace": P_NS,
+            "labels": labels_for("consumer-id", **{"liqo.io/nonce": "true"}),
+        },
+    }
+
+
+def test_signed_nonce_secret(ctx: PeeringContext) -> None:
+    nonce = base64.b64encode(b"nonce-bytes").decode()
+    secret = auth.signed_nonce_secret(ctx, nonce)
+    assert secret == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "liqo-signed-nonce",
+            "namespace": C_NS,
+            "labels": labels_for("provider-id", **{"liqo.io/signed-nonce": "true"}),
+        },
+        "data": {"nonce": nonce},
+    }
+
+
+def test_secret_field() -> None:
+    assert auth.secret_field({"data": {"nonce": "bm9uY2U="}}, "nonce") == "bm9uY2U="
+    assert auth.secret_field({"data": {"nonce": ""}}, "nonce") is None
+    assert auth.secret_field({"data": {}}, "nonce") is None
+    assert auth.secret_field({"data": None}, "nonce") is None
+    assert auth.secret_field(None, "nonce") is None
+
+
+ED_KEY = ed25519.Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+
+
+def load_csr(pem: bytes) -> x509.CertificateSigningRequest:
+    assert pem.startswith(b"-----BEGIN CERTIFICATE REQUEST-----\n")
+    return x509.load_pem_x509_csr(pem)
+
+
+def test_control_plane_csr_ed25519() -> None:
+    csr = load_csr(auth.control_plane_csr(ED_KEY, "consumer-id"))
+    assert csr.is_signature_valid
+    assert csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "consumer-id"
+    assert csr.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "liqo.io"
+    assert len(csr.subject) == 2
+    assert csr.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    ) == ED_KEY.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def test_control_plane_csr_is_deterministic_for_ed25519() -> None:
+    # The Tenant is re-applied every reconcile: a changing CSR would rewrite it each time.
+    assert auth.control_plane_csr(ED_KEY, "consumer-id") == auth.control_plane_csr(ED_KEY, "consumer-id")
+    assert auth.control_plane_csr(ED_KEY, "consumer-id") != auth.control_plane_csr(ED_KEY, "other-id")
+
+
+def test_control_plane_csr_rsa_and_ec() -> None:
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+    csr = load_csr(auth.control_plane_csr(rsa_key, "consumer-id"))
+    assert csr.is_signature_valid
+    assert csr.subject.rfc4514_string() == "O=liqo.io,CN=consumer-id"
+    ec_csr = load_csr(auth.control_plane_csr(ec.generate_private_key(ec.SECP256R1()), "consumer-id"))
+    assert ec_csr.is_signature_valid
+
+
+def test_control_plane_csr_rejects_other_keys() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ed448
+
+    with pytest.raises(ValueError, match="unsupported cluster key type"):
+        auth.control_plane_csr(ed448.Ed448PrivateKey.generate(), "consumer-id")
+
+
+def keys_secret(private: Any) -> dict[str, Any]:
+    priv_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    pub_pem = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return {
+        "metadata": {"name": "authentication-keys", "namespace": "liqo"},
+        "data": {"privateKey": base64.b64encode(priv_pem).decode(), "publicKey": base64.b64encode(pub_pem).decode()},
+    }
+
+
+def test_load_cluster_keys() -> None:
+    private, public_der = auth.load_cluster_keys(keys_secret(ED_KEY))
+    assert isinstance(private, ed25519.Ed25519PrivateKey)
+    assert private.private_bytes_raw() == ED_KEY.private_bytes_raw()
+    assert public_der == ED_KEY.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    # and the loaded key signs the same CSR as the original
+    assert auth.control_plane_csr(private, "c") == auth.control_plane_csr(ED_KEY, "c")
+
+
+@pytest.mark.parametrize("missing", ["privateKey", "publicKey"])
+def test_load_cluster_keys_needs_both_fields(missing: str) -> None:
+    secret = keys_secret(ED_KEY)
+    del secret["data"][missing]
+    with pytest.raises(ValueError, match="privateKey or publicKey"):
+        auth.load_cluster_keys(secret)
+    with pytest.raises(ValueError, match="privateKey or publicKey"):
+        auth.load_cluster_keys({"metadata": {}})
+
+
+def tenant_inputs() -> tuple[bytes, bytes]:
+    public_der = ED_KEY.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return public_der, auth.control_plane_csr(ED_KEY, "consumer-id")
+
+
+def test_tenant(ctx: PeeringContext) -> None:
+    public_der, csr = tenant_inputs()
+    signature = base64.b64encode(b"sig").decode()
+    tenant = auth.tenant(ctx, public_der, csr, signature, None)
+    assert tenant["apiVersion"] == "authentication.liqo.io/v1beta1"
+    assert tenant["kind"] == "Tenant"
+    assert tenant["metadata"] == {"name": "consumer-id", "namespace": P_NS, "labels": labels_for("consumer-id")}
+    spec = tenant["spec"]
+    assert set(spec) == {"clusterID", "publicKey", "csr", "signature"}
+    assert spec["clusterID"] == "consumer-id"
+    assert spec["signature"] == signature  # already base64: passed through, not encoded twice
+    assert base64.b64decode(spec["csr"]) == csr
+    public_pem = base64.b64decode(spec["publicKey"])
+    assert public_pem.startswith(b"-----BEGIN PUBLIC KEY-----")
+    assert (
+        serialization.load_pem_public_key(public_pem).public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        == public_der
+    )
+
+
+def test_tenant_proxy_url_only_when_set(ctx: PeeringContext) -> None:
+    public_der, csr = tenant_inputs()
+    with_proxy = auth.tenant(ctx, public_der, csr, "c2ln", "http://10.70.0.1:8118")
+    assert with_proxy["spec"]["proxyURL"] == "http://10.70.0.1:8118"
+    assert "proxyURL" not in auth.tenant(ctx, public_der, csr, "c2ln", "")["spec"]
+
+
+@pytest.mark.parametrize(
+    ("obj", "ready"),
+    [
+        ({"status": {"authParams": {"signedCRT": "eA=="}, "tenantNamespace": "liqo-tenant-consumer-id"}}, True),
+        ({"status": {"authParams": {"signedCRT": "eA=="}, "tenantNamespace": ""}}, False),
+        ({"status": {"authParams": {}, "tenantNamespace": "t"}}, False),
+        ({"status": {"tenantNamespace": "t"}}, False),
+        ({"status": None}, False),
+        ({}, False),
+        (None, False),
+    ],
+)
+def test_tenant_ready(obj: dict[str, Any] | None, ready: bool) -> None:
+    assert auth.tenant_ready(obj) is ready
+
+
+def test_identity(ctx: PeeringContext) -> None:
+    status = {"authParams": {"ca": "Y2E=", "signedCRT": "Y3J0", "apiServer": "https://p:6443"}, "tenantNamespace": "t1"}
+    identity = auth.identity(ctx, status)
+    assert identity == {
+        "apiVersion": "authentication.liqo.io/v1beta1",
+        "kind": "Identity",
+        "metadata": {"name": "controlplane-provider-id", "namespace": C_NS, "labels": labels_for("provider-id")},
+        "spec": {
+            "clusterID": "provider-id",
+            "type": "ControlPlane",
+            "authParams": status["authParams"],
+            "namespace": "t1",
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "ready"),
+    [
+        ({"status": {"kubeconfigSecretRef": {"name": "kubeconfig-controlplane-provider-id"}}}, True),
+        ({"status": {"kubeconfigSecretRef": {"name": ""}}}, False),
+        ({"status": {"kubeconfigSecretRef": None}}, False),
+        ({"status": {}}, False),
+        (None, False),
+    ],
+)
+def test_identity_ready(obj: dict[str, Any] | None, ready: bool) -> None:
+    assert auth.identity_ready(obj) is ready
+
+
+# -- offloading ------------------------------------------------------------------------------
+
+
+def test_resource_slice(ctx: PeeringContext) -> None:
+    spec = OffloadingSpec(resources={"cpu": 4, "memory": "8Gi", "nvidia.com/gpu": 1})
+    rs = offloading.resource_slice(ctx, spec)
+    assert rs == {
+        "apiVersion": "authentication.liqo.io/v1beta1",
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": "provider-id",
+            "namespace": C_NS,
+            "labels": labels_for("provider-id", **{"liqo.io/replication": "true", "liqo.io/remoteID": "provider-id"}),
+            "annotations": {"liqo.io/create-virtual-node": "true"},
+        },
+        "spec": {
+            "class": "default",
+            "providerClusterID": "provider-id",
+            "resources": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"},
+        },
+    }
+
+
+def test_resource_slice_without_virtual_node_and_with_class(ctx: PeeringContext) -> None:
+    rs = offloading.resource_slice(ctx, OffloadingSpec(create_virtual_node=False, resource_slice_class="gold"))
+    assert rs["metadata"]["annotations"] == {"liqo.io/create-virtual-node": "false"}
+    assert rs["spec"] == {"class": "gold", "providerClusterID": "provider-id", "resources": {}}
+
+
+def test_slice_conditions() -> None:
+    obj = {
+        "status": {
+            "conditions": [
+                {"type": "Authentication", "status": "Accepted", "reason": "x"},
+                {"type": "Resources", "status": "Denied"},
+            ]
+        }
+    }
+    assert offloading.slice_conditions(obj) == {"Authentication": "Accepted", "Resources": "Denied"}
+    assert offloading.slice_conditions({"status": {}}) == {}
+    assert offloading.slice_conditions(None) == {}
+
+
+def vnode(**conds: str) -> dict[str, Any]:
+    return {"status": {"conditions": [{"type": t, "status": s} for t, s in conds.items()]}}
+
+
+@pytest.mark.parametrize(
+    ("obj", "running"),
+    [
+        (vnode(VirtualKubelet="Running", Node="Running"), True),
+        (vnode(VirtualKubelet="Running", Node="Creating"), False),
+        (vnode(VirtualKubelet="Creating", Node="Running"), False),
+        (vnode(VirtualKubelet="Running"), False),
+        (vnode(Node="Running"), False),
+        (vnode(VirtualKubelet="Draining", Node="Running"), False),
+        ({"status": {}}, False),
+        (None, False),
+    ],
+)
+def test_virtual_node_running(obj: dict[str, Any] | None, running: bool) -> None:
+    assert offloading.virtual_node_running(obj) is running
