@@ -1,0 +1,292 @@
+"""Unit tests for unpeering (liqo_peering.engine.teardown): the plan's order and the non-blocking passes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.engine import teardown
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+
+CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
+PROVIDER = ClusterInfo("provider-id", ("10.200.0.0/16",), "10.210.0.0/16")
+C_NS = "liqo-tenant-provider-id"
+P_NS = "liqo-tenant-consumer-id"
+CTX = PeeringContext("team-a", "to-provider", CONSUMER, PROVIDER, consumer_tenant_ns=C_NS, provider_tenant_ns=P_NS)
+
+Key = tuple[str, str | None, str]  # (plural, namespace, name)
+
+
+class FakeClusterClient(ClusterClient):
+    """In-memory stand-in for ClusterClient: a dict store with get/delete/find/apply, no API server.
+
+    Objects with ``metadata.finalizers`` are only marked deleting (deletionTimestamp), like the API
+    server does, until ``finish_deletions`` drops them, so "wait until gone" can be exercised.
+    """
+
+    def __init__(self, side: str) -> None:  # no super().__init__: there is no ApiClient
+        self.side = side
+        self.describe = f"fake {side}"
+        self.store: dict[Key, dict[str, Any]] = {}
+        self.deleted: list[Key] = []
+
+    def put(self, res: r.Resource, name: str, namespace: str | None, **meta: Any) -> None:
+        obj: dict[str, Any] = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name, **meta}}
+        if namespace:
+            obj["metadata"]["namespace"] = namespace
+        self.store[(res.plural, namespace, name)] = obj
+
+    def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        obj = self.store.get((res.plural, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def find(
+        self, res: r.Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
+    ) -> list[dict[str, Any]]:
+        wanted = dict(pair.split("=", 1) for pair in labels.split(",")) if labels else {}
+        found = []
+        for (plural, ns, _), obj in self.store.items():
+            have = obj["metadata"].get("labels") or {}
+            in_scope = plural == res.plural and (namespace is None or ns == namespace)
+            if in_scope and all(have.get(k) == v for k, v in wanted.items()):
+                found.append(copy.deepcopy(obj))
+        return found
+
+    def apply(self, res: r.Resource, body: dict[str, Any]) -> dict[str, Any]:
+        meta = body["metadata"]
+        self.store[(res.plural, meta.get("namespace"), meta["name"])] = copy.deepcopy(body)
+        return copy.deepcopy(body)
+
+    def delete(self, res: r.Resource, name: str, namespace: str | None = None) -> bool:
+        key = (res.plural, namespace, name)
+        self.deleted.append(key)
+        obj = self.store.get(key)
+        if obj is not None:
+            if obj["metadata"].get("finalizers"):
+                obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            else:
+                del self.store[key]
+        return True
+
+    def finish_deletions(self) -> None:
+        for key in [k for k, o in self.store.items() if o["metadata"].get("deletionTimestamp")]:
+            del self.store[key]
+
+    def kinds(self) -> set[str]:
+        return {obj["kind"] for obj in self.store.values()}
+
+
+def steps(phases: list[list[tuple[str, r.Resource, str, str]]]) -> list[list[tuple[str, str, str, str]]]:
+    return [[(side, res.kind, name, ns) for side, res, name, ns in phase] for phase in phases]
+
+
+NETWORKING_PHASE = [
+    ("consumer", "GatewayClient", "provider-id", C_NS),
+    ("provider", "GatewayClient", "consumer-id", P_NS),
+    ("consumer", "GatewayServer", "provider-id", C_NS),
+    ("provider", "GatewayServer", "consumer-id", P_NS),
+    ("consumer", "PublicKey", "provider-id", C_NS),
+    ("provider", "PublicKey", "consumer-id", P_NS),
+    ("consumer", "Configuration", "provider-id", C_NS),
+    ("provider", "Configuration", "consumer-id", P_NS),
+]
+FIRST_PHASES = [
+    [("consumer", "ResourceSlice", "provider-id", C_NS)],
+    [("consumer", "VirtualNode", "provider-id", C_NS)],
+    [("consumer", "Identity", "controlplane-provider-id", C_NS)],
+    [("provider", "Tenant", "consumer-id", P_NS)],
+]
+NONCE_PHASE = [
+    ("consumer", "Secret", "liqo-signed-nonce", C_NS),
+    ("provider", "Secret", "liqo-nonce", P_NS),
+]
+
+
+# -- plan ------------------------------------------------------------------------------------
+
+
+def test_plan_follows_liqoctl_unpeer_order() -> None:
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=False)) == [
+        *FIRST_PHASES,
+        NETWORKING_PHASE,
+        NONCE_PHASE,
+    ]
+
+
+def test_plan_gateway_clients_before_servers_before_configurations() -> None:
+    kinds = [kind for _, kind, _, _ in NETWORKING_PHASE]
+    assert kinds.index("GatewayClient") < kinds.index("GatewayServer") < kinds.index("Configuration")
+    assert steps([teardown.networking_objects(CTX)]) == [NETWORKING_PHASE]
+
+
+def test_bidirectional_keeps_networking() -> None:
+    phases = steps(teardown.plan(CTX, bidirectional=True, local_only=False))
+    assert phases == [*FIRST_PHASES, NONCE_PHASE]
+    kinds = {kind for phase in phases for _, kind, _, _ in phase}
+    assert kinds.isdisjoint({"GatewayClient", "GatewayServer", "PublicKey", "Configuration"})
+
+
+def test_local_only_keeps_only_consumer_steps() -> None:
+    phases = steps(teardown.plan(CTX, bidirectional=False, local_only=True))
+    assert phases == [
+        [("consumer", "ResourceSlice", "provider-id", C_NS)],
+        [("consumer", "VirtualNode", "provider-id", C_NS)],
+        [("consumer", "Identity", "controlplane-provider-id", C_NS)],
+        [step for step in NETWORKING_PHASE if step[0] == "consumer"],
+        [("consumer", "Secret", "liqo-signed-nonce", C_NS)],
+    ]
+
+
+def test_local_only_and_bidirectional() -> None:
+    phases = steps(teardown.plan(CTX, bidirectional=True, local_only=True))
+    assert phases == [*FIRST_PHASES[:3], [("consumer", "Secret", "liqo-signed-nonce", C_NS)]]
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+def populate(local: FakeClusterClient, remote: FakeClusterClient, *, finalizers: bool = False) -> None:
+    meta: dict[str, Any] = {"finalizers": ["liqo.io/x"]} if finalizers else {}
+    for side, res, name, ns in teardown.networking_objects(CTX):
+        (local if side == "consumer" else remote).put(res, name, ns, **meta)
+    local.put(r.RESOURCE_SLICE, "provider-id", C_NS, **meta)
+    local.put(r.VIRTUAL_NODE, "provider-id", C_NS, **meta)
+    local.put(r.IDENTITY, naming.identity_name("provider-id"), C_NS, **meta)
+    local.put(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS)
+    remote.put(r.TENANT, "consumer-id", P_NS, **meta)
+    remote.put(r.SECRET, naming.NONCE_SECRET, P_NS)
+
+
+@pytest.fixture
+def clusters() -> tuple[FakeClusterClient, FakeClusterClient]:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote)
+    return local, remote
+
+
+def test_run_deletes_everything_in_one_pass_when_deletion_is_immediate(
+    clusters: tuple[FakeClusterClient, FakeClusterClient],
+) -> None:
+    local, remote = clusters
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
+    assert local.store == {} and remote.store == {}
+    # order: slice, virtual node, identity before the provider's tenant; networking before nonces
+    assert [k[0] for k in local.deleted[:3]] == ["resourceslices", "virtualnodes", "identities"]
+    assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")
+    assert local.deleted[-1] == ("secrets", C_NS, "liqo-signed-nonce")
+    assert remote.deleted[-1] == ("secrets", P_NS, "liqo-nonce")
+
+
+def test_run_waits_for_each_phase_to_be_gone() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote, finalizers=True)
+
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert left == [f"ResourceSlice {C_NS}/provider-id on the consumer"]
+    assert local.deleted == [("resourceslices", C_NS, "provider-id")]
+    assert remote.deleted == []
+
+    # still terminating: deleted again (idempotent), nothing further touched
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == left
+    assert {k[0] for k in local.deleted} == {"resourceslices"}
+
+    local.finish_deletions()
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert left == [f"VirtualNode {C_NS}/provider-id on the consumer"]
+
+    seen = [left]
+    for _ in range(10):
+        local.finish_deletions()
+        remote.finish_deletions()
+        left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+        if not left:
+            break
+        seen.append(left)
+    assert left == []
+    assert seen[1] == [f"Identity {C_NS}/controlplane-provider-id on the consumer"]
+    assert seen[2] == [f"Tenant {P_NS}/consumer-id on the provider"]
+    assert len(seen[3]) == 8 and seen[3][0] == f"GatewayClient {C_NS}/provider-id on the consumer"
+    assert local.store == {} and remote.store == {}
+
+
+def test_run_bidirectional_keeps_networking(clusters: tuple[FakeClusterClient, FakeClusterClient]) -> None:
+    local, remote = clusters
+    assert teardown.run(local, remote, CTX, bidirectional=True, local_only=False) == []
+    networking_kinds = {"GatewayClient", "GatewayServer", "PublicKey", "Configuration"}
+    assert local.kinds() == networking_kinds
+    assert remote.kinds() == networking_kinds
+
+
+def test_run_without_remote_only_touches_the_consumer(clusters: tuple[FakeClusterClient, FakeClusterClient]) -> None:
+    local, remote = clusters
+    assert teardown.run(local, None, CTX, bidirectional=False, local_only=False) == []
+    assert local.store == {}
+    assert len(remote.store) == 6  # the provider keeps its Tenant, gateways, key, configuration, nonce
+    assert remote.deleted == []
+
+
+def test_run_local_only_leaves_the_provider_alone(clusters: tuple[FakeClusterClient, FakeClusterClient]) -> None:
+    local, remote = clusters
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=True) == []
+    assert local.store == {}
+    assert remote.deleted == []
+
+
+def test_run_skips_steps_whose_tenant_namespace_is_unknown(
+    clusters: tuple[FakeClusterClient, FakeClusterClient],
+) -> None:
+    local, remote = clusters
+    ctx = PeeringContext("team-a", "to-provider", CONSUMER, PROVIDER, consumer_tenant_ns=C_NS, provider_tenant_ns="")
+    assert teardown.run(local, remote, ctx, bidirectional=False, local_only=False) == []
+    assert remote.deleted == []
+    assert local.store == {}
+
+
+def test_run_on_nothing_is_done_without_deleting() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
+    assert local.deleted == [] and remote.deleted == []
+
+
+# -- remove_networking -----------------------------------------------------------------------
+
+
+def test_remove_networking_deletes_every_networking_object(
+    clusters: tuple[FakeClusterClient, FakeClusterClient],
+) -> None:
+    local, remote = clusters
+    assert teardown.remove_networking(local, remote, CTX, owned_only=False) is False  # deleted some this pass
+    assert local.kinds() == {"ResourceSlice", "VirtualNode", "Identity", "Secret"}
+    assert remote.kinds() == {"Tenant", "Secret"}
+    assert teardown.remove_networking(local, remote, CTX, owned_only=False) is True
+
+
+def test_remove_networking_owned_only_spares_objects_made_by_others() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    ours = {"labels": {**CTX.owner, naming.REMOTE_CLUSTER_ID: "provider-id"}}
+    foreign = {"labels": {naming.REMOTE_CLUSTER_ID: "provider-id"}}  # e.g. made by liqoctl
+    other_peering = {"labels": {**CTX.owner, naming.PEERING_NAME: "someone-else"}}
+    local.put(r.GATEWAY_CLIENT, "provider-id", C_NS, **ours)
+    local.put(r.CONFIGURATION, "provider-id", C_NS, **foreign)
+    local.put(r.PUBLIC_KEY, "provider-id", C_NS, **other_peering)
+    remote.put(r.GATEWAY_SERVER, "consumer-id", P_NS, **ours)
+
+    assert teardown.remove_networking(local, remote, CTX, owned_only=True) is False
+    assert local.kinds() == {"Configuration", "PublicKey"}
+    assert remote.store == {}
+    assert teardown.remove_networking(local, remote, CTX, owned_only=True) is True
+    assert local.kinds() == {"Configuration", "PublicKey"}
+
+
+def test_remove_networking_reports_terminating_objects_as_left() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    local.put(r.GATEWAY_CLIENT, "provider-id", C_NS, finalizers=["liqo.io/gateway"])
+    assert teardown.remove_networking(local, remote, CTX, owned_only=False) is False
+    assert teardown.remove_networking(local, remote, CTX, owned_only=False) is False
+    local.finish_deletions()
+    assert teardown.remove_networking(local, remote, CTX, owned_only=False) is True
