@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver, kube-controller-manager, etcd and helm from their published Go modules
+# (wrapper modules in hack/tools/<tool>/) into a cache outside the repo:
+#   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
+# Idempotent: only missing binaries are built, so a warm run takes well under a second.
+# Builds run one at a time on purpose: each `go build` already uses every core.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+# shellcheck source=versions.env
+source hack/versions.env
+cache_dir=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools
+
+# The wrapper go.mod files must agree with hack/versions.env, the single source of versions;
+# fail loudly instead of caching a binary under the wrong version key.
+require_version() { # <module dir> <module path> <expected version>
+    local got
+    got=$(awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' \
+        "$1/go.mod")
+    if [[ $got != "$3" ]]; then
+        echo "error: $1/go.mod requires $2 $got but hack/versions.env says $3" >&2
+        exit 1
+    fi
+}
+require_version hack/tools/kubernetes k8s.io/kubernetes "v$KUBERNETES_VERSION"
+require_version hack/tools/etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION"
+require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
+staging="v0.${KUBERNETES_VERSION#*.}"
+if grep -E '^\s*k8s\.io/[a-z-]+ => ' hack/tools/kubernetes/go.mod | grep -vq " $staging\$"; then
+    echo "error: hack/tools/kubernetes/go.mod replaces a staging module with a version other than $staging" >&2
+    exit 1
+fi
+
+# build <module dir> <package> <output path> <ldflags>
+build() {
+    local dir=$1 pkg=$2 out=$3 ldflags=$4
+    if [[ -x $out ]]; then
+        echo "cached: $out"
+        return
+    fi
+    mkdir -p "$(dirname "$out")"
+    echo "building $pkg -> $out"
+    local start=$SECONDS
+    # Static binaries (as upstream releases them); write to a temp name and rename so that an
+    # interrupted build never leaves a truncated binary that a later run would treat as cached.
+    CGO_ENABLED=0 go -C "$root/$dir" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
+    mv -f "$out.tmp" "$out"
+    echo "built $(basename "$out") in $((SECONDS - start))s ($(du -h "$out" | cut -f1))"
+}
+
+# Kubernetes: stamp the version that /version reports (upstream: hack/lib/version.sh).
+k8s_major=${KUBERNETES_VERSION%%.*}
+k8s_minor=${KUBERNETES_VERSION#*.}
+k8s_minor=${k8s_minor%%.*}
+k8s_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X $pkg.gitVersion=v$KUBERNETES_VERSION -X $pkg.gitMajor=$k8s_major"
+    k8s_ldflags+=" -X $pkg.gitMinor=$k8s_minor -X $pkg.gitTreeState=clean"
+    k8s_ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+k8s_out=$cache_dir/kubernetes-$KUBERNETES_VERSION
+build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$k8s_out/kube-apiserver" "$k8s_ldflags"
+build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-controller-manager \
+    "$k8s_out/kube-controller-manager" "$k8s_ldflags"
+
+build hack/tools/etcd . "$cache_dir/etcd-$ETCD_VERSION/etcd" ""
+
+# Helm: its version, plus the default Kubernetes version used by `helm template`/lint, derived
+# from the client-go it links exactly as helm's Makefile does.
+helm_client_go=$(awk '$1 == "k8s.io/client-go" {print $2; exit}' hack/tools/helm/go.mod)
+helm_k8s_minor=$(cut -d. -f2 <<<"$helm_client_go")
+helm_ldflags="-X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
+helm_ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm_k8s_minor"
+done
+build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"

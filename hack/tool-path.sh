@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prints the cached path of a tool binary built by hack/build-tools.sh.
+# Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|etcd|helm
+set -euo pipefail
+here=$(dirname "$0")
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache_dir=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools
+case ${1:-} in
+    kube-apiserver | kube-controller-manager) dir=kubernetes-$KUBERNETES_VERSION ;;
+    etcd) dir=etcd-$ETCD_VERSION ;;
+    helm) dir=helm-$HELM_VERSION ;;
+    *)
+        echo "usage: $0 kube-apiserver|kube-controller-manager|etcd|helm" >&2
+        exit 2
+        ;;
+esac
+path=$cache_dir/$dir/$1
+if [[ ! -x $path ]]; then
+    echo "error: $path is missing; run 'make tools'" >&2
+    exit 1
+fi
+echo "$path"
