@@ -1,0 +1,75 @@
+"""Pytest plugin: a session-scoped pair of local clusters, `consumer` and `provider`.
+
+Enable with `pytest_plugins = ["localk8s.pytest_plugin"]` in a conftest.py.
+The clusters are torn down at the end of the session, on failures, on Ctrl-C, on SIGTERM
+and, as a last resort, at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from .cluster import LocalCluster, start_clusters
+
+CLUSTER_NAMES = ["consumer", "provider"]
+
+_live: dict[Path, list[LocalCluster]] = {}
+_live_lock = threading.Lock()
+
+
+def _teardown(base_dir: Path) -> None:
+    with _live_lock:
+        clusters = _live.pop(base_dir, [])
+    for cluster in clusters:
+        cluster.stop()
+    shutil.rmtree(base_dir, ignore_errors=True)
+
+
+def _teardown_all() -> None:
+    for base_dir in list(_live):
+        _teardown(base_dir)
+
+
+atexit.register(_teardown_all)
+
+
+def _install_sigterm_handler() -> None:
+    # SIGTERM (CI cancelling a job) would otherwise kill pytest without running finalizers or
+    # atexit hooks, leaving etcd and the API servers running. Turn it into a normal exit.
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        _teardown_all()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.fixture(scope="session")
+def local_clusters() -> Iterator[dict[str, LocalCluster]]:
+    """{"consumer": LocalCluster, "provider": LocalCluster}, fresh for this test session."""
+    _install_sigterm_handler()
+    base_dir = Path(tempfile.mkdtemp(prefix="localk8s-"))
+    # Registered before starting: start_clusters cleans up after itself on failure, but an
+    # interrupt between its return and the yield must not leak the clusters.
+    with _live_lock:
+        _live[base_dir] = []
+    try:
+        clusters = start_clusters(CLUSTER_NAMES, base_dir)
+        with _live_lock:
+            _live[base_dir] = list(clusters.values())
+        yield clusters
+    finally:
+        _teardown(base_dir)

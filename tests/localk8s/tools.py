@@ -1,0 +1,61 @@
+"""Where hack/build-tools.sh caches the binaries, derived from hack/versions.env."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VERSIONS_FILE = REPO_ROOT / "hack" / "versions.env"
+
+# binary name -> (cache directory prefix, versions.env key); must match hack/tool-path.sh.
+TOOLS: dict[str, tuple[str, str]] = {
+    "kube-apiserver": ("kubernetes", "KUBERNETES_VERSION"),
+    "kube-controller-manager": ("kubernetes", "KUBERNETES_VERSION"),
+    "etcd": ("etcd", "ETCD_VERSION"),
+    "helm": ("helm", "HELM_VERSION"),
+}
+
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+class ToolMissingError(FileNotFoundError):
+    """A tool binary is not in the cache (yet)."""
+
+
+def parse_versions(text: str) -> dict[str, str]:
+    """Parse the KEY=VALUE lines of a shell env file (comments, blanks and quotes allowed)."""
+    versions: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise ValueError(f"cannot parse versions line: {raw!r}")
+        value = m.group(2).split(" #", 1)[0].strip().strip("'\"")
+        versions[m.group(1)] = value
+    return versions
+
+
+def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    return parse_versions(path.read_text())
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("LPO_CACHE_DIR")
+    base = Path(env) if env else Path.home() / ".cache" / "liqo-peering-operator"
+    return base / "tools"
+
+
+def tool_path(name: str, versions: dict[str, str] | None = None) -> Path:
+    """Path of a cached binary; raises ToolMissingError (with the fix) if it was not built."""
+    if name not in TOOLS:
+        raise ValueError(f"unknown tool {name!r}; known: {', '.join(sorted(TOOLS))}")
+    prefix, key = TOOLS[name]
+    versions = versions if versions is not None else read_versions()
+    path = cache_dir() / f"{prefix}-{versions[key]}" / name
+    if not os.access(path, os.X_OK):
+        raise ToolMissingError(f"{path} is missing; run 'make tools' (hack/build-tools.sh) first")
+    return path

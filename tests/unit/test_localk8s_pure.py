@@ -1,0 +1,120 @@
+"""Pure parts of the localk8s harness: versions file, tool paths, certificates, ports, kubeconfigs."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from localk8s import pki
+from localk8s.cluster import LocalCluster, kubeconfig_dict
+from localk8s.ports import free_port, is_listening
+from localk8s.tools import ToolMissingError, parse_versions, read_versions, tool_path
+
+
+def test_parse_versions_handles_comments_quotes_and_export() -> None:
+    text = "# pinned\nKUBERNETES_VERSION=1.35.0\n\nexport HELM_VERSION='3.19.0'  # helm\nETCD_VERSION=\"3.6.5\"\n"
+    assert parse_versions(text) == {"KUBERNETES_VERSION": "1.35.0", "HELM_VERSION": "3.19.0", "ETCD_VERSION": "3.6.5"}
+
+
+def test_parse_versions_rejects_garbage() -> None:
+    with pytest.raises(ValueError, match="cannot parse"):
+        parse_versions("not a key value line")
+
+
+def test_repo_versions_file_has_every_tool() -> None:
+    versions = read_versions()
+    for key in ("KUBERNETES_VERSION", "ETCD_VERSION", "HELM_VERSION"):
+        assert versions[key].count(".") == 2, key
+
+
+def test_tool_path_uses_cache_dir_and_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LPO_CACHE_DIR", str(tmp_path))
+    versions = {"KUBERNETES_VERSION": "1.2.3", "ETCD_VERSION": "3.4.5", "HELM_VERSION": "9.9.9"}
+    with pytest.raises(ToolMissingError, match="make tools"):
+        tool_path("helm", versions)
+    binary = tmp_path / "tools" / "kubernetes-1.2.3" / "kube-apiserver"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert tool_path("kube-apiserver", versions) == binary
+    with pytest.raises(ValueError, match="unknown tool"):
+        tool_path("kubectl", versions)
+
+
+def _verify_signed_by(cert: x509.Certificate, ca: x509.Certificate) -> None:
+    cert.verify_directly_issued_by(ca)  # raises if the issuer or the signature does not match
+
+
+def test_ca_and_leaf_certificates() -> None:
+    ca = pki.new_ca("test-ca")
+    assert ca.cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+
+    serving = pki.new_serving_cert(ca, "kube-apiserver", ["localhost"], ["127.0.0.1", "10.96.0.1"])
+    _verify_signed_by(serving.cert, ca.cert)
+    san = serving.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert san.get_values_for_type(x509.IPAddress) == [
+        ipaddress.ip_address("127.0.0.1"),
+        ipaddress.ip_address("10.96.0.1"),
+    ]
+    eku = serving.cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
+
+    client = pki.new_client_cert(ca, "alice", ["devs", "ops"])
+    _verify_signed_by(client.cert, ca.cert)
+    # The API server maps CN to the user name and every O to a group.
+    assert client.cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "alice"
+    assert [a.value for a in client.cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)] == [
+        "devs",
+        "ops",
+    ]
+    eku = client.cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+
+
+def test_ca_round_trips_through_files(tmp_path: Path) -> None:
+    ca = pki.new_ca("round-trip")
+    ca.write(tmp_path / "ca.crt", tmp_path / "ca.key")
+    assert stat.S_IMODE((tmp_path / "ca.key").stat().st_mode) == 0o600
+    loaded = pki.load_ca(tmp_path / "ca.crt", tmp_path / "ca.key")
+    assert loaded.cert == ca.cert
+    _verify_signed_by(pki.new_client_cert(loaded, "x").cert, ca.cert)
+
+
+def test_free_ports_are_distinct_and_bindable() -> None:
+    ports = [free_port() for _ in range(20)]
+    assert len(set(ports)) == len(ports)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports[0]))
+        s.listen()
+        assert is_listening(ports[0])
+    assert not is_listening(ports[1])
+
+
+def test_kubeconfig_is_self_contained() -> None:
+    cfg = kubeconfig_dict("c1", "https://127.0.0.1:1234", b"CA", "admin", b"CERT", b"KEY")
+    cluster = cfg["clusters"][0]["cluster"]
+    user = cfg["users"][0]["user"]
+    assert cluster == {
+        "server": "https://127.0.0.1:1234",
+        "certificate-authority-data": base64.b64encode(b"CA").decode(),
+    }
+    assert base64.b64decode(user["client-certificate-data"]) == b"CERT"
+    assert base64.b64decode(user["client-key-data"]) == b"KEY"
+    assert cfg["current-context"] == "c1"
+
+
+def test_cluster_names_must_be_dns_labels(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="DNS label"):
+        LocalCluster("Not_Valid", tmp_path / "x")
+    cluster = LocalCluster("consumer", tmp_path / "consumer")
+    assert cluster.server == f"https://127.0.0.1:{cluster.apiserver_port}"
+    assert cluster.kubeconfig == tmp_path.resolve() / "consumer" / "admin.kubeconfig"
+    assert not cluster.is_running()
