@@ -1,0 +1,383 @@
+"""Unit tests for liqo_peering.status.compute: a LiqoPeering's status and Events from one reconcile."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from liqo_peering.api.model import LiqoPeeringStatus
+from liqo_peering.engine.result import STAGES, StageResult
+from liqo_peering.status.compute import EventSpec, Observation, compute, is_ready, parse_time
+from liqo_peering.status.conditions import format_time, get_condition
+from liqo_peering.status.foreigncluster import mirror_foreign_cluster
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+HEALTHY_CONDITIONS = {
+    "networking": [
+        {"type": "NetworkConnectionStatus", "status": "Established", "message": "connected"},
+        {"type": "NetworkGatewayClientStatus", "status": "Ready"},
+    ],
+    "authentication": [{"type": "AuthIdentityControlPlaneStatus", "status": "Established"}],
+    "offloading": [{"type": "OffloadingVirtualNodeStatus", "status": "Ready"}],
+}
+
+
+def fc(*, disabled: tuple[str, ...] = (), overrides: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """A ForeignCluster object for the provider, every module healthy unless told otherwise."""
+    conditions = {**HEALTHY_CONDITIONS, **(overrides or {})}
+    modules = {
+        name: {"enabled": name not in disabled, "conditions": [] if name in disabled else conditions[name]}
+        for name in STAGES
+    }
+    return {
+        "apiVersion": "core.liqo.io/v1beta1",
+        "kind": "ForeignCluster",
+        "metadata": {"name": "provider-id"},
+        "status": {"role": "Provider", "apiServerUrl": "https://provider:6443", "modules": modules},
+    }
+
+
+def all_ready() -> dict[str, StageResult]:
+    return {stage: StageResult.ready(stage, f"{stage} established") for stage in STAGES}
+
+
+def observe(
+    *,
+    at: timedelta = timedelta(0),
+    generation: int = 1,
+    stages: dict[str, StageResult] | None = None,
+    fc_obj: dict[str, Any] | None = None,
+    **kw: Any,
+) -> Observation:
+    return Observation(
+        generation=generation,
+        now=T0 + at,
+        timeout_seconds=300,
+        stages=all_ready() if stages is None else stages,
+        mirror=mirror_foreign_cluster(fc() if fc_obj is None else fc_obj),
+        local_cluster_id="consumer-id",
+        remote_cluster_id="provider-id",
+        **kw,
+    )
+
+
+def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    found = get_condition(status["conditions"], type_)
+    assert found is not None, f"no {type_} condition"
+    return found
+
+
+def brief(status: dict[str, Any], type_: str) -> tuple[str, str]:
+    c = cond(status, type_)
+    return c["status"], c["reason"]
+
+
+def reasons(events: list[EventSpec]) -> list[tuple[str, str]]:
+    return [(e.type, e.reason) for e in events]
+
+
+def progressing(stage: str = "networking") -> dict[str, StageResult]:
+    stages = {s: r for s, r in all_ready().items() if STAGES.index(s) < STAGES.index(stage)}
+    stages[stage] = StageResult.waiting(stage, "WaitingForGatewayServer", "waiting for the gateway server")
+    return stages
+
+
+# -- ready -----------------------------------------------------------------------------------
+
+
+def test_all_stages_ready_and_modules_healthy_is_ready() -> None:
+    status, events = compute(None, observe())
+    assert status["peerStatus"] == "ready"
+    assert status["observedGeneration"] == 1
+    assert brief(status, "Ready") == ("True", "PeeringEstablished")
+    assert cond(status, "Reconciling")["status"] == "False"
+    assert cond(status, "Stalled")["status"] == "False"
+    for type_ in ("NetworkReady", "AuthenticationReady", "OffloadingReady"):
+        assert brief(status, type_) == ("True", "Established")
+    assert status["readyAt"] == format_time(T0)
+    assert status["startedAt"] == format_time(T0)
+    assert status["stage"] == "ready"
+    assert (status["localClusterID"], status["remoteClusterID"]) == ("consumer-id", "provider-id")
+    assert status["foreignCluster"]["modules"]["networking"]["health"] == "Healthy"
+    assert ("Normal", "PeeringReady") in reasons(events)
+    assert {("Normal", "NetworkReady"), ("Normal", "AuthenticationReady"), ("Normal", "OffloadingReady")} <= set(
+        reasons(events)
+    )
+    assert all(e.type == "Normal" for e in events)
+
+
+def test_every_condition_carries_the_generation_and_time() -> None:
+    status, _ = compute(None, observe(generation=7))
+    types = [c["type"] for c in status["conditions"]]
+    assert sorted(types) == sorted(
+        ["NetworkReady", "AuthenticationReady", "OffloadingReady", "Ready", "Reconciling", "Stalled"]
+    )
+    for c in status["conditions"]:
+        assert c["observedGeneration"] == 7
+        assert c["lastTransitionTime"] == "2026-03-01T12:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "obs",
+    [
+        observe(),
+        observe(stages=progressing("authentication")),
+        observe(created_anything=False, stages={}),
+        observe(error_reason="ProviderUnreachable", error_message="cannot reach the provider"),
+        observe(stages={}, fc_obj={"metadata": {"name": "provider-id"}}),  # a ForeignCluster without status
+    ],
+)
+def test_computed_status_fits_the_crd_model(obs: Observation) -> None:
+    """What compute writes must be accepted by the CRD (generated from LiqoPeeringStatus)."""
+    status, _ = compute(None, obs)
+    parsed = LiqoPeeringStatus.model_validate(status)
+    assert parsed.peer_status == status["peerStatus"]
+
+
+def test_stage_ready_but_liqo_module_unhealthy_is_not_ready() -> None:
+    broken = fc(overrides={"networking": [{"type": "NetworkConnectionStatus", "status": "Error", "message": "down"}]})
+    status, events = compute(None, observe(fc_obj=broken))
+    assert status["peerStatus"] == "establishing"
+    assert brief(status, "NetworkReady") == ("False", "ModuleUnhealthy")
+    assert "down" in cond(status, "NetworkReady")["message"]
+    assert brief(status, "Ready") == ("False", "ModuleUnhealthy")
+    assert cond(status, "Reconciling")["status"] == "True"
+    assert status["readyAt"] is None
+    assert ("Normal", "PeeringReady") not in reasons(events)
+    assert ("Normal", "NetworkReady") not in reasons(events)
+    assert status["foreignCluster"]["modules"]["networking"]["health"] == "Unhealthy"
+
+
+def test_stage_ready_without_foreign_cluster_is_not_ready() -> None:
+    obs = replace(observe(), mirror=mirror_foreign_cluster(None))
+    status, _ = compute(None, obs)
+    assert status["peerStatus"] == "establishing"
+    ready, reason = brief(status, "NetworkReady")
+    assert ready != "True" and reason == "ForeignClusterMissing"
+    assert cond(status, "Ready")["status"] == "False"
+
+
+# -- establishing ----------------------------------------------------------------------------
+
+
+def test_progressing_stage_is_establishing() -> None:
+    status, events = compute(None, observe(stages=progressing("networking")))
+    assert status["peerStatus"] == "establishing"
+    assert brief(status, "NetworkReady") == ("False", "WaitingForGatewayServer")
+    assert brief(status, "AuthenticationReady") == ("Unknown", "NotStarted")
+    assert brief(status, "OffloadingReady") == ("Unknown", "NotStarted")
+    assert brief(status, "Ready") == ("False", "WaitingForGatewayServer")
+    assert brief(status, "Reconciling") == ("True", "Progressing")
+    assert cond(status, "Reconciling")["message"] == "waiting for the gateway server"
+    assert cond(status, "Stalled")["status"] == "False"
+    assert status["stage"] == "waiting for the gateway server"
+    assert status["readyAt"] is None
+    assert reasons(events) == [("Normal", "Establishing")]
+
+
+def test_ready_reason_comes_from_the_first_stage_not_ready() -> None:
+    status, events = compute(None, observe(stages=progressing("offloading")))
+    assert brief(status, "NetworkReady") == ("True", "Established")
+    assert brief(status, "AuthenticationReady") == ("True", "Established")
+    assert brief(status, "OffloadingReady") == ("False", "WaitingForGatewayServer")
+    assert brief(status, "Ready") == ("False", "WaitingForGatewayServer")
+    assert ("Normal", "NetworkReady") in reasons(events)
+
+
+def test_networking_disabled_counts_as_ready() -> None:
+    stages = {**all_ready(), "networking": StageResult.disabled("networking", "networking is disabled")}
+    status, events = compute(None, observe(stages=stages, fc_obj=fc(disabled=("networking",))))
+    assert brief(status, "NetworkReady") == ("True", "Disabled")
+    assert cond(status, "NetworkReady")["message"] == "networking is disabled"
+    assert brief(status, "Ready") == ("True", "PeeringEstablished")
+    assert status["peerStatus"] == "ready"
+    assert ("Normal", "NetworkReady") not in reasons(events)  # nothing happened worth telling
+
+
+# -- error -----------------------------------------------------------------------------------
+
+
+def test_error_stalls_with_its_reason() -> None:
+    obs = observe(
+        stages=progressing("networking"),
+        error_reason="ProviderUnreachable",
+        error_message="cannot reach the provider cluster at https://p:6443",
+    )
+    status, events = compute(None, obs)
+    assert status["peerStatus"] == "error"
+    assert brief(status, "Stalled") == ("True", "ProviderUnreachable")
+    assert cond(status, "Stalled")["message"] == "cannot reach the provider cluster at https://p:6443"
+    assert brief(status, "Ready") == ("False", "ProviderUnreachable")
+    assert cond(status, "Reconciling")["status"] == "False"
+    assert events == [
+        EventSpec("Warning", "ProviderUnreachable", "cannot reach the provider cluster at https://p:6443")
+    ]
+
+
+def test_error_wins_over_ready_stages() -> None:
+    status, events = compute(None, observe(error_reason="Forbidden", error_message="no rights"))
+    assert status["peerStatus"] == "error"
+    assert cond(status, "Ready")["status"] == "False"
+    assert status["readyAt"] is None
+    assert ("Normal", "PeeringReady") not in reasons(events)
+
+
+def test_repeated_error_is_quiet_but_a_new_error_is_reported() -> None:
+    first, _ = compute(None, observe(error_reason="ProviderUnreachable", error_message="a"))
+    again, events = compute(first, observe(at=timedelta(seconds=10), error_reason="ProviderUnreachable"))
+    assert events == []
+    other, events = compute(
+        again, observe(at=timedelta(seconds=20), error_reason="ProviderForbidden", error_message="b")
+    )
+    assert reasons(events) == [("Warning", "ProviderForbidden")]
+    assert brief(other, "Stalled") == ("True", "ProviderForbidden")
+
+
+def test_recovering_from_error_clears_stalled() -> None:
+    failed, _ = compute(None, observe(error_reason="ProviderUnreachable", error_message="a"))
+    status, events = compute(failed, observe(at=timedelta(seconds=30)))
+    assert status["peerStatus"] == "ready"
+    assert brief(status, "Stalled") == ("False", "NotStalled")
+    assert ("Normal", "PeeringReady") in reasons(events)
+
+
+# -- timeout ---------------------------------------------------------------------------------
+
+
+def test_timeout_then_ready() -> None:
+    start, _ = compute(None, observe(stages=progressing()))
+    assert start["startedAt"] == format_time(T0)
+
+    before, events = compute(start, observe(at=timedelta(seconds=299), stages=progressing()))
+    assert before["peerStatus"] == "establishing"
+    assert events == []
+
+    late, events = compute(before, observe(at=timedelta(seconds=301), stages=progressing()))
+    assert late["peerStatus"] == "timeout"
+    assert late["startedAt"] == format_time(T0)  # the clock is not restarted by a pass
+    assert brief(late, "Stalled") == ("True", "Timeout")
+    assert "300s" in cond(late, "Stalled")["message"]
+    assert "waiting for the gateway server" in cond(late, "Stalled")["message"]
+    assert cond(late, "Reconciling")["status"] == "False"
+    assert brief(late, "Ready") == ("False", "WaitingForGatewayServer")
+    assert [(e.type, e.reason) for e in events] == [("Warning", "Timeout")]
+
+    still, events = compute(late, observe(at=timedelta(seconds=400), stages=progressing()))
+    assert still["peerStatus"] == "timeout"
+    assert events == []
+
+    ready, events = compute(still, observe(at=timedelta(seconds=500)))
+    assert ready["peerStatus"] == "ready"
+    assert brief(ready, "Stalled") == ("False", "NotStalled")
+    assert cond(ready, "Ready")["status"] == "True"
+    assert ready["readyAt"] == format_time(T0 + timedelta(seconds=500))
+    assert ("Normal", "PeeringReady") in reasons(events)
+
+
+def test_generation_change_restarts_the_clock() -> None:
+    start, _ = compute(None, observe(stages=progressing()))
+    late, _ = compute(start, observe(at=timedelta(seconds=600), stages=progressing()))
+    assert late["peerStatus"] == "timeout"
+
+    now = timedelta(seconds=601)
+    changed, _ = compute(late, observe(at=now, generation=2, stages=progressing()))
+    assert changed["startedAt"] == format_time(T0 + now)
+    assert changed["observedGeneration"] == 2
+    assert changed["peerStatus"] == "establishing"
+    assert brief(changed, "Stalled") == ("False", "NotStalled")
+    assert cond(changed, "Reconciling")["status"] == "True"
+    assert all(c["observedGeneration"] == 2 for c in changed["conditions"])
+
+
+def test_degraded_ready_peering_restarts_the_clock() -> None:
+    ready, _ = compute(None, observe())
+    degraded, events = compute(ready, observe(at=timedelta(hours=2), stages=progressing("offloading")))
+    assert degraded["peerStatus"] == "establishing"  # not timeout: the clock restarts on degradation
+    assert degraded["startedAt"] == format_time(T0 + timedelta(hours=2))
+    assert degraded["readyAt"] == format_time(T0)  # when it FIRST became ready
+    assert ("Normal", "Establishing") in reasons(events)
+
+
+# -- transitions only ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["ready", "establishing", "error", "no_peers"],
+)
+def test_unchanged_second_pass_emits_no_events(kind: str) -> None:
+    def obs(at: timedelta) -> Observation:
+        if kind == "ready":
+            return observe(at=at)
+        if kind == "establishing":
+            return observe(at=at, stages=progressing())
+        if kind == "error":
+            return observe(at=at, error_reason="ProviderUnreachable", error_message="x")
+        return observe(at=at, stages={}, created_anything=False)
+
+    first, _ = compute(None, obs(timedelta(0)))
+    second, events = compute(first, obs(timedelta(seconds=30)))
+    assert events == []
+    assert second == first
+
+
+def test_last_transition_time_is_kept_while_status_is_unchanged() -> None:
+    first, _ = compute(None, observe(stages=progressing()))
+    second, _ = compute(first, observe(at=timedelta(seconds=60), stages=progressing()))
+    for type_ in ("Ready", "Reconciling", "Stalled", "NetworkReady"):
+        assert cond(second, type_)["lastTransitionTime"] == format_time(T0), type_
+    flipped, _ = compute(second, observe(at=timedelta(seconds=120)))
+    assert cond(flipped, "Ready")["lastTransitionTime"] == format_time(T0 + timedelta(seconds=120))
+    assert cond(flipped, "Reconciling")["lastTransitionTime"] == format_time(T0 + timedelta(seconds=120))
+    assert cond(flipped, "Stalled")["lastTransitionTime"] == format_time(T0)  # False before and after
+
+
+def test_compute_does_not_mutate_the_previous_status() -> None:
+    first, _ = compute(None, observe(stages=progressing()))
+    snapshot = repr(first)
+    compute(first, observe(at=timedelta(seconds=400), generation=2))
+    assert repr(first) == snapshot
+
+
+# -- before anything exists ------------------------------------------------------------------
+
+
+def test_nothing_created_yet_is_no_peers() -> None:
+    obs = Observation(generation=1, now=T0, timeout_seconds=300, created_anything=False)
+    status, events = compute(None, obs)
+    assert status["peerStatus"] == "no_peers"
+    assert brief(status, "Ready") == ("False", "NotStarted")
+    for type_ in ("NetworkReady", "AuthenticationReady", "OffloadingReady"):
+        assert brief(status, type_) == ("Unknown", "NotStarted")
+    assert cond(status, "Stalled")["status"] == "False"
+    assert events == []
+    assert "foreignCluster" not in status
+    assert status["localClusterID"] is None and status["remoteClusterID"] is None
+
+
+def test_cluster_ids_are_kept_from_the_previous_status() -> None:
+    first, _ = compute(None, observe(stages=progressing()))
+    obs = Observation(generation=1, now=T0, timeout_seconds=300, error_reason="KubeconfigInvalid", error_message="x")
+    status, _ = compute(first, obs)
+    assert (status["localClusterID"], status["remoteClusterID"]) == ("consumer-id", "provider-id")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def test_parse_time() -> None:
+    assert parse_time("2026-03-01T12:00:00Z") == T0
+    assert parse_time(None) is None
+    assert parse_time("") is None
+
+
+def test_is_ready() -> None:
+    ready, _ = compute(None, observe())
+    waiting, _ = compute(None, observe(stages=progressing()))
+    assert is_ready(ready) is True
+    assert is_ready(waiting) is False
+    assert is_ready(None) is False
+    assert is_ready({}) is False
