@@ -1,0 +1,100 @@
+"""examples/ stay valid against the LiqoPeering model, and the GitOps example keeps its sync waves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from liqo_peering.api import model
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def peerings() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        for doc in documents(path):
+            if doc.get("kind") == model.KIND:
+                found.append((str(path.relative_to(REPO)), doc))
+    return found
+
+
+@pytest.mark.parametrize(("path", "doc"), peerings(), ids=[p for p, _ in peerings()])
+def test_liqopeering_examples_validate(path: str, doc: dict[str, Any]) -> None:
+    assert doc["apiVersion"] == model.API_VERSION
+    model.LiqoPeeringSpec.model_validate(doc["spec"])
+
+
+def test_basic_example() -> None:
+    (doc,) = documents(EXAMPLES / "basic.yaml")
+    assert doc["metadata"] == {"name": "provider", "namespace": "default"}
+    assert doc["spec"] == {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}}
+
+
+def _aliases(cls: type[BaseModel], prefix: str = "") -> set[str]:
+    paths: set[str] = set()
+    for name, field in cls.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        paths.add(path)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths |= _aliases(annotation, path + ".")
+    return paths
+
+
+def _set_paths(data: dict[str, Any], prefix: str = "") -> set[str]:
+    paths: set[str] = set()
+    for key, value in data.items():
+        paths.add(prefix + key)
+        if isinstance(value, dict) and key != "resources":
+            paths |= _set_paths(value, f"{prefix}{key}.")
+    return paths
+
+
+def test_all_options_sets_every_field() -> None:
+    (doc,) = documents(EXAMPLES / "all-options.yaml")
+    missing = _aliases(model.LiqoPeeringSpec) - _set_paths(doc["spec"])
+    # loadBalancerIP is mutually exclusive with nodePort (CEL); the example shows it commented out.
+    assert missing <= {"networking.gatewayServer.loadBalancerIP"}, missing
+    assert "# loadBalancerIP:" in (EXAMPLES / "all-options.yaml").read_text()
+    assert set(doc["spec"]["offloading"]["resources"]) >= {"cpu", "memory", "pods", "nvidia.com/gpu"}
+
+
+def test_networking_disabled_example() -> None:
+    (doc,) = documents(EXAMPLES / "networking-disabled.yaml")
+    spec = model.LiqoPeeringSpec.model_validate(doc["spec"])
+    assert spec.networking.enabled is False
+    assert spec.authentication.in_band is False
+
+
+def test_gitops_sync_waves() -> None:
+    gitops = EXAMPLES / "gitops"
+    kustomization = documents(gitops / "kustomization.yaml")[0]
+    waves: dict[str, int] = {}
+    for name in kustomization["resources"]:
+        for doc in documents(gitops / name):
+            waves[doc["kind"]] = int(doc["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"])
+    assert waves == {"Secret": 0, "LiqoPeering": 1, "NamespaceOffloading": 2}
+    assert {p.name for p in gitops.glob("*.yaml")} - set(kustomization["resources"]) == {
+        "kustomization.yaml",
+        "application.yaml",
+    }
+    (offloading,) = documents(gitops / "namespaceoffloading.yaml")
+    assert offloading["apiVersion"] == "offloading.liqo.io/v1beta1"
+    assert offloading["metadata"]["name"] == "offloading"
+    (peering,) = documents(gitops / "liqopeering.yaml")
+    (secret,) = documents(gitops / "secret.yaml")
+    assert peering["spec"]["remoteKubeconfigSecretRef"]["name"] == secret["metadata"]["name"]
+    assert peering["metadata"]["namespace"] == secret["metadata"]["namespace"] == offloading["metadata"]["namespace"]
+    (app,) = documents(gitops / "application.yaml")
+    assert app["kind"] == "Application"
+    assert app["spec"]["source"]["path"] == "examples/gitops"
