@@ -1,0 +1,255 @@
+"""Helpers for end-to-end tests: install the CRD, run the operator as a process, drive LiqoPeerings.
+
+The operator runs exactly as users run it: the `liqo-peering-operator run` console script, pointed at
+the consumer cluster's kubeconfig. Waits poll the API until a condition holds or a generous deadline
+passes; nothing asserts how long things took.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILE = ROOT / "crds" / "peering.liqo-operator.io_liqopeerings.yaml"
+GROUP, VERSION, PLURAL = "peering.liqo-operator.io", "v1alpha1", "liqopeerings"
+T = TypeVar("T")
+SECRET = "provider-kubeconfig"
+
+if TYPE_CHECKING:
+    from liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+
+
+def api_client(kubeconfig: Path | str) -> k8s.ApiClient:
+    return k8s_config.new_client_from_config(config_file=str(kubeconfig))
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.25) -> T:
+    """Poll until probe returns a truthy value; fail with `what` and the last value after timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+
+
+def install_crd(api: k8s.ApiClient) -> None:
+    ext = k8s.ApiextensionsV1Api(api)
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    try:
+        current = ext.read_custom_resource_definition(crd["metadata"]["name"])
+        crd["metadata"]["resourceVersion"] = current.metadata.resource_version  # type: ignore[union-attr]
+        ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        ext.create_custom_resource_definition(crd)
+
+    def established() -> bool:
+        got = ext.read_custom_resource_definition(crd["metadata"]["name"])
+        conditions = got.status.conditions if got.status else None
+        return any(c.type == "Established" and c.status == "True" for c in (conditions or []))
+
+    wait_for("the LiqoPeering CRD to be established", established, timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OperatorProcess:
+    """`liqo-peering-operator run` as a child process, with its log in a file."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path, extra_args: list[str] | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_dir / "operator.log"
+        self.extra_args = extra_args or []
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        script = Path(sys.executable).with_name("liqo-peering-operator")
+        return [
+            str(script),
+            "run",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--log-format",
+            "json",
+            "--metrics-port",
+            str(self.metrics_port),
+            "--health-port",
+            str(self.health_port),
+            "--resync-interval",
+            "5",
+            *self.extra_args,
+        ]
+
+    def start(self) -> OperatorProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL): no clean shutdown, as when a node dies."""
+        self.stop(signal.SIGKILL)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Peerings:
+    """LiqoPeering CRUD on the consumer cluster."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self.custom = k8s.CustomObjectsApi(api)
+        self.core = k8s.CoreV1Api(api)
+
+    def make_namespace(self, name: str) -> None:
+        try:
+            self.core.create_namespace(cast(Any, {"metadata": {"name": name}}))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def put_kubeconfig_secret(self, namespace: str, name: str, kubeconfig: bytes, key: str = "kubeconfig") -> None:
+        body: Any = {"metadata": {"name": name}, "data": {key: base64.b64encode(kubeconfig).decode()}}
+        try:
+            self.core.create_namespaced_secret(namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.core.replace_namespaced_secret(name, namespace, body)
+
+    def create(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LiqoPeering", "metadata": {"name": name}, "spec": spec}
+        return cast(
+            dict[str, Any], self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+        )
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return cast(
+                dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
+
+    def delete(self, namespace: str, name: str) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def status(self, namespace: str, name: str) -> dict[str, Any]:
+        return dict((self.get(namespace, name) or {}).get("status") or {})
+
+    def condition(self, namespace: str, name: str, type_: str) -> dict[str, Any] | None:
+        for cond in self.status(namespace, name).get("conditions") or []:
+            if cond.get("type") == type_:
+                return dict(cond)
+        return None
+
+    def wait_status(self, namespace: str, name: str, peer_status: str, timeout: float = 120.0) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            status = self.status(namespace, name)
+            return status if status.get("peerStatus") == peer_status else None
+
+        try:
+            return wait_for(f"LiqoPeering {namespace}/{name} peerStatus={peer_status}", probe, timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nstatus now: {self.status(namespace, name)}") from None
+
+    def wait_reason(self, namespace: str, name: str, reason: str, timeout: float = 60.0) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            cond = self.condition(namespace, name, "Ready")
+            return cond if cond and cond.get("reason") == reason else None
+
+        try:
+            return wait_for(f"LiqoPeering {namespace}/{name} Ready reason {reason}", probe, timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nstatus now: {self.status(namespace, name)}") from None
+
+    def wait_gone(self, namespace: str, name: str, timeout: float = 90.0) -> None:
+        wait_for(f"LiqoPeering {namespace}/{name} to be deleted", lambda: self.get(namespace, name) is None, timeout)
+
+    def events(self, namespace: str, name: str) -> list[k8s.CoreV1Event]:
+        items = self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+        return list(items)
+
+
+@dataclass
+class OperatorEnv:
+    lc: LiqoClusters
+    operator: OperatorProcess
+    peerings: Peerings
+    provider_api: k8s.ApiClient
+
+    @property
+    def consumer_id(self) -> str:
+        return self.lc.ids["consumer"]
+
+    @property
+    def provider_id(self) -> str:
+        return self.lc.ids["provider"]
+
+    def provider_kubeconfig(self) -> bytes:
+        return Path(self.lc["provider"].kubeconfig).read_bytes()
+
+    def restart_operator(self) -> None:
+        self.operator.stop()
+        self.operator.start()
+
+
+@dataclass
+class PeeringCase:
+    env: OperatorEnv
+    namespace: str
+    standin: StandInProcess
+
+    @property
+    def peerings(self) -> Peerings:
+        return self.env.peerings

@@ -1,0 +1,353 @@
+"""The operator end to end: two local clusters, Liqo's objects and stand-in, the operator as a process."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from operator_support import SECRET, PeeringCase, wait_for
+
+from liqo_env.pytest_plugin import LIQO_SETTINGS
+
+NAME = "provider"
+
+
+def spec(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "2m"}
+    base.update(overrides)
+    return base
+
+
+def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
+    return k8s.CustomObjectsApi(api)
+
+
+def get(api: k8s.ApiClient, group: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return cast(dict[str, Any], custom(api).get_namespaced_custom_object(group, "v1beta1", namespace, plural, name))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def items(api: k8s.ApiClient, group: str, plural: str, namespace: str) -> list[dict[str, Any]]:
+    result: Any = custom(api).list_namespaced_custom_object(group, "v1beta1", namespace, plural)
+    return list(result["items"])
+
+
+def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
+    found = (
+        k8s.CoreV1Api(api)
+        .list_namespace(label_selector=f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true")
+        .items
+    )
+    assert found, f"no tenant namespace for {peer_id}"
+    return str(found[0].metadata.name)  # type: ignore[union-attr]
+
+
+def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: PeeringCase) -> None:
+    env, ns = case.env, case.namespace
+    consumer, provider = env.peerings.api, env.provider_api
+    case.peerings.create(ns, NAME, spec(offloading={"resources": {"cpu": 2, "memory": "4Gi", "nvidia.com/gpu": 1}}))
+    status = case.peerings.wait_status(ns, NAME, "ready")
+
+    assert status["localClusterID"] == env.consumer_id
+    assert status["remoteClusterID"] == env.provider_id
+    assert status["observedGeneration"] == case.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
+    conds = {c["type"]: c for c in status["conditions"]}
+    for cond_type in ("Ready", "NetworkReady", "AuthenticationReady", "OffloadingReady"):
+        assert conds[cond_type]["status"] == "True", conds[cond_type]
+    assert conds["Reconciling"]["status"] == "False" and conds["Stalled"]["status"] == "False"
+    assert status["readyAt"] and status["startedAt"]
+    mirror = status["foreignCluster"]
+    assert mirror["role"] in ("Provider", "ConsumerAndProvider")
+    assert {m: mirror["modules"][m]["health"] for m in ("networking", "authentication", "offloading")} == {
+        "networking": "Healthy",
+        "authentication": "Healthy",
+        "offloading": "Healthy",
+    }
+
+    c_ns, p_ns = tenant_ns(consumer, env.provider_id), tenant_ns(provider, env.consumer_id)
+    # Networking: each side's Configuration describes the other cluster.
+    c_conf = get(consumer, "networking.liqo.io", "configurations", c_ns, env.provider_id)
+    p_conf = get(provider, "networking.liqo.io", "configurations", p_ns, env.consumer_id)
+    assert c_conf and c_conf["spec"]["remote"]["cidr"]["pod"] == [LIQO_SETTINGS["provider"][1]]
+    assert p_conf and p_conf["spec"]["remote"]["cidr"]["external"] == [LIQO_SETTINGS["consumer"][2]]
+    server = get(provider, "networking.liqo.io", "gatewayservers", p_ns, env.consumer_id)
+    assert server and server["spec"]["endpoint"]["port"] == 51840
+    assert server["spec"]["endpoint"]["serviceType"] == "LoadBalancer" and server["spec"]["mtu"] == 1340
+    client = get(consumer, "networking.liqo.io", "gatewayclients", c_ns, env.provider_id)
+    assert client and client["spec"]["endpoint"]["addresses"] == server["status"]["endpoint"]["addresses"]
+    assert get(consumer, "networking.liqo.io", "publickeies", c_ns, env.provider_id)
+    assert get(provider, "networking.liqo.io", "publickeies", p_ns, env.consumer_id)
+    # Authentication: Tenant on the provider, Identity on the consumer.
+    tenant = get(provider, "authentication.liqo.io", "tenants", p_ns, env.consumer_id)
+    assert tenant and tenant["spec"]["clusterID"] == env.consumer_id and tenant["status"]["authParams"]
+    identity = get(consumer, "authentication.liqo.io", "identities", c_ns, f"controlplane-{env.provider_id}")
+    assert identity and identity["spec"]["type"] == "ControlPlane"
+    # Offloading: the ResourceSlice asks for what the spec says; the VirtualNode runs.
+    rs = get(consumer, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id)
+    assert rs and rs["spec"]["resources"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
+    assert rs["metadata"]["labels"]["liqo.io/replication"] == "true"
+    assert get(consumer, "offloading.liqo.io", "virtualnodes", c_ns, env.provider_id)
+    # Everything we made carries our labels, so the operator can find a peering's objects.
+    assert rs["metadata"]["labels"]["peering.liqo-operator.io/peering-name"] == NAME
+    reasons = {e.reason for e in case.peerings.events(ns, NAME)}
+    assert {"PeeringReady", "NetworkReady", "AuthenticationReady", "OffloadingReady"} <= reasons
+
+
+def test_networking_disabled_and_no_virtual_node(case: PeeringCase) -> None:
+    env, ns = case.env, case.namespace
+    case.peerings.create(ns, NAME, spec(networking={"enabled": False}, offloading={"createVirtualNode": False}))
+    status = case.peerings.wait_status(ns, NAME, "ready")
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert conds["NetworkReady"]["reason"] == "Disabled"
+    c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    assert items(env.provider_api, "networking.liqo.io", "gatewayservers", p_ns) == []
+    assert items(env.peerings.api, "networking.liqo.io", "configurations", c_ns) == []
+    rs = get(env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id)
+    assert rs and rs["metadata"]["annotations"]["liqo.io/create-virtual-node"] == "false"
+    assert items(env.peerings.api, "offloading.liqo.io", "virtualnodes", c_ns) == []
+
+
+def test_resources_update_reaches_the_resource_slice(case: PeeringCase) -> None:
+    env, ns = case.env, case.namespace
+    case.peerings.create(ns, NAME, spec(offloading={"resources": {"cpu": "1"}}))
+    case.peerings.wait_status(ns, NAME, "ready")
+    case.peerings.patch(ns, NAME, {"spec": {"offloading": {"resources": {"cpu": "3", "memory": "2Gi"}}}})
+    c_ns = tenant_ns(env.peerings.api, env.provider_id)
+
+    def updated() -> bool:
+        rs = get(env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id) or {}
+        return (rs.get("spec") or {}).get("resources") == {"cpu": "3", "memory": "2Gi"}
+
+    wait_for("the ResourceSlice to carry the new resources", updated, timeout=60)
+    generation = case.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
+    wait_for(
+        "observedGeneration to follow", lambda: case.peerings.status(ns, NAME).get("observedGeneration") == generation
+    )
+
+
+def test_deleted_gateway_client_comes_back(case: PeeringCase) -> None:
+    env, ns = case.env, case.namespace
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_status(ns, NAME, "ready")
+    c_ns = tenant_ns(env.peerings.api, env.provider_id)
+    old = get(env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns, env.provider_id)
+    assert old
+    custom(env.peerings.api).delete_namespaced_custom_object(
+        "networking.liqo.io", "v1beta1", c_ns, "gatewayclients", env.provider_id
+    )
+
+    def recreated() -> bool:
+        new = get(env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns, env.provider_id)
+        return bool(new) and new["metadata"]["uid"] != old["metadata"]["uid"]  # type: ignore[index]
+
+    wait_for("the GatewayClient to be re-created", recreated, timeout=60)
+    case.peerings.wait_status(ns, NAME, "ready")
+
+
+def test_delete_unpeers_both_sides(case: PeeringCase) -> None:
+    env, ns = case.env, case.namespace
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_status(ns, NAME, "ready")
+    c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    case.peerings.delete(ns, NAME)
+    case.peerings.wait_gone(ns, NAME)
+    for api, group, plural, where in (
+        (env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns),
+        (env.peerings.api, "offloading.liqo.io", "virtualnodes", c_ns),
+        (env.peerings.api, "authentication.liqo.io", "identities", c_ns),
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+        (env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+        (env.peerings.api, "networking.liqo.io", "configurations", c_ns),
+        (env.provider_api, "networking.liqo.io", "configurations", p_ns),
+    ):
+        assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+
+
+def test_timeout_is_reported_then_ready_once_things_complete(case: PeeringCase) -> None:
+    ns = case.namespace
+    case.standin.set_faults("both", connection="Never")
+    case.peerings.create(ns, NAME, spec(timeout="5s"))
+    status = case.peerings.wait_status(ns, NAME, "timeout", timeout=60)
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "Timeout"
+    assert any(e.reason == "Timeout" and e.type == "Warning" for e in case.peerings.events(ns, NAME))
+    case.standin.set_faults("both", connection=None)
+    status = case.peerings.wait_status(ns, NAME, "ready", timeout=90)
+    assert next(c for c in status["conditions"] if c["type"] == "Stalled")["status"] == "False"
+
+
+def test_resource_slice_denied_is_an_error(case: PeeringCase) -> None:
+    case.standin.set_faults("both", resourceslice="Denied")
+    case.peerings.create(case.namespace, NAME, spec())
+    cond = case.peerings.wait_reason(case.namespace, NAME, "ResourceSliceDenied", timeout=90)
+    assert "spec.offloading.resources" in cond["message"]
+    assert case.peerings.status(case.namespace, NAME)["peerStatus"] == "error"
+
+
+def test_missing_secret_and_key(case: PeeringCase) -> None:
+    ns = case.namespace
+    case.peerings.create(ns, "nosecret", spec(remoteKubeconfigSecretRef={"name": "does-not-exist"}))
+    cond = case.peerings.wait_reason(ns, "nosecret", "SecretNotFound")
+    assert "does-not-exist" in cond["message"]
+    case.peerings.create(ns, "nokey", spec(remoteKubeconfigSecretRef={"name": SECRET, "key": "other"}))
+    cond = case.peerings.wait_reason(ns, "nokey", "SecretKeyMissing")
+    assert "'other'" in cond["message"]
+    # Creating the Secret afterwards is enough: the operator watches it.
+    case.peerings.put_kubeconfig_secret(ns, "does-not-exist", case.env.provider_kubeconfig())
+    case.peerings.wait_status(ns, "nosecret", "ready", timeout=120)
+    case.peerings.delete(ns, "nosecret")
+    case.peerings.wait_gone(ns, "nosecret")
+
+
+def test_garbage_and_unsafe_kubeconfigs_are_refused_without_leaking_credentials(case: PeeringCase) -> None:
+    ns = case.namespace
+    case.peerings.put_kubeconfig_secret(ns, "garbage", b"{{{ this is not yaml: [")
+    case.peerings.create(ns, "garbage", spec(remoteKubeconfigSecretRef={"name": "garbage"}))
+    case.peerings.wait_reason(ns, "garbage", "KubeconfigInvalid")
+
+    token = "s3cr3t-T0KEN-that-must-never-leak-0123456789abcdef"
+    config = yaml.safe_load(case.env.provider_kubeconfig())
+    user = config["users"][0]["user"]
+    user["token"] = token
+    user["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/steal", "args": [token]}
+    case.peerings.put_kubeconfig_secret(ns, "exec", yaml.safe_dump(config).encode())
+    case.peerings.create(ns, "exec", spec(remoteKubeconfigSecretRef={"name": "exec"}))
+    cond = case.peerings.wait_reason(ns, "exec", "KubeconfigUnsafe")
+    assert "--insecure-kubeconfig-exec" in cond["message"]
+
+    config = yaml.safe_load(case.env.provider_kubeconfig())
+    config["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+    config["clusters"][0]["cluster"].pop("certificate-authority-data", None)
+    case.peerings.put_kubeconfig_secret(ns, "insecure", yaml.safe_dump(config).encode())
+    case.peerings.create(ns, "insecure", spec(remoteKubeconfigSecretRef={"name": "insecure"}))
+    cond = case.peerings.wait_reason(ns, "insecure", "KubeconfigUnsafe")
+    assert "--insecure-kubeconfig-tls" in cond["message"]
+
+    everything = str(case.peerings.status(ns, "exec")) + str([e.message for e in case.peerings.events(ns, "exec")])
+    assert token not in everything
+    assert token not in case.env.operator.log()
+    key_data = yaml.safe_load(case.env.provider_kubeconfig())["users"][0]["user"]["client-key-data"]
+    assert key_data[:40] not in case.env.operator.log()
+
+
+def test_unreachable_provider_then_force_delete(case: PeeringCase) -> None:
+    ns = case.namespace
+    config = yaml.safe_load(case.env.provider_kubeconfig())
+    config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"  # nothing listens on port 1
+    case.peerings.put_kubeconfig_secret(ns, "unreachable", yaml.safe_dump(config).encode())
+    case.peerings.create(ns, "gone", spec(remoteKubeconfigSecretRef={"name": "unreachable"}))
+    cond = case.peerings.wait_reason(ns, "gone", "ProviderUnreachable")
+    assert "127.0.0.1:1" in cond["message"]
+
+    # A ready peering whose provider becomes unreachable keeps its finalizer until forced.
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_status(ns, NAME, "ready")
+    case.peerings.put_kubeconfig_secret(ns, SECRET, yaml.safe_dump(config).encode())
+    case.peerings.delete(ns, NAME)
+    wait_for(
+        "deletion to report the unreachable provider",
+        lambda: (case.peerings.condition(ns, NAME, "Stalled") or {}).get("reason") == "ProviderUnreachable",
+        timeout=60,
+    )
+    assert case.peerings.get(ns, NAME) is not None
+    case.peerings.patch(ns, NAME, {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}})
+    case.peerings.wait_gone(ns, NAME)
+    c_ns = tenant_ns(case.env.peerings.api, case.env.provider_id)
+    assert items(case.env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns) == []
+    # The provider side was left alone (it was unreachable): clean it for the next test.
+    p_ns = tenant_ns(case.env.provider_api, case.env.consumer_id)
+    assert items(case.env.provider_api, "authentication.liqo.io", "tenants", p_ns)
+    for plural, group in (
+        ("tenants", "authentication.liqo.io"),
+        ("gatewayservers", "networking.liqo.io"),
+        ("configurations", "networking.liqo.io"),
+        ("publickeies", "networking.liqo.io"),
+    ):
+        for obj in items(case.env.provider_api, group, plural, p_ns):
+            custom(case.env.provider_api).delete_namespaced_custom_object(
+                group, "v1beta1", p_ns, plural, obj["metadata"]["name"]
+            )
+
+
+def test_liqo_missing_on_the_provider(case: PeeringCase) -> None:
+    case.env.lc.uninstall("provider")
+    case.peerings.create(case.namespace, NAME, spec())
+    cond = case.peerings.wait_reason(case.namespace, NAME, "LiqoNotInstalled", timeout=90)
+    assert "provider" in cond["message"]
+
+
+def test_second_peering_to_the_same_provider_is_refused(case: PeeringCase) -> None:
+    ns = case.namespace
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_status(ns, NAME, "ready")
+    case.peerings.create(ns, "again", spec())
+    cond = case.peerings.wait_reason(ns, "again", "DuplicatePeering")
+    assert f"{ns}/{NAME}" in cond["message"]
+    assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
+
+
+def test_operator_killed_mid_establishing_resumes_without_duplicates(case: PeeringCase) -> None:
+    env, ns = case.env, case.namespace
+    case.standin.set_faults("both", delay="3")
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_status(ns, NAME, "establishing", timeout=60)
+    wait_for(
+        "the Tenant to exist on the provider",
+        lambda: any(
+            items(env.provider_api, "authentication.liqo.io", "tenants", ns_)
+            for ns_ in [tenant_ns(env.provider_api, env.consumer_id)]
+        ),
+        timeout=60,
+    )
+    env.operator.kill()
+    env.operator.start()
+    case.standin.set_faults("both", delay=None)
+    case.peerings.wait_status(ns, NAME, "ready", timeout=120)
+    c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    for api, group, plural, where in (
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+        (env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns),
+        (env.peerings.api, "authentication.liqo.io", "identities", c_ns),
+        (env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns),
+    ):
+        assert len(items(api, group, plural, where)) == 1, plural
+    nonces = k8s.CoreV1Api(env.provider_api).list_namespaced_secret(p_ns, label_selector="liqo.io/nonce=true").items
+    assert len(nonces) == 1
+    namespaces = (
+        k8s.CoreV1Api(env.peerings.api)
+        .list_namespace(label_selector=f"liqo.io/remote-cluster-id={env.provider_id}")
+        .items
+    )
+    assert len(namespaces) == 1
+
+
+def test_admission_rejects_invalid_specs_naming_the_field(case: PeeringCase) -> None:
+    bad = {
+        "nodePort": (spec(networking={"gatewayServer": {"serviceType": "ClusterIP", "nodePort": 30000}}), "nodePort"),
+        "lbip": (
+            spec(networking={"gatewayServer": {"serviceType": "NodePort", "loadBalancerIP": "1.2.3.4"}}),
+            "loadBalancerIP",
+        ),
+        "inband": (spec(networking={"enabled": False}, authentication={"inBand": True}), "inBand"),
+        "vnode": (spec(offloading={"createResourceSlice": False, "createVirtualNode": True}), "createVirtualNode"),
+        "port": (spec(networking={"gatewayServer": {"port": 70000}}), "port"),
+        "duration": (spec(timeout="five minutes"), "timeout"),
+        "quantity": (spec(offloading={"resources": {"cpu": "lots"}}), "cpu"),
+        "secretref": ({"timeout": "1m"}, "remoteKubeconfigSecretRef"),
+    }
+    for name, (body, field) in bad.items():
+        try:
+            case.peerings.create(case.namespace, f"bad-{name.lower()}", body)
+        except ApiException as exc:
+            assert exc.status == 422, exc.body
+            assert field in str(exc.body), exc.body
+        else:
+            raise AssertionError(f"spec {name} was accepted: {body}")
