@@ -1,0 +1,33 @@
+{{/*
+Rules the operator needs where LiqoPeerings live: in the ClusterRole when it watches all namespaces,
+otherwise in a Role in each namespace of .Values.watchNamespaces.
+*/}}
+{{- define "liqo-peering-operator.peeringRules" -}}
+# Reconcile LiqoPeerings: watch them, add/remove the operator's finalizer and annotations (patch/update).
+- apiGroups: ["peering.liqo-operator.io"]
+  resources: ["liqopeerings"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+# Report progress: status.peerStatus, conditions, observedGeneration.
+- apiGroups: ["peering.liqo-operator.io"]
+  resources: ["liqopeerings/status"]
+  verbs: ["get", "patch", "update"]
+# Own objects with blockOwnerDeletion (OwnerReferencesPermissionEnforcement checks this subresource).
+- apiGroups: ["peering.liqo-operator.io"]
+  resources: ["liqopeerings/finalizers"]
+  verbs: ["update"]
+# Events on each LiqoPeering (kopf posts core/v1 Events; events.k8s.io is the same API).
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+# Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
+# watched so that a rotated kubeconfig is picked up. Never written.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch"]
+{{- if .Values.ha.enabled }}
+# HA: kopf peering between replicas, namespaced flavour (used when watchNamespaces is set).
+- apiGroups: ["kopf.dev"]
+  resources: ["kopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end }}

@@ -1,0 +1,350 @@
+"""The Helm chart: lint, render, server-side dry-run, install and upgrade on the local consumer cluster.
+
+helm comes from the tool cache (hack/build-tools.sh). Locally these tests skip until it is built;
+in CI (CI=true) a missing helm is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+from localk8s import LocalCluster, ToolMissingError, tool_path
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
+CRD_NAME = "liqopeerings.peering.liqo-operator.io"
+NAMESPACE = "lpo-chart-test"
+RELEASE = "lpo"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    try:
+        return tool_path("helm")
+    except ToolMissingError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"helm is not built yet: {exc}")
+
+
+def run_helm(helm: Path, *args: str, kubeconfig: Path | None = None, check: bool = True) -> str:
+    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/lpo-helm/cache", "HELM_CONFIG_HOME": "/tmp/lpo-helm/config"}
+    env["HELM_DATA_HOME"] = "/tmp/lpo-helm/data"
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout + proc.stderr if not check else proc.stdout
+
+
+def render(helm: Path, *sets: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    args = ["template", RELEASE, str(CHART), "--namespace", namespace]
+    for s in sets:
+        args += ["--set", s]
+    return [d for d in yaml.safe_load_all(run_helm(helm, *args)) if d]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def operator_args(docs: list[dict[str, Any]]) -> list[str]:
+    (deployment,) = find(docs, "Deployment")
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+# -- lint and render -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        [],
+        ["ha.enabled=true", "replicaCount=3"],
+        ["watchNamespaces={team-a,team-b}", "ha.enabled=true", "replicaCount=2"],
+        ["metrics.serviceMonitor.enabled=true", "crds.keep=false"],
+    ],
+    ids=["defaults", "ha", "ha-namespaced", "servicemonitor"],
+)
+def test_lint_clean(helm: Path, sets: list[str]) -> None:
+    args = ["lint", "--strict", str(CHART)]
+    for s in sets:
+        args += ["--set", s]
+    out = run_helm(helm, *args)
+    assert "0 chart(s) failed" in out, out
+    assert "[WARNING]" not in out and "[ERROR]" not in out, out
+
+
+def test_default_render(helm: Path) -> None:
+    docs = render(helm)
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == sorted(
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "CustomResourceDefinition",
+            "Deployment",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount",
+        ]
+    )
+    (deployment,) = find(docs, "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == f"ghcr.io/liqo-peering-operator/liqo-peering-operator:{chart_app_version()}"
+    assert container["args"] == [
+        "run",
+        "--log-format=json",
+        "--log-level=info",
+        "--metrics-port=8080",
+        "--health-port=8081",
+    ]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["automountServiceAccountToken"] is True
+    (service,) = find(docs, "Service")
+    assert service["spec"]["ports"][0]["name"] == "metrics"
+    (crd,) = find(docs, "CustomResourceDefinition")
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    source = yaml.safe_load((REPO / "crds" / "peering.liqo-operator.io_liqopeerings.yaml").read_text())
+    assert crd["spec"] == source["spec"]
+    # All namespaces: LiqoPeerings and Secrets through the ClusterRole; the only Role is Liqo's namespace.
+    (role,) = find(docs, "Role")
+    assert role["metadata"]["namespace"] == "liqo"
+    (cluster_role,) = find(docs, "ClusterRole")
+    groups = {g for rule in cluster_role["rules"] for g in rule["apiGroups"]}
+    assert "kopf.dev" not in groups and "coordination.k8s.io" not in groups
+    assert any("liqopeerings" in rule["resources"] for rule in cluster_role["rules"])
+
+
+def chart_app_version() -> str:
+    return str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
+
+
+def test_options_render(helm: Path) -> None:
+    docs = render(
+        helm,
+        "watchNamespaces={team-a,team-b}",
+        "logFormat=console",
+        "resyncInterval=600",
+        "insecureKubeconfig.exec=true",
+        "insecureKubeconfig.tls=true",
+        "extraArgs={--foo=bar}",
+        "image.tag=1.2.3",
+        "podAnnotations.a=b",
+        "nodeSelector.disk=ssd",
+    )
+    args = operator_args(docs)
+    assert args[:3] == ["run", "--namespace=team-a", "--namespace=team-b"]
+    for flag in ("--log-format=console", "--resync-interval=600", "--insecure-kubeconfig-exec"):
+        assert flag in args
+    assert "--insecure-kubeconfig-tls" in args and args[-1] == "--foo=bar"
+    (deployment,) = find(docs, "Deployment")
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"a": "b"}
+    assert pod["spec"]["nodeSelector"] == {"disk": "ssd"}
+    assert pod["spec"]["containers"][0]["image"].endswith(":1.2.3")
+    roles = {r["metadata"]["namespace"]: r for r in find(docs, "Role")}
+    assert set(roles) == {"team-a", "team-b", "liqo"}
+    assert any("liqopeerings" in rule["resources"] for rule in roles["team-a"]["rules"])
+    (cluster_role,) = find(docs, "ClusterRole")
+    for rule in cluster_role["rules"]:
+        assert "liqopeerings" not in rule["resources"]
+        if "secrets" in rule["resources"]:
+            # Only create (unnamed) and the signed nonce by name: no cluster-wide Secret reads.
+            assert rule["verbs"] == ["create"] or rule.get("resourceNames") == ["liqo-signed-nonce"]
+
+
+def test_ha_render(helm: Path) -> None:
+    docs = render(helm, "ha.enabled=true", "replicaCount=2")
+    (deployment,) = find(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert f"--peering-name={RELEASE}-liqo-peering-operator" in operator_args(docs)
+    crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
+    assert crds == {CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    (peering,) = find(docs, "ClusterKopfPeering")
+    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    (cluster_role,) = find(docs, "ClusterRole")
+    assert any("clusterkopfpeerings" in rule["resources"] for rule in cluster_role["rules"])
+
+    namespaced = render(helm, "ha.enabled=true", "replicaCount=2", "watchNamespaces={team-a}")
+    assert not find(namespaced, "ClusterKopfPeering")
+    (kp,) = find(namespaced, "KopfPeering")
+    assert kp["metadata"]["namespace"] == "team-a"
+
+
+def test_crd_toggles(helm: Path) -> None:
+    assert not find(render(helm, "crds.enabled=false"), "CustomResourceDefinition")
+    assert not find(render(helm, "crds.enabled=false", "ha.enabled=true"), "CustomResourceDefinition")
+    (crd,) = find(render(helm, "crds.keep=false"), "CustomResourceDefinition")
+    assert "annotations" not in crd["metadata"]
+
+
+@pytest.mark.parametrize(
+    ("sets", "error"),
+    [
+        (["replicaCount=2"], "needs ha.enabled=true"),
+        (["unknownKey=1"], "additional properties"),
+        (["logFormat=xml"], "logFormat"),
+        (["image.tag=latest"], "image.tag"),
+    ],
+)
+def test_rejected_values(helm: Path, sets: list[str], error: str) -> None:
+    args = ["template", RELEASE, str(CHART)]
+    for s in sets:
+        args += ["--set", s]
+    out = run_helm(helm, *args, check=False)
+    assert error.lower() in out.lower(), out
+
+
+# -- on the local consumer cluster ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def consumer(local_clusters: dict[str, LocalCluster], helm: Path) -> Iterator[LocalCluster]:
+    """The consumer cluster with the test namespace; the release and what it left are removed afterwards."""
+    cluster = local_clusters["consumer"]
+    core = kubernetes.client.CoreV1Api(cluster.api_client())
+    ext = kubernetes.client.ApiextensionsV1Api(cluster.api_client())
+    try:
+        core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NAMESPACE)))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    crd_existed = _adopt_existing_crd(ext)
+    yield cluster
+    run_helm(helm, "uninstall", RELEASE, "--namespace", NAMESPACE, kubeconfig=cluster.kubeconfig, check=False)
+    for name in ("clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev", *(() if crd_existed else (CRD_NAME,))):
+        try:
+            ext.delete_custom_resource_definition(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    core.delete_namespace(NAMESPACE)
+
+
+def _adopt_existing_crd(ext: kubernetes.client.ApiextensionsV1Api) -> bool:
+    """If another test already applied the CRD, let the release adopt it (Helm's ownership metadata)."""
+    try:
+        ext.read_custom_resource_definition(CRD_NAME)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    patch = {
+        "metadata": {
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": NAMESPACE},
+        }
+    }
+    ext.patch_custom_resource_definition(CRD_NAME, patch)
+    return True
+
+
+def _values(*sets: str) -> list[str]:
+    # Liqo's namespace Role goes into the test namespace: the chart must not depend on Liqo being installed here.
+    args = ["--set", f"liqoNamespace={NAMESPACE}"]
+    for s in sets:
+        args += ["--set", s]
+    return args
+
+
+def test_server_side_dry_run(consumer: LocalCluster, helm: Path) -> None:
+    """Every rendered object (hooks aside: their CRDs do not exist yet) passes the API server's validation."""
+    client = consumer.api_client()
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *_values("ha.enabled=true", "replicaCount=2")]
+    docs = [d for d in yaml.safe_load_all(run_helm(helm, *args)) if d]
+    checked = 0
+    for doc in docs:
+        if "helm.sh/hook" in (doc["metadata"].get("annotations") or {}):
+            continue
+        _server_dry_run(client, doc)
+        checked += 1
+    assert checked >= 9
+
+
+def _server_dry_run(client: kubernetes.client.ApiClient, doc: dict[str, Any]) -> None:
+    dyn = kubernetes.dynamic.DynamicClient(client)
+    api = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+    namespace = doc["metadata"].get("namespace", NAMESPACE) if api.namespaced else None
+    try:
+        api.server_side_apply(
+            body=doc, name=doc["metadata"]["name"], namespace=namespace, field_manager="lpo-test", dry_run="All"
+        )
+    except ApiException as exc:
+        raise AssertionError(f"{doc['kind']}/{doc['metadata']['name']}: {exc.body}") from None
+
+
+def read(cluster: LocalCluster, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    dyn = kubernetes.dynamic.DynamicClient(cluster.api_client())
+    obj = dyn.resources.get(api_version=api_version, kind=kind).get(name=name, namespace=namespace)
+    return dict(obj.to_dict())
+
+
+def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
+    kubeconfig = consumer.kubeconfig
+    name = f"{RELEASE}-liqo-peering-operator"
+    # No --wait: the local clusters run no kubelet, so the operator pod never starts.
+    run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, *_values(), kubeconfig=kubeconfig)
+
+    crd = _wait_established(consumer, CRD_NAME)
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    deployment = read(consumer, "apps/v1", "Deployment", name, NAMESPACE)
+    assert "--log-level=info" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+
+    run_helm(
+        helm,
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        *_values("logLevel=debug", "crds.keep=false", "ha.enabled=true", "replicaCount=2"),
+        kubeconfig=kubeconfig,
+    )
+    deployment = read(consumer, "apps/v1", "Deployment", name, NAMESPACE)
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--log-level=debug" in args and f"--peering-name={name}" in args
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    # The CRD is a template, so the upgrade updated it (the keep annotation is gone) ...
+    crd = read(consumer, "apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD_NAME)
+    assert "helm.sh/resource-policy" not in (crd["metadata"].get("annotations") or {})
+    # ... and kopf's peering CRDs and the peering object (a post-upgrade hook) now exist.
+    _wait_established(consumer, "clusterkopfpeerings.kopf.dev")
+    peering = read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name)
+    assert peering["metadata"]["name"] == name
+
+    status = run_helm(helm, "status", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
+    assert "STATUS: deployed" in status and "REVISION: 2" in status
+
+
+def _wait_established(cluster: LocalCluster, name: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        crd = read(cluster, "apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+        conds = (crd.get("status") or {}).get("conditions") or []
+        if any(c["type"] == "Established" and c["status"] == "True" for c in conds):
+            return crd
+        if time.monotonic() > deadline:
+            raise AssertionError(f"CRD {name} not established: {conds}")
+        time.sleep(0.3)
