@@ -1,0 +1,85 @@
+"""The local demo: two clusters, Liqo (objects + stand-in), the operator, and examples/basic.yaml until Ready.
+
+Run through `make demo` (hack/demo.sh); `make demo-down` stops everything. State lives in .local/.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from localk8s.__main__ import down as clusters_down
+from localk8s.__main__ import up as clusters_up
+from operator_support import Peerings, api_client, install_crd
+
+from liqo_env import install_liqo
+from liqo_env.pytest_plugin import LIQO_SETTINGS
+from liqo_standin.kube import Kube
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTERS = ROOT / ".local" / "clusters"
+STATE = ROOT / ".local" / "demo"
+
+
+def start_background(name: str, cmd: list[str]) -> None:
+    log = (STATE / f"{name}.log").open("ab")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT / "operator")])}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=ROOT)
+    (STATE / f"{name}.pid").write_text(str(proc.pid))
+    print(f"started {name} (pid {proc.pid}, log .local/demo/{name}.log)")
+
+
+def stop_background() -> None:
+    for pid_file in STATE.glob("*.pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+            print(f"stopped {pid_file.stem}")
+        except (ProcessLookupError, ValueError):
+            pass
+        pid_file.unlink()
+
+
+def up() -> None:
+    started = time.monotonic()
+    STATE.mkdir(parents=True, exist_ok=True)
+    stop_background()
+    clusters_up(CLUSTERS, ["consumer", "provider"])
+    consumer_kc, provider_kc = CLUSTERS / "consumer.kubeconfig", CLUSTERS / "provider.kubeconfig"
+    for name, kubeconfig in (("consumer", consumer_kc), ("provider", provider_kc)):
+        cluster_id, pod, external = LIQO_SETTINGS[name]
+        install_liqo(Kube.from_kubeconfig(str(kubeconfig)), cluster_id, pod, external)
+        print(f"installed Liqo's objects on {name} (cluster ID {cluster_id})")
+    start_background("liqo-standin", [sys.executable, "-m", "liqo_standin", "--consumer-kubeconfig",
+                                      str(consumer_kc), "--provider-kubeconfig", str(provider_kc)])
+    consumer = api_client(consumer_kc)
+    install_crd(consumer)
+    operator = Path(sys.executable).with_name("liqo-peering-operator")
+    start_background("operator", [str(operator), "run", "--kubeconfig", str(consumer_kc), "--log-format", "console",
+                                  "--metrics-port", "0", "--health-port", "0"])
+    peerings = Peerings(consumer)
+    peerings.put_kubeconfig_secret("default", "provider-kubeconfig", provider_kc.read_bytes())
+    example = yaml.safe_load((ROOT / "examples" / "basic.yaml").read_text())
+    if peerings.get("default", example["metadata"]["name"]) is None:
+        peerings.create("default", example["metadata"]["name"], example["spec"])
+    print("applied examples/basic.yaml; waiting for Ready ...")
+    status = peerings.wait_status("default", example["metadata"]["name"], "ready", timeout=180)
+    print(f"LiqoPeering default/provider is ready ({time.monotonic() - started:.0f}s in all)\n")
+    print(f"remote cluster {status['remoteClusterID']}, role {status['foreignCluster']['role']}")
+
+
+def main() -> int:
+    if sys.argv[1:] == ["down"]:
+        stop_background()
+        clusters_down(CLUSTERS)
+        return 0
+    up()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
