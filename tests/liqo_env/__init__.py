@@ -106,10 +106,9 @@ def helm_binary() -> Path:
         return Path(os.environ["HELM"])
     try:
         from localk8s import tool_path
-
-        return Path(tool_path("helm"))
-    except Exception:  # the harness may not be importable yet: fall back to PATH
+    except ImportError:  # without the harness: helm from PATH
         return Path("helm")
+    return Path(tool_path("helm"))  # ToolMissingError says to run `make tools`
 
 
 def render_chart(

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # "pool is full" noise from the watch threads
     standin = StandIn(
         Kube.from_kubeconfig(args.consumer_kubeconfig),
         Kube.from_kubeconfig(args.provider_kubeconfig),
