@@ -150,16 +150,25 @@ def test_local_only_and_bidirectional() -> None:
 # -- run -------------------------------------------------------------------------------------
 
 
-def populate(local: FakeClusterClient, remote: FakeClusterClient, *, finalizers: bool = False) -> None:
-    meta: dict[str, Any] = {"finalizers": ["liqo.io/x"]} if finalizers else {}
+def populate(
+    local: FakeClusterClient,
+    remote: FakeClusterClient,
+    *,
+    finalizers: bool = False,
+    owner: dict[str, str] | None = None,
+) -> None:
+    """Every object a peering has; labelled as CTX's (the operator's labels) unless owner says otherwise."""
+    labels = CTX.owner if owner is None else owner
+    meta: dict[str, Any] = {"labels": labels, **({"finalizers": ["liqo.io/x"]} if finalizers else {})}
     for side, res, name, ns in teardown.networking_objects(CTX):
         (local if side == "consumer" else remote).put(res, name, ns, **meta)
     local.put(r.RESOURCE_SLICE, "provider-id", C_NS, **meta)
-    local.put(r.VIRTUAL_NODE, "provider-id", C_NS, **meta)
+    # Liqo creates the VirtualNode: it never carries our labels.
+    local.put(r.VIRTUAL_NODE, "provider-id", C_NS, **({"finalizers": ["liqo.io/x"]} if finalizers else {}))
     local.put(r.IDENTITY, naming.identity_name("provider-id"), C_NS, **meta)
-    local.put(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS)
+    local.put(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS, labels=labels)
     remote.put(r.TENANT, "consumer-id", P_NS, **meta)
-    remote.put(r.SECRET, naming.NONCE_SECRET, P_NS)
+    remote.put(r.SECRET, naming.NONCE_SECRET, P_NS, labels=labels)
 
 
 @pytest.fixture
@@ -290,3 +299,12 @@ def test_remove_networking_reports_terminating_objects_as_left() -> None:
     assert teardown.remove_networking(local, remote, CTX, owned_only=False) is False
     local.finish_deletions()
     assert teardown.remove_networking(local, remote, CTX, owned_only=False) is True
+
+
+def test_run_leaves_objects_of_another_peering_alone() -> None:
+    """A refused duplicate LiqoPeering targets the same provider: deleting it must not unpeer the other one."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote, owner={**CTX.owner, naming.PEERING_NAME: "the-first-one"})
+    before = (dict(local.store), dict(remote.store))
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
+    assert (local.store, remote.store) == before

@@ -7,19 +7,10 @@ and reports what still exists, so the delete handler can retry until everything 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
-
-
-@dataclass(frozen=True)
-class TeardownPlan:
-    """What unpeering deletes, as (side, resource, name, namespace) in order; pure, for tests."""
-
-    steps: tuple[tuple[str, r.Resource, str, str], ...]
 
 
 def plan(ctx: PeeringContext, *, bidirectional: bool, local_only: bool) -> list[list[tuple[str, r.Resource, str, str]]]:
@@ -68,7 +59,12 @@ def _owned(obj: dict, ctx: PeeringContext) -> bool:
 def run(
     local: ClusterClient, remote: ClusterClient | None, ctx: PeeringContext, *, bidirectional: bool, local_only: bool
 ) -> list[str]:
-    """Delete the next phase; return what still exists (empty when unpeering is complete)."""
+    """Delete the next phase; return what still exists (empty when unpeering is complete).
+
+    Only objects labelled as this peering's are deleted (plus the VirtualNode Liqo derives from our
+    ResourceSlice): a refused duplicate LiqoPeering, or one that never got that far, removes nothing
+    that another peering or liqoctl owns.
+    """
     clients = {"consumer": local, "provider": remote}
     for phase in plan(ctx, bidirectional=bidirectional, local_only=local_only or remote is None):
         remaining = []
@@ -76,13 +72,25 @@ def run(
             client = clients[side]
             if client is None or not ns:
                 continue
+            obj = client.get(res, name, ns)
+            if obj is None:
+                continue
+            if res != r.VIRTUAL_NODE and not _owned(obj, ctx):
+                continue
+            if res == r.VIRTUAL_NODE and not _slice_was_ours(local, ctx):
+                continue
+            client.delete(res, name, ns)
             if client.get(res, name, ns) is not None:
-                client.delete(res, name, ns)
-                if client.get(res, name, ns) is not None:
-                    remaining.append(f"{res.kind} {ns}/{name} on the {side}")
+                remaining.append(f"{res.kind} {ns}/{name} on the {side}")
         if remaining:
             return remaining
     return []
+
+
+def _slice_was_ours(local: ClusterClient, ctx: PeeringContext) -> bool:
+    """Whether the VirtualNode comes from our ResourceSlice: ours if the slice is gone or labelled ours."""
+    slice_ = local.get(r.RESOURCE_SLICE, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+    return slice_ is None or _owned(slice_, ctx)
 
 
 def remove_networking(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext, *, owned_only: bool) -> bool:
