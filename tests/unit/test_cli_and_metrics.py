@@ -1,0 +1,103 @@
+"""The console script's flags, the local connection it hands kopf, and the Prometheus metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s_client
+from prometheus_client import generate_latest
+
+from liqo_peering.cli import build_parser, connection_info
+from liqo_peering.engine.result import StageResult
+from liqo_peering.metrics import Metrics
+
+
+def test_run_flags_and_defaults() -> None:
+    args = build_parser().parse_args(["run"])
+    assert (args.kubeconfig, args.context, args.namespaces) == (None, None, [])
+    assert not args.insecure_kubeconfig_exec and not args.insecure_kubeconfig_tls
+    assert (args.log_format, args.metrics_port, args.health_port, args.peering_name) == ("json", 8080, 8081, None)
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--kubeconfig",
+            "k",
+            "--context",
+            "c",
+            "--namespace",
+            "a",
+            "--namespace",
+            "b",
+            "--insecure-kubeconfig-exec",
+            "--insecure-kubeconfig-tls",
+            "--log-format",
+            "console",
+            "--resync-interval",
+            "7",
+        ]
+    )
+    assert args.namespaces == ["a", "b"] and args.insecure_kubeconfig_exec and args.insecure_kubeconfig_tls
+    assert (args.kubeconfig, args.context, args.log_format, args.resync_interval) == ("k", "c", "console", 7.0)
+
+
+def test_bad_log_format_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--log-format", "xml"])
+
+
+def test_connection_info_carries_client_certificates_and_tokens() -> None:
+    cfg = k8s_client.Configuration()
+    cfg.host, cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file = "https://127.0.0.1:6443", "/ca", "/crt", "/key"
+    info = connection_info(cfg)
+    assert (info.server, info.ca_path, info.certificate_path, info.private_key_path) == (
+        "https://127.0.0.1:6443",
+        "/ca",
+        "/crt",
+        "/key",
+    )
+    assert info.token is None and not info.insecure
+    cfg.api_key = {"authorization": "Bearer abc"}
+    info = connection_info(cfg)
+    assert (info.scheme, info.token) == ("Bearer", "abc")
+
+
+def _body(name: str = "p") -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name, "creationTimestamp": "2026-01-01T00:00:00Z"}}
+
+
+def _cond(type_: str, status: str, when: str, reason: str = "Established") -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "lastTransitionTime": when}
+
+
+def test_metrics_count_statuses_errors_time_to_ready_and_stage_durations() -> None:
+    metrics = Metrics()
+    metrics.observe(_body("a"), {}, {"peerStatus": "establishing", "conditions": []}, {})
+    metrics.observe(
+        _body("b"),
+        {},
+        {"peerStatus": "error", "conditions": [_cond("Ready", "False", "2026-01-01T00:00:01Z", "SecretNotFound")]},
+        {},
+    )
+    ready = {
+        "peerStatus": "ready",
+        "readyAt": "2026-01-01T00:00:30Z",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "conditions": [
+            _cond("NetworkReady", "True", "2026-01-01T00:00:20Z"),
+            _cond("AuthenticationReady", "True", "2026-01-01T00:00:10Z"),
+        ],
+    }
+    metrics.observe(
+        _body("a"), {"peerStatus": "establishing"}, ready, {"networking": StageResult.ready("networking", "")}
+    )
+    text = generate_latest(metrics.registry).decode()
+    assert 'liqo_peering_peerings{status="ready"} 1.0' in text
+    assert 'liqo_peering_peerings{status="error"} 1.0' in text
+    assert 'liqo_peering_peerings{status="establishing"} 0.0' in text
+    assert 'liqo_peering_reconcile_errors_total{reason="SecretNotFound"} 1.0' in text
+    assert "liqo_peering_time_to_ready_seconds_sum 30.0" in text
+    assert 'liqo_peering_stage_duration_seconds_sum{stage="networking"} 20.0' in text
+    assert 'liqo_peering_stage_duration_seconds_sum{stage="authentication"} 10.0' in text
+    metrics.forget("ns", "a")
+    assert 'liqo_peering_peerings{status="ready"} 0.0' in generate_latest(metrics.registry).decode()
