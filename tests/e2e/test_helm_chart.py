@@ -304,7 +304,8 @@ def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
     kubeconfig = consumer.kubeconfig
     name = f"{RELEASE}-liqo-peering-operator"
     # No --wait: the local clusters run no kubelet, so the operator pod never starts.
-    run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, *_values(), kubeconfig=kubeconfig)
+    out = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, *_values(), kubeconfig=kubeconfig)
+    assert "It watches LiqoPeerings in all namespaces." in out, out  # NOTES.txt
 
     crd = _wait_established(consumer, CRD_NAME)
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -312,7 +313,7 @@ def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
     assert "--log-level=info" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
 
-    run_helm(
+    out = run_helm(
         helm,
         "upgrade",
         RELEASE,
@@ -322,6 +323,7 @@ def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
         *_values("logLevel=debug", "crds.keep=false", "ha.enabled=true", "replicaCount=2"),
         kubeconfig=kubeconfig,
     )
+    assert "(2 replicas, kopf peering" in out, out
     deployment = read(consumer, "apps/v1", "Deployment", name, NAMESPACE)
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--log-level=debug" in args and f"--peering-name={name}" in args
