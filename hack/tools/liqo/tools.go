@@ -1,0 +1,13 @@
+//go:build tools
+
+// Package tools pins the Liqo commands this module builds, so that `go mod tidy` keeps their
+// dependencies. Build with: go build github.com/liqotech/liqo/cmd/liqo-controller-manager
+package tools
+
+import (
+	_ "github.com/liqotech/liqo/cmd/crd-replicator"
+	_ "github.com/liqotech/liqo/cmd/ipam"
+	_ "github.com/liqotech/liqo/cmd/liqo-controller-manager"
+	_ "github.com/liqotech/liqo/cmd/liqoctl"
+	_ "github.com/liqotech/liqo/cmd/virtual-kubelet"
+)
