@@ -24,8 +24,8 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"]
-{{- if .Values.ha.enabled }}
-# HA: kopf peering between replicas, namespaced flavour (used when watchNamespaces is set).
+{{- if and .Values.ha.enabled .Values.watchNamespaces }}
+# HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set).
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
   verbs: ["get", "list", "watch", "patch"]
