@@ -1,0 +1,116 @@
+"""Liqo's Helm chart, rendered for a local cluster and applied except for what cannot run here.
+
+Rendered with `helm template` from the pinned Liqo module (liqo_env.chart_dir / helm_binary) with the
+values a local cluster needs (cluster ID, CIDRs, `apiServer.address` = the loopback API server).
+Applied: the CRDs, every non-workload object liqo_env keeps (RBAC, cluster-ID ConfigMap, gateway
+templates, Networks, VkOptionsTemplate), and the Deployments whose container runs a Liqo binary that
+tests/liqo_real runs as a local process (see runner.RUNNABLE). Unlike liqo_env.install_liqo, nothing
+is written on Liqo's behalf: Network statuses come from Liqo's network controller and IPAM, Secret
+`authentication-keys` from the controller manager.
+
+Left out: the webhook, proxy and metric-agent Deployments, the fabric DaemonSet, Jobs/CronJobs, webhook
+configurations (no webhook runs; a configuration pointing at it would block pod creation), the
+metric agent's APIService, StorageClass, RuntimeClass, OpenShift SCCs, FirewallConfigurations.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from liqo_env import CLUSTER_SCOPED, KEEP_KINDS, chart_dir, helm_binary
+from liqo_standin import kube as k
+from liqo_standin.kube import Kube, Obj
+
+from .binaries import liqo_version
+
+MANAGER = "liqo-real"
+
+
+@dataclass(frozen=True)
+class ChartValues:
+    cluster_id: str
+    pod_cidr: str
+    external_cidr: str
+    service_cidr: str
+    api_server: str  # https://127.0.0.1:<port>
+    namespace: str = "liqo"
+
+    def sets(self) -> list[str]:
+        return [
+            f"tag=v{liqo_version()}",
+            f"discovery.config.clusterID={self.cluster_id}",
+            f"ipam.podCIDR={self.pod_cidr}",
+            f"ipam.serviceCIDR={self.service_cidr}",
+            f"ipam.externalCIDR={self.external_cidr}",
+            # What the tenant controller puts in the kubeconfigs it issues (--api-server-address-override).
+            f"apiServer.address={self.api_server}",
+            "telemetry.enabled=false",
+        ]
+
+
+def render(values: ChartValues) -> list[Obj]:
+    """`helm template` Liqo's chart with these values; every rendered object, CRDs included."""
+    cmd = [str(helm_binary()), "template", "liqo", str(chart_dir()), "--namespace", values.namespace, "--include-crds"]
+    for v in values.sets():
+        cmd += ["--set", v]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d.get("kind")]
+
+
+def container_binary(workload: Obj) -> str | None:
+    """Basename of the (single) container's command of a Deployment, e.g. "liqo-controller-manager"."""
+    containers = workload.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    if len(containers) != 1 or not containers[0].get("command"):
+        return None
+    return str(containers[0]["command"][0]).rsplit("/", 1)[-1]
+
+
+def res_for(obj: Obj, plurals: dict[tuple[str, str], str]) -> k.Res:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    plural = plurals.get((group, obj["kind"])) or obj["kind"].lower() + "s"
+    return k.Res(group, version, plural, namespaced=obj["kind"] not in CLUSTER_SCOPED)
+
+
+def crd_established(kc: Kube, name: str) -> bool:
+    conds = ((kc.get(k.CRD, name) or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+
+def _wait(what: str, cond: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def apply_chart(kc: Kube, docs: list[Obj], namespace: str, runnable: frozenset[str]) -> list[Obj]:
+    """Apply the rendered chart except the workloads that do not run here; returns the applied Deployments."""
+    kc.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, MANAGER)
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    for crd in crds:
+        kc.apply(k.CRD, crd, MANAGER)
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        _wait(f"CRD {name} Established", lambda name=name: crd_established(kc, name))
+    plurals = {(c["spec"]["group"], c["spec"]["names"]["kind"]): c["spec"]["names"]["plural"] for c in crds}
+    deployments = []
+    for obj in docs:
+        kind = obj["kind"]
+        if kind == "Deployment":
+            if container_binary(obj) not in runnable:
+                continue
+            deployments.append(obj)
+        elif kind not in KEEP_KINDS:
+            continue
+        res = res_for(obj, plurals)
+        ns = namespace if res.namespaced else None
+        if ns:
+            obj.setdefault("metadata", {})["namespace"] = ns
+        kc.apply(res, obj, MANAGER, namespace=ns)
+    return deployments
