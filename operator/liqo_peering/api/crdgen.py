@@ -77,12 +77,29 @@ def _resolve(node: Any, defs: dict[str, Any], object_defaults: bool = False) -> 
             props = {name: _resolve(sub, defs, object_defaults) for name, sub in value.items()}
             for name, sub in props.items():
                 if object_defaults and name not in required and sub.get("type") == "object" and "properties" in sub:
-                    sub.setdefault("default", {})
+                    sub.setdefault("default", _object_default(sub))
             out[key] = props
         else:
             out[key] = _resolve(value, defs, object_defaults)
     if out.get("default", 0) is None:
         out.pop("default")
+    return out
+
+
+def _object_default(schema: dict[str, Any]) -> dict[str, Any]:
+    """The fully defaulted value of an object schema.
+
+    The API server checks a default against the CEL rules without applying the nested defaults first,
+    so `default: {}` would fail rules that read nested fields: spell every nested default out.
+    """
+    out: dict[str, Any] = {}
+    for name, sub in schema.get("properties", {}).items():
+        if "default" in sub:
+            out[name] = copy.deepcopy(sub["default"])
+        elif sub.get("type") == "object" and "properties" in sub and name not in schema.get("required", []):
+            out[name] = _object_default(sub)
+        elif sub.get("type") == "object" and "additionalProperties" in sub:
+            out[name] = {}  # an empty map, as pydantic's default_factory=dict
     return out
 
 

@@ -51,9 +51,9 @@ class ClusterClient:
             header_params=headers,
             auth_settings=["BearerToken"],
         )
-        payload = json.dumps(body) if body is not None else None
         try:
-            return self.api.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
+            # The REST layer serialises dict bodies as JSON (valid YAML for server-side apply too).
+            return self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
         except ApiException as exc:
             if exc.status:
                 raise

@@ -113,8 +113,8 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
         make_condition(
             "Reconciling",
             not ready and not stalled,
-            "Progressing" if not ready else "Established",
-            ready_msg if not ready else "",
+            "Established" if ready else ("Stalled" if stalled else "Progressing"),
+            "" if ready or stalled else ready_msg,
             gen,
             obs.now,
         ),
