@@ -11,10 +11,10 @@ tools:           ## Build kube-apiserver, kube-controller-manager, etcd, helm in
 	hack/build-tools.sh
 
 clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig
-	$(PY) -m localk8s up --dir .local/clusters consumer provider
+	PYTHONPATH=tests $(PY) -m localk8s up --dir .local/clusters consumer provider
 
 clusters-down:   ## Stop the local clusters, leaving nothing behind
-	$(PY) -m localk8s down --dir .local/clusters
+	PYTHONPATH=tests $(PY) -m localk8s down --dir .local/clusters
 
 generate: venv   ## Regenerate the CRD and its copies from the pydantic model
 	$(PY) -m liqo_peering.api.crdgen
