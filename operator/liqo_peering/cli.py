@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
 from typing import Any
 
 import kopf
@@ -54,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="seconds between full reconciles of a peering (drift repair)",
+    )
+    run.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="kopf peering priority of this replica (HA); default: random, so that replicas differ",
     )
     run.add_argument(
         "--peering-name", default=None, help="kopf peering object for HA (several replicas); default: standalone"
@@ -122,6 +129,8 @@ def run(args: argparse.Namespace) -> None:
         namespaces=args.namespaces,
         standalone=args.peering_name is None,
         peering_name=args.peering_name,
+        # kopf pauses every replica that shares the top priority: give each replica its own.
+        priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
         memo=kopf.Memo(service=service, runner=runner, metrics=metrics),
     )

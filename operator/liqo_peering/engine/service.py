@@ -214,12 +214,17 @@ class PeeringService:
         return f"http://{address}:8118" if address else None
 
     def _watch_list(self, outcome: Outcome, ctx: PeeringContext) -> None:
+        """What wakes this peering: its stage objects on both sides, the ForeignCluster, the nonce Secrets.
+
+        Only the nonce Secrets are watched by name, so the operator needs no list/watch on every Secret of
+        a tenant namespace (gateway key Secrets show up through their gateway's status.secretRef).
+        """
         outcome.watch_local.append((r.FOREIGN_CLUSTER, None, f"metadata.name={ctx.provider.cluster_id}"))
+        outcome.watch_local.append((r.SECRET, ctx.consumer_tenant_ns, f"metadata.name={naming.SIGNED_NONCE_SECRET}"))
         for res in (
             r.CONFIGURATION,
             r.GATEWAY_CLIENT,
             r.CONNECTION,
-            r.SECRET,
             r.DEPLOYMENT,
             r.IDENTITY,
             r.RESOURCE_SLICE,
@@ -227,7 +232,8 @@ class PeeringService:
             r.PUBLIC_KEY,
         ):
             outcome.watch_local.append((res, ctx.consumer_tenant_ns, None))
-        for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.CONNECTION, r.SECRET, r.DEPLOYMENT, r.TENANT):
+        outcome.watch_remote.append((r.SECRET, ctx.provider_tenant_ns, f"metadata.name={naming.NONCE_SECRET}"))
+        for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.CONNECTION, r.DEPLOYMENT, r.TENANT):
             outcome.watch_remote.append((res, ctx.provider_tenant_ns, None))
 
     def _requeue_after(
