@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import yaml
-from localk8s.__main__ import down as clusters_down
-from localk8s.__main__ import up as clusters_up
 from operator_support import Peerings, api_client, install_crd
 
 from liqo_env import install_liqo
 from liqo_env.pytest_plugin import LIQO_SETTINGS
 from liqo_standin.kube import Kube
+from localk8s.__main__ import down as clusters_down
+from localk8s.__main__ import up as clusters_up
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ROOT / ".local" / "clusters"
@@ -54,13 +54,36 @@ def up() -> None:
         cluster_id, pod, external = LIQO_SETTINGS[name]
         install_liqo(Kube.from_kubeconfig(str(kubeconfig)), cluster_id, pod, external)
         print(f"installed Liqo's objects on {name} (cluster ID {cluster_id})")
-    start_background("liqo-standin", [sys.executable, "-m", "liqo_standin", "--consumer-kubeconfig",
-                                      str(consumer_kc), "--provider-kubeconfig", str(provider_kc)])
+    start_background(
+        "liqo-standin",
+        [
+            sys.executable,
+            "-m",
+            "liqo_standin",
+            "--consumer-kubeconfig",
+            str(consumer_kc),
+            "--provider-kubeconfig",
+            str(provider_kc),
+        ],
+    )
     consumer = api_client(consumer_kc)
     install_crd(consumer)
     operator = Path(sys.executable).with_name("liqo-peering-operator")
-    start_background("operator", [str(operator), "run", "--kubeconfig", str(consumer_kc), "--log-format", "console",
-                                  "--metrics-port", "0", "--health-port", "0"])
+    start_background(
+        "operator",
+        [
+            str(operator),
+            "run",
+            "--kubeconfig",
+            str(consumer_kc),
+            "--log-format",
+            "console",
+            "--metrics-port",
+            "0",
+            "--health-port",
+            "0",
+        ],
+    )
     peerings = Peerings(consumer)
     peerings.put_kubeconfig_secret("default", "provider-kubeconfig", provider_kc.read_bytes())
     example = yaml.safe_load((ROOT / "examples" / "basic.yaml").read_text())
