@@ -44,7 +44,8 @@ atexit.register(_teardown_all)
 
 def _install_sigterm_handler() -> None:
     # SIGTERM (CI cancelling a job) would otherwise kill pytest without running finalizers or
-    # atexit hooks, leaving etcd and the API servers running. Turn it into a normal exit.
+    # atexit hooks, leaving etcd and the API servers running. Tear down, then stop the session
+    # the way Ctrl-C does (a SystemExit inside a test would only fail that one test).
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
@@ -52,7 +53,7 @@ def _install_sigterm_handler() -> None:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         _teardown_all()
-        raise SystemExit(128 + signum)
+        raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, handler)
 
