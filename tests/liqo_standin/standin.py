@@ -249,7 +249,7 @@ class StandIn:
             delay = float(self._fault(side, peer, "delay") or 0)
         except ValueError:
             delay = 0
-        key = f"{side.name}/{obj['kind']}/{obj['metadata']['uid']}"
+        key = f"{side.name}/{obj['metadata']['uid']}"  # list items of built-in kinds carry no "kind"
         first = self._first_seen.setdefault(key, time.monotonic())
         due_at = first + delay
         if time.monotonic() >= due_at:
