@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -313,24 +314,27 @@ class LocalCluster:
     def _start_processes(self, binaries: dict[str, Path], deadline: float) -> None:
         etcd_url = f"http://127.0.0.1:{self.etcd_client_port}"
         peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
+        # Unique per start: if another session's etcd grabbed our port first, its health check
+        # would pass and our API server would share its storage; the member name tells them apart.
+        member = f"{self.name}-{secrets.token_hex(4)}"
         self._spawn(
             "etcd",
             [
                 str(binaries["etcd"]),
-                f"--name={self.name}",
+                f"--name={member}",
                 f"--data-dir={self.workdir / 'etcd'}",
                 f"--listen-client-urls={etcd_url}",
                 f"--advertise-client-urls={etcd_url}",
                 f"--listen-peer-urls={peer_url}",
                 f"--initial-advertise-peer-urls={peer_url}",
-                f"--initial-cluster={self.name}={peer_url}",
+                f"--initial-cluster={member}={peer_url}",
                 "--initial-cluster-state=new",
                 # Throwaway data: skipping fsync makes etcd (and so the API server) much faster.
                 "--unsafe-no-fsync",
                 "--log-level=warn",
             ],
         )
-        self._wait("etcd /health", deadline, ["etcd"], lambda: _etcd_healthy(etcd_url))
+        self._wait("etcd /health", deadline, ["etcd"], lambda: _etcd_healthy(etcd_url, member))
 
         pki_dir = self.pki_dir
         self._spawn(
@@ -435,12 +439,21 @@ def _wait_exit(pid: int, proc: subprocess.Popen[bytes] | None, deadline: float) 
     return False
 
 
-def _etcd_healthy(url: str) -> bool:
+def _etcd_healthy(url: str, member: str) -> bool:
+    """etcd at url is healthy and is our own single member (not another session's etcd)."""
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-            return bool(json.load(resp).get("health") == "true")
+            if json.load(resp).get("health") != "true":
+                return False
+        # The grpc-gateway JSON endpoint; POST with an empty request body.
+        request = urllib.request.Request(f"{url}/v3/cluster/member/list", data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=2) as resp:
+            members = json.load(resp).get("members", [])
     except (OSError, ValueError, urllib.error.URLError):
         return False
+    if [m.get("name") for m in members] != [member]:
+        raise _PortConflict(f"etcd on {url} is not ours (members: {members})")
+    return True
 
 
 def _readyz(client: kubernetes.client.ApiClient) -> bool:
