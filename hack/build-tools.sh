@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+script_start=$SECONDS
 
 # shellcheck source=versions.env
 source hack/versions.env
@@ -34,8 +35,11 @@ fi
 
 # build <module dir> <package> <output path> <ldflags>
 build() {
-    local dir=$1 pkg=$2 out=$3 ldflags=$4
-    if [[ -x $out ]]; then
+    local dir=$1 pkg=$2 out=$3 ldflags=$4 inputs
+    # The path is keyed by version only; this hash of everything else that goes into the binary
+    # (wrapper go.mod/go.sum, flags) catches edits that keep the version.
+    inputs=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$pkg $ldflags") | sha256sum | cut -c1-16)
+    if [[ -x $out && $(cat "$out.inputs" 2>/dev/null) == "$inputs" ]]; then
         echo "cached: $out"
         return
     fi
@@ -46,6 +50,7 @@ build() {
     # interrupted build never leaves a truncated binary that a later run would treat as cached.
     CGO_ENABLED=0 go -C "$root/$dir" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
     mv -f "$out.tmp" "$out"
+    echo "$inputs" >"$out.inputs"
     echo "built $(basename "$out") in $((SECONDS - start))s ($(du -h "$out" | cut -f1))"
 }
 
@@ -76,3 +81,4 @@ for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
     helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm_k8s_minor"
 done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
+echo "tools ready in $((SECONDS - script_start))s"

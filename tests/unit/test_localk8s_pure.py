@@ -6,6 +6,7 @@ import base64
 import ipaddress
 import socket
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from localk8s import pki
 from localk8s.cluster import LocalCluster, kubeconfig_dict
 from localk8s.ports import free_port, is_listening
-from localk8s.tools import ToolMissingError, parse_versions, read_versions, tool_path
+from localk8s.tools import REPO_ROOT, TOOLS, ToolMissingError, parse_versions, read_versions, tool_path
 
 
 def test_parse_versions_handles_comments_quotes_and_export() -> None:
@@ -118,3 +119,21 @@ def test_cluster_names_must_be_dns_labels(tmp_path: Path) -> None:
     assert cluster.server == f"https://127.0.0.1:{cluster.apiserver_port}"
     assert cluster.kubeconfig == tmp_path.resolve() / "consumer" / "admin.kubeconfig"
     assert not cluster.is_running()
+
+
+def test_tool_path_script_agrees_with_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LPO_CACHE_DIR", str(tmp_path))
+    script = REPO_ROOT / "hack" / "tool-path.sh"
+    missing = subprocess.run([script, "helm"], capture_output=True, text=True, check=False)
+    assert missing.returncode == 1
+    assert "make tools" in missing.stderr
+    for name in TOOLS:
+        with pytest.raises(ToolMissingError):
+            tool_path(name)
+        prefix, key = TOOLS[name]
+        binary = tmp_path / "tools" / f"{prefix}-{read_versions()[key]}" / name
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        binary.write_text("")
+        binary.chmod(0o755)
+        out = subprocess.run([script, name], capture_output=True, text=True, check=True).stdout.strip()
+        assert Path(out) == tool_path(name) == binary
