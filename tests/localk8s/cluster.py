@@ -93,7 +93,7 @@ def _pid_is_ours(pid: int, workdir: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return str(workdir).encode() in cmdline
+    return f"{workdir}/".encode() in cmdline
 
 
 class LocalCluster:
