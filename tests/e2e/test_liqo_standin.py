@@ -480,3 +480,22 @@ def test_liqo_missing_on_one_side(liqo_clusters: LiqoClusters, liqo_standin: Sta
     finally:
         liqo_clusters.ensure_installed()
     assert liqo_clusters.kube("provider").get(k.CRD, "tenants.authentication.liqo.io")
+
+
+def test_in_process_start_stop(liqo_clusters: LiqoClusters) -> None:
+    """The stand-in also runs inside the test process (StandIn.start()/stop())."""
+    from liqo_standin import StandIn
+
+    liqo_clusters.ensure_installed()
+    c, p = liqo_clusters.kube("consumer"), liqo_clusters.kube("provider")
+    ns = _tenant_ns(p, liqo_clusters.ids["consumer"])
+    standin = StandIn(c, p, resync=1)
+    standin.start()
+    try:
+        labels = {"liqo.io/nonce": "true", REMOTE: liqo_clusters.ids["consumer"]}
+        p.create(k.SECRET, _secret("liqo-nonce", ns, labels), ns)
+        wait_for("nonce", lambda: ((p.get(k.SECRET, "liqo-nonce", ns) or {}).get("data") or {}).get("nonce"))
+    finally:
+        standin.stop()
+        p.delete(k.SECRET, "liqo-nonce", ns)
+    assert standin.passes > 0
