@@ -6,6 +6,7 @@ import base64
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -990,19 +991,21 @@ class StandIn:
         old = fc.get("status") or {}
         old_mod = old.get("modules") or {}
 
-        def c(t: str, s: str, reason: str, msg: str = "") -> Obj:
-            return {"type": t, "status": s, "reason": reason, "message": msg or reason}
+        def c(t: str, s: str, reason: str) -> Obj:
+            # Liqo's reason names; the message is a spaced-out reason (liqo-standin wording, not Liqo's).
+            msg = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", reason).capitalize()
+            return {"type": t, "status": s, "reason": reason, "message": msg}
 
         # Networking.
         net: list[Obj] = []
         net_on = bool(cfgs or conns)
         exceptions: list[Obj] = []
         if cfgs:
-            net.append(c("NetworkConfigurationStatus", "Ready", "NetworkConfigurationPresent"))
+            net.append(c("NetworkConfigurationStatus", "Ready", "NetworkConfigurationPresence"))
         else:
             exceptions.append(c("NetworkConfigurationStatus", "NotReady", "NetworkConfigurationMissing"))
         exceptions.append(
-            c("NetworkGatewayPresence", "Ready", "GatewayPresent")
+            c("NetworkGatewayPresence", "Ready", "GatewayPresence")
             if servers or clients
             else c("NetworkGatewayPresence", "NotReady", "GatewayMissing")
         )
@@ -1011,11 +1014,14 @@ class StandIn:
                 md = gws[0]["metadata"]
                 dep = side.kube.get(k.DEPLOYMENT, f"gw-{md['name']}", md["namespace"])
                 ok = bool(dep and (dep.get("status") or {}).get("readyReplicas"))
-                net.append(c(ctype, "Ready" if ok else "NotReady", "GatewayReady" if ok else "GatewayNotReady"))
+                net.append(c(ctype, "Ready" if ok else "NotReady", "GatewaysReady" if ok else "GatewaysNotReady"))
         if conns:
             value = (conns[0].get("status") or {}).get("value")
             mapped = {"Connected": "Established", "Connecting": "Pending"}.get(value or "", "Error")
-            net.append(c("NetworkConnectionStatus", mapped, f"Connection{mapped}"))
+            reason = {"Established": "ConnectionEstablished", "Pending": "ConnectionPending"}.get(
+                mapped, "ConnectionError"
+            )
+            net.append(c("NetworkConnectionStatus", mapped, reason))
         else:
             exceptions.append(c("NetworkConnectionStatus", "NotReady", "ConnectionMissing"))
         if net_on:
@@ -1092,7 +1098,7 @@ class StandIn:
                 ("OffloadingNodeStatus", len(nodes_ready)),
             ):
                 s = "Ready" if n_ok == len(vns) else "NotReady" if n_ok == 0 else "SomeNotReady"
-                off.append(c(ctype, s, f"{ctype.removeprefix('Offloading').removesuffix('Status')}{s}"))
+                off.append(c(ctype, s, ctype.removeprefix("Offloading").replace("Status", "s") + s))
 
         role = {
             (True, True): "ConsumerAndProvider",
