@@ -23,12 +23,12 @@ fi
 binaries=("$@")
 if [[ ${#binaries[@]} -eq 0 ]]; then
     # Cheapest first, so that a partial run still yields something useful.
-    binaries=(ipam crd-replicator liqo-controller-manager virtual-kubelet liqoctl)
+    binaries=(ipam crd-replicator liqo-controller-manager virtual-kubelet webhook liqoctl)
 fi
 
 for bin in "${binaries[@]}"; do
     case $bin in
-        liqo-controller-manager | crd-replicator | ipam | virtual-kubelet | liqoctl) ;;
+        liqo-controller-manager | crd-replicator | ipam | virtual-kubelet | webhook | liqoctl) ;;
         *)
             echo "error: unknown Liqo binary '$bin'" >&2
             exit 2

@@ -7,9 +7,11 @@
 `up()` renders Liqo's Helm chart for the cluster and applies it except for the workloads that cannot run
 here (install.py), then starts:
 
-- a ComponentRunner (runner.py): Liqo's liqo-controller-manager, crd-replicator and ipam from the
+- a ComponentRunner (runner.py): Liqo's liqo-controller-manager, crd-replicator, ipam and webhook from the
   chart's Deployments, and every `vk-<name>` virtual-kubelet Deployment Liqo creates, as local processes
   with the arguments and environment their Pods get (generic mapping, one small documented table);
+- an AdmissionStandIn (admission.py): the real webhook's VirtualNode mutation, delivered after creation
+  (the API server cannot reach the webhook here);
 - a DataPlaneStandIn (dataplane.py): gateway pods Ready, the gateway server's LoadBalancer address and the
   `Connection` objects the gateway pods would create (WireGuard cannot run here).
 
@@ -17,7 +19,8 @@ What is real: ForeignClusters, nonces and their signatures, Tenants/Identities (
 through real CSRs signed by kube-controller-manager), gateway objects/keys/Deployments/Services,
 ResourceSlice acceptance, quotas, VirtualNodes, the virtual Node, namespace offloading and pod reflection.
 What is stood in: the gateway pods (dataplane.py), the scheduler (tests bind pods themselves), the
-webhook (not run), the fabric and the API server proxy.
+API server's calls to the webhook (admission.py: only the VirtualNode mutation, after creation; no
+validation), the fabric and the API server proxy.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING
 from liqo_standin import kube as k
 from liqo_standin.kube import Kube
 
+from .admission import AdmissionStandIn, webhook_paths
 from .binaries import LIQO_BINARIES, LiqoBinaryMissingError, liqo_binary, missing_binaries
 from .dataplane import DataPlaneStandIn
 from .install import ChartValues, apply_chart, render
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LIQO_BINARIES",
     "RUNNABLE",
+    "AdmissionStandIn",
     "ComponentRunner",
     "DataPlaneStandIn",
     "LiqoBinaryMissingError",
@@ -61,6 +66,7 @@ class RealLiqo:
     namespace: str = "liqo"
     runner: ComponentRunner | None = field(default=None, init=False)
     dataplane: DataPlaneStandIn | None = field(default=None, init=False)
+    admission: AdmissionStandIn | None = field(default=None, init=False)
 
     @property
     def kube(self) -> Kube:
@@ -80,12 +86,16 @@ class RealLiqo:
         for name in RUNNABLE:
             liqo_binary(name)  # fail fast with the fix when a binary is missing
         kc = self.kube
-        apply_chart(kc, render(self.values()), self.namespace, RUNNABLE)
+        docs = render(self.values())
+        apply_chart(kc, docs, self.namespace, RUNNABLE)
         workdir = Path(self.cluster.workdir) / "liqo"
         self.runner = ComponentRunner(
             self.cluster.name, Kube(self.cluster.api_client()), self.cluster.kubeconfig, workdir
         )
         self.runner.start()
+        self.admission = AdmissionStandIn(
+            self.cluster.name, Kube(self.cluster.api_client()), self.runner, webhook_paths(docs)
+        ).start()
         self.dataplane = DataPlaneStandIn(self.cluster.name, Kube(self.cluster.api_client()), self.namespace).start()
         self.wait_ready(timeout)
         return self
@@ -110,6 +120,8 @@ class RealLiqo:
         raise TimeoutError(f"{self.cluster.name}: Liqo not ready after {timeout}s: {last}\n{runner}")
 
     def down(self) -> None:
+        if self.admission:
+            self.admission.stop()
         if self.dataplane:
             self.dataplane.stop()
         if self.runner:

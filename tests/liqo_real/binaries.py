@@ -8,7 +8,7 @@ from pathlib import Path
 from localk8s.tools import cache_dir, read_versions
 
 # What hack/build-liqo.sh builds from github.com/liqotech/liqo/cmd/<name>.
-LIQO_BINARIES = ("liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet", "liqoctl")
+LIQO_BINARIES = ("liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet", "webhook", "liqoctl")
 
 
 class LiqoBinaryMissingError(FileNotFoundError):

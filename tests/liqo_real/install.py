@@ -3,14 +3,16 @@
 Rendered with `helm template` from the pinned Liqo module (liqo_env.chart_dir / helm_binary) with the
 values a local cluster needs (cluster ID, CIDRs, `apiServer.address` = the loopback API server).
 Applied: the CRDs, every non-workload object liqo_env keeps (RBAC, cluster-ID ConfigMap, gateway
-templates, Networks, VkOptionsTemplate), and the Deployments whose container runs a Liqo binary that
-tests/liqo_real runs as a local process (see runner.RUNNABLE). Unlike liqo_env.install_liqo, nothing
-is written on Liqo's behalf: Network statuses come from Liqo's network controller and IPAM, Secret
-`authentication-keys` from the controller manager.
+templates, Networks, VkOptionsTemplate), the Services and Secrets (EXTRA_KINDS), and the Deployments
+whose container runs a Liqo binary that tests/liqo_real runs as a local process (see runner.RUNNABLE).
+Unlike liqo_env.install_liqo, nothing is written on Liqo's behalf: Network statuses come from Liqo's
+network controller and IPAM, Secret `authentication-keys` from the controller manager.
 
-Left out: the webhook, proxy and metric-agent Deployments, the fabric DaemonSet, Jobs/CronJobs, webhook
-configurations (no webhook runs; a configuration pointing at it would block pod creation), the
-metric agent's APIService, StorageClass, RuntimeClass, OpenShift SCCs, FirewallConfigurations.
+Left out: the proxy and metric-agent Deployments, the fabric DaemonSet, Jobs/CronJobs, the webhook
+configurations (the API server cannot reach the webhook: its Service has no routable address here and
+Endpoints refuse loopback IPs, so with failurePolicy Fail every matching request would fail; admission.py
+delivers the one mutation the control plane cannot do without), the metric agent's APIService,
+StorageClass, RuntimeClass, OpenShift SCCs, FirewallConfigurations.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from liqo_standin.kube import Kube, Obj
 from .binaries import liqo_version
 
 MANAGER = "liqo-real"
+# Beyond liqo_env.KEEP_KINDS: Services are inert without kube-proxy, but the controller manager reads them
+# (it refuses to start without the liqo-proxy Service: "unable to enforce the API server proxy IP
+# remapping: no proxy service found").
+# The chart's only Secret is liqo-webhook-certs, which the webhook fills at start-up.
+EXTRA_KINDS = frozenset({"Service", "Secret"})
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,7 @@ def apply_chart(kc: Kube, docs: list[Obj], namespace: str, runnable: frozenset[s
             if container_binary(obj) not in runnable:
                 continue
             deployments.append(obj)
-        elif kind not in KEEP_KINDS:
+        elif kind not in KEEP_KINDS and kind not in EXTRA_KINDS:
             continue
         res = res_for(obj, plurals)
         ns = namespace if res.namespaced else None

@@ -45,7 +45,7 @@ from .binaries import liqo_binary
 from .install import container_binary
 
 # Liqo binaries this runner runs (hack/build-liqo.sh builds them).
-RUNNABLE = frozenset({"liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet"})
+RUNNABLE = frozenset({"liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet", "webhook"})
 READY_AFTER = 2.0
 POLL_INTERVAL = 1.0
 LOCAL_IP = "127.0.0.1"
@@ -66,6 +66,9 @@ FLAG_MAP: dict[str, dict[str, str]] = {
     "crd-replicator": {"--metrics-address": _LISTEN},
     "ipam": {"--port": _IPAM_PORT},
     "virtual-kubelet": {"--listen-port": _PORT, "--metrics-address": _LISTEN},
+    # No API server calls it (see admission.py); its serving certificate goes to the hard-coded
+    # /tmp/k8s-webhook-server/serving-certs (pkg/webhooks/secretcontroller), shared by both clusters' webhooks.
+    "webhook": {"--webhook-port": _PORT, "--metrics-address": _LISTEN, "--health-probe-address": _LISTEN},
 }
 # Flags that look like listeners but are not (configuration handed to other components).
 NOT_LISTENERS = frozenset({"--geneve-port", "--api-server-address-override", "--home-api-server-port"})
@@ -250,7 +253,7 @@ class ComponentRunner:
         if self._thread:
             self._thread.join(timeout=30)
         # Virtual kubelets first, the IPAM (which the controller manager talks to) last.
-        order = {"virtual-kubelet": 0, "crd-replicator": 1, "liqo-controller-manager": 2, "ipam": 3}
+        order = {"virtual-kubelet": 0, "webhook": 1, "crd-replicator": 1, "liqo-controller-manager": 2, "ipam": 3}
         with self._lock:
             for proc in sorted(self.procs.values(), key=lambda p: order.get(p.binary, 0)):
                 proc.stop()
@@ -381,6 +384,15 @@ class ComponentRunner:
     def processes(self, binary: str | None = None) -> list[Proc]:
         with self._lock:
             return [p for p in self.procs.values() if binary is None or p.binary == binary]
+
+    def flag(self, binary: str, name: str) -> str | None:
+        """The value a running process of `binary` was given for `name` (e.g. the webhook's port)."""
+        for p in self.processes(binary):
+            for arg in p.argv[1:]:
+                flag, eq, value = arg.partition("=")
+                if flag == name and eq:
+                    return value
+        return None
 
     def describe(self) -> str:
         lines = []

@@ -10,4 +10,5 @@ import (
 	_ "github.com/liqotech/liqo/cmd/liqo-controller-manager"
 	_ "github.com/liqotech/liqo/cmd/liqoctl"
 	_ "github.com/liqotech/liqo/cmd/virtual-kubelet"
+	_ "github.com/liqotech/liqo/cmd/webhook"
 )
