@@ -2,83 +2,21 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
-from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.engine import teardown
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from unit.fakes import FakeClusterClient
 
 CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
 PROVIDER = ClusterInfo("provider-id", ("10.200.0.0/16",), "10.210.0.0/16")
 C_NS = "liqo-tenant-provider-id"
 P_NS = "liqo-tenant-consumer-id"
 CTX = PeeringContext("team-a", "to-provider", CONSUMER, PROVIDER, consumer_tenant_ns=C_NS, provider_tenant_ns=P_NS)
-
-Key = tuple[str, str | None, str]  # (plural, namespace, name)
-
-
-class FakeClusterClient(ClusterClient):
-    """In-memory stand-in for ClusterClient: a dict store with get/delete/find/apply, no API server.
-
-    Objects with ``metadata.finalizers`` are only marked deleting (deletionTimestamp), like the API
-    server does, until ``finish_deletions`` drops them, so "wait until gone" can be exercised.
-    """
-
-    def __init__(self, side: str) -> None:  # no super().__init__: there is no ApiClient
-        self.side = side
-        self.describe = f"fake {side}"
-        self.store: dict[Key, dict[str, Any]] = {}
-        self.deleted: list[Key] = []
-
-    def put(self, res: r.Resource, name: str, namespace: str | None, **meta: Any) -> None:
-        obj: dict[str, Any] = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name, **meta}}
-        if namespace:
-            obj["metadata"]["namespace"] = namespace
-        self.store[(res.plural, namespace, name)] = obj
-
-    def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        obj = self.store.get((res.plural, namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
-
-    def find(
-        self, res: r.Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
-    ) -> list[dict[str, Any]]:
-        wanted = dict(pair.split("=", 1) for pair in labels.split(",")) if labels else {}
-        found = []
-        for (plural, ns, _), obj in self.store.items():
-            have = obj["metadata"].get("labels") or {}
-            in_scope = plural == res.plural and (namespace is None or ns == namespace)
-            if in_scope and all(have.get(k) == v for k, v in wanted.items()):
-                found.append(copy.deepcopy(obj))
-        return found
-
-    def apply(self, res: r.Resource, body: dict[str, Any]) -> dict[str, Any]:
-        meta = body["metadata"]
-        self.store[(res.plural, meta.get("namespace"), meta["name"])] = copy.deepcopy(body)
-        return copy.deepcopy(body)
-
-    def delete(self, res: r.Resource, name: str, namespace: str | None = None) -> bool:
-        key = (res.plural, namespace, name)
-        self.deleted.append(key)
-        obj = self.store.get(key)
-        if obj is not None:
-            if obj["metadata"].get("finalizers"):
-                obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-            else:
-                del self.store[key]
-        return True
-
-    def finish_deletions(self) -> None:
-        for key in [k for k, o in self.store.items() if o["metadata"].get("deletionTimestamp")]:
-            del self.store[key]
-
-    def kinds(self) -> set[str]:
-        return {obj["kind"] for obj in self.store.values()}
 
 
 def steps(phases: list[list[tuple[str, r.Resource, str, str]]]) -> list[list[tuple[str, str, str, str]]]:

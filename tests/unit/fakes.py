@@ -1,0 +1,230 @@
+"""Test doubles shared by the unit tests. Nothing here talks to a real API server.
+
+``FakeClusterClient`` is an in-memory stand-in for ``liqo_peering.clients.cluster.ClusterClient``:
+the same methods (get, find, apply, create_if_absent, merge_patch, delete, create), backed by a dict
+keyed by (plural, namespace, name). Tests play Liqo's part by editing the stored objects between
+engine passes (``obj``/``add``/``put``) and assert on the store and on the write log.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.liqo import resources as r
+
+Key = tuple[str, str | None, str]  # (plural, namespace, name)
+
+# Top-level fields the API server manages itself: never replaced by an apply.
+_SERVER_OWNED = ("apiVersion", "kind", "metadata", "status")
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: dicts merge recursively, None deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge_patch(result.get(key), value)
+    return result
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """What counts as the object's spec for metadata.generation (everything but metadata and status)."""
+    return {k: v for k, v in obj.items() if k not in _SERVER_OWNED}
+
+
+def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
+    """Equality-based label selectors: ``k=v``, ``k==v``, ``k!=v``, ``k`` (exists), ``!k`` (absent)."""
+    for term in (t.strip() for t in (selector or "").split(",")):
+        if not term:
+            continue
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+class FakeClusterClient(ClusterClient):
+    """In-memory fake of ClusterClient (no ApiClient, no HTTP).
+
+    - ``apply`` behaves like server-side apply by the operator's field manager: labels and annotations
+      are merged into the live ones, the other top-level fields we send replace ours, ``status`` and
+      fields we never sent are kept; ``metadata.generation`` is bumped when the content changes and a
+      no-op apply writes nothing.
+    - Objects with ``metadata.finalizers`` are only marked deleting (deletionTimestamp), like the API
+      server does, until ``finish_deletions`` drops them, so "wait until gone" can be exercised.
+    - Resource types listed in ``not_served`` (plurals) behave like a missing CRD: reads and writes
+      raise ``LiqoNotInstalled`` as the real client does; deletes count them as gone.
+    - ``writes`` logs every call that changed the store as (verb, key); ``created`` and ``deleted``
+      log creations and delete calls.
+    """
+
+    def __init__(self, side: str, *, not_served: set[str] | None = None) -> None:  # no ApiClient: no super()
+        self.side = side
+        self.describe = f"fake {side}"
+        self.store: dict[Key, dict[str, Any]] = {}
+        self.not_served: set[str] = set(not_served or ())
+        self.writes: list[tuple[str, Key]] = []
+        self.created: list[Key] = []
+        self.deleted: list[Key] = []
+        self._version = 0
+
+    # -- test helpers: playing the API server's and Liqo's part ---------------------------------
+    def put(self, res: r.Resource, name: str, namespace: str | None, **meta: Any) -> None:
+        """Store a bare object (metadata only), bypassing the write log."""
+        obj: dict[str, Any] = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name, **meta}}
+        if namespace:
+            obj["metadata"]["namespace"] = namespace
+        self.store[(res.plural, namespace, name)] = obj
+
+    def add(self, res: r.Resource, body: dict[str, Any]) -> dict[str, Any]:
+        """Store a whole object (status included) as if someone else created it; bypasses the write log."""
+        obj = copy.deepcopy(body)
+        obj.setdefault("apiVersion", res.api_version)
+        obj.setdefault("kind", res.kind)
+        obj["metadata"].setdefault("generation", 1)
+        obj["metadata"]["resourceVersion"] = self._next_version()
+        self.store[self._key(res, obj)] = obj
+        return obj
+
+    def obj(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The live stored object (not a copy): edit it to play Liqo's part. KeyError when absent."""
+        return self.store[(res.plural, namespace, name)]
+
+    def objects(self, res: r.Resource) -> list[dict[str, Any]]:
+        return [o for (plural, _, _), o in self.store.items() if plural == res.plural]
+
+    def finish_deletions(self) -> None:
+        for key in [k for k, o in self.store.items() if o["metadata"].get("deletionTimestamp")]:
+            del self.store[key]
+
+    def kinds(self) -> set[str]:
+        return {obj["kind"] for obj in self.store.values()}
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    @staticmethod
+    def _key(res: r.Resource, body: dict[str, Any]) -> Key:
+        meta = body["metadata"]
+        return (res.plural, meta.get("namespace") if res.namespaced else None, meta["name"])
+
+    def _check_served(self, res: r.Resource) -> None:
+        if res.plural in self.not_served:
+            raise self._not_installed(res)
+
+    def _store_new(self, key: Key, body: dict[str, Any], verb: str) -> dict[str, Any]:
+        obj = copy.deepcopy(body)
+        obj["metadata"]["generation"] = 1
+        obj["metadata"]["resourceVersion"] = self._next_version()
+        obj.pop("status", None)  # the API server ignores status on create (status subresource)
+        self.store[key] = obj
+        self.created.append(key)
+        self.writes.append((verb, key))
+        return copy.deepcopy(obj)
+
+    def _replace(self, key: Key, old: dict[str, Any], new: dict[str, Any], verb: str) -> dict[str, Any]:
+        if new == old:
+            return copy.deepcopy(old)
+        if _content(new) != _content(old):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
+        new["metadata"]["resourceVersion"] = self._next_version()
+        self.store[key] = new
+        self.writes.append((verb, key))
+        return copy.deepcopy(new)
+
+    # -- the ClusterClient API ------------------------------------------------------------------
+    def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        self._check_served(res)
+        obj = self.store.get((res.plural, namespace if res.namespaced else None, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def find(
+        self, res: r.Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
+    ) -> list[dict[str, Any]]:
+        self._check_served(res)
+        if fields:
+            raise NotImplementedError("FakeClusterClient.find: field selectors are not supported")
+        found = []
+        for (plural, ns, _), obj in self.store.items():
+            in_scope = plural == res.plural and (namespace is None or ns == namespace)
+            if in_scope and _selector_matches(labels, obj["metadata"].get("labels") or {}):
+                found.append(copy.deepcopy(obj))
+        return found
+
+    def apply(self, res: r.Resource, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_served(res)
+        key = self._key(res, body)
+        old = self.store.get(key)
+        if old is None:
+            return self._store_new(key, body, "apply")
+        new = copy.deepcopy(old)
+        for field in ("labels", "annotations"):
+            if body["metadata"].get(field):
+                new["metadata"][field] = {**(old["metadata"].get(field) or {}), **body["metadata"][field]}
+        for field, value in body.items():
+            if field not in _SERVER_OWNED:
+                new[field] = copy.deepcopy(value)
+        return self._replace(key, old, new, "apply")
+
+    def create_if_absent(self, res: r.Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        found = self.get(res, body["metadata"]["name"], body["metadata"].get("namespace"))
+        if found is not None:
+            return found, False
+        return self._store_new(self._key(res, body), body, "create"), True
+
+    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        self._check_served(res)
+        body = copy.deepcopy(body)
+        if namespace and res.namespaced:
+            body["metadata"]["namespace"] = namespace
+        key = self._key(res, body)
+        if key in self.store:
+            raise ApiException(status=409, reason="AlreadyExists")
+        return self._store_new(key, body, "create")
+
+    def merge_patch(
+        self, res: r.Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None
+    ) -> dict[str, Any] | None:
+        if res.plural in self.not_served:
+            return None  # the real client maps every 404 to None
+        key = (res.plural, namespace if res.namespaced else None, name)
+        old = self.store.get(key)
+        if old is None:
+            return None
+        if subresource == "status":
+            patch = {"status": patch.get("status")} if "status" in patch else {}
+        return self._replace(key, old, _merge_patch(old, patch), "merge_patch")
+
+    def delete(self, res: r.Resource, name: str, namespace: str | None = None) -> bool:
+        key = (res.plural, namespace if res.namespaced else None, name)
+        self.deleted.append(key)
+        obj = self.store.get(key)
+        if obj is not None:
+            if obj["metadata"].get("finalizers"):
+                if not obj["metadata"].get("deletionTimestamp"):
+                    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                    self.writes.append(("delete", key))
+            else:
+                del self.store[key]
+                self.writes.append(("delete", key))
+        return True

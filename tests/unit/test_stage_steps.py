@@ -1,0 +1,972 @@
+"""Unit tests for the engine's step planning: each stage's non-blocking pass decides the next step.
+
+Every test drives a stage pass by pass against two in-memory clusters (``FakeClusterClient``), plays
+Liqo's part by editing the stored objects between passes, and asserts both the StageResult and the
+objects the pass wrote.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.x509.oid import NameOID
+
+from liqo_peering.api.model import LiqoPeeringSpec
+from liqo_peering.engine import authentication, discovery, networking, offloading
+from liqo_peering.engine.result import StageResult
+from liqo_peering.engine.run import PeeringRun
+from liqo_peering.errors import (
+    ConnectionFailed,
+    LiqoNotInstalled,
+    LiqoNotReady,
+    ResourceSliceDenied,
+    SecretKeyMissing,
+    SecretNotFound,
+)
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from unit.fakes import FakeClusterClient
+
+CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
+PROVIDER = ClusterInfo("provider-id", ("10.200.0.0/16", "10.201.0.0/16"), "10.210.0.0/16")
+C_NS = "liqo-tenant-provider-id"  # on the consumer, for the provider
+P_NS = "liqo-tenant-consumer-id"  # on the provider, for the consumer
+CTX = PeeringContext("team-a", "to-provider", CONSUMER, PROVIDER, consumer_tenant_ns=C_NS, provider_tenant_ns=P_NS)
+OWNER = CTX.owner
+
+
+def make_spec(**overrides: Any) -> LiqoPeeringSpec:
+    return LiqoPeeringSpec.model_validate({"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}, **overrides})
+
+
+def make_run(spec: LiqoPeeringSpec | None = None, ctx: PeeringContext = CTX) -> PeeringRun:
+    return PeeringRun(spec or make_spec(), FakeClusterClient("consumer"), FakeClusterClient("provider"), ctx)
+
+
+def fakes(p: PeeringRun) -> tuple[FakeClusterClient, FakeClusterClient]:
+    assert isinstance(p.local, FakeClusterClient) and isinstance(p.remote, FakeClusterClient)
+    return p.local, p.remote
+
+
+def waiting(stage: str, reason: str) -> tuple[str, str, str]:
+    return (stage, "progressing", reason)
+
+
+def outcome(result: StageResult) -> tuple[str, str, str]:
+    return (result.stage, result.state, result.reason)
+
+
+def labels_of(obj: dict[str, Any]) -> dict[str, str]:
+    return dict(obj["metadata"].get("labels") or {})
+
+
+def written(client: FakeClusterClient, since: int = 0) -> list[tuple[str, str, str | None, str]]:
+    """The write log from index ``since``, as (verb, plural, namespace, name)."""
+    return [(verb, *key) for verb, key in client.writes[since:]]
+
+
+# == networking =======================================================================================
+
+
+def accept_configuration(client: FakeClusterClient, name: str, namespace: str) -> None:
+    """Liqo v1.2+: NetworkCIDRsConfigured=True for the Configuration's current generation."""
+    conf = client.obj(r.CONFIGURATION, name, namespace)
+    conf["status"] = {
+        "conditions": [
+            {
+                "type": "NetworkCIDRsConfigured",
+                "status": "True",
+                "observedGeneration": conf["metadata"]["generation"],
+            }
+        ]
+    }
+
+
+def install_templates(p: PeeringRun) -> None:
+    local, remote = fakes(p)
+    remote.put(r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, "liqo")
+    local.put(r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, "liqo")
+
+
+def deployment(client: FakeClusterClient, gateway: str, namespace: str, ready: int) -> None:
+    client.add(
+        r.DEPLOYMENT,
+        {"metadata": {"name": f"gw-{gateway}", "namespace": namespace}, "status": {"readyReplicas": ready}},
+    )
+
+
+def gateway_keys(client: FakeClusterClient, res: r.Resource, name: str, namespace: str, key: str) -> None:
+    """Liqo generates the gateway's key Secret and points status.secretRef at it."""
+    client.obj(res, name, namespace).setdefault("status", {})["secretRef"] = {"name": f"gw-{name}"}
+    client.add(
+        r.SECRET,
+        {
+            "metadata": {"name": f"gw-{name}", "namespace": namespace},
+            "data": {"privateKey": "cHJpdg==", "publicKey": key},
+        },
+    )
+
+
+def connection(client: FakeClusterClient, peer: str, namespace: str, value: str) -> None:
+    client.add(
+        r.CONNECTION,
+        {
+            "metadata": {"name": f"conn-{peer}", "namespace": namespace, "labels": {naming.REMOTE_CLUSTER_ID: peer}},
+            "status": {"value": value},
+        },
+    )
+
+
+SERVER_ENDPOINT = {"addresses": ["192.0.2.10"], "port": 30123, "protocol": "UDP"}
+SERVER_KEY = base64.b64encode(b"server-public-key-32-bytes-long!").decode()
+CLIENT_KEY = base64.b64encode(b"client-public-key-32-bytes-long!").decode()
+
+
+def networking_to_ready(p: PeeringRun) -> None:
+    """Play Liqo's part for every networking step until the stage is ready."""
+    local, remote = fakes(p)
+    install_templates(p)
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+    networking.reconcile(p)
+    remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
+    deployment(remote, "consumer-id", P_NS, ready=1)
+    networking.reconcile(p)
+    deployment(local, "provider-id", C_NS, ready=1)
+    gateway_keys(remote, r.GATEWAY_SERVER, "consumer-id", P_NS, SERVER_KEY)
+    gateway_keys(local, r.GATEWAY_CLIENT, "provider-id", C_NS, CLIENT_KEY)
+    networking.reconcile(p)
+    connection(local, "provider-id", C_NS, "Connected")
+    connection(remote, "consumer-id", P_NS, "Connected")
+    assert networking.reconcile(p).state == "ready"
+
+
+def test_networking_first_pass_creates_both_configurations_and_waits() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+
+    result = networking.reconcile(p)
+
+    assert outcome(result) == waiting("networking", "WaitingForConfiguration")
+    assert "consumer and provider" in result.message
+    # Each side describes the OTHER cluster, named after it, in its tenant namespace.
+    on_consumer = local.obj(r.CONFIGURATION, "provider-id", C_NS)
+    assert on_consumer["spec"] == {"remote": {"cidr": {"pod": list(PROVIDER.pod_cidrs), "external": ["10.210.0.0/16"]}}}
+    assert labels_of(on_consumer) == {naming.REMOTE_CLUSTER_ID: "provider-id", **OWNER}
+    on_provider = remote.obj(r.CONFIGURATION, "consumer-id", P_NS)
+    assert on_provider["spec"] == {"remote": {"cidr": {"pod": ["10.100.0.0/16"], "external": ["10.110.0.0/16"]}}}
+    assert labels_of(on_provider) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
+    # Nothing else yet: the gateways wait for the Configurations.
+    assert local.kinds() == {"Configuration"} and remote.kinds() == {"Configuration"}
+
+
+def test_networking_waits_for_each_side_and_for_the_current_generation() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    networking.reconcile(p)
+
+    accept_configuration(local, "provider-id", C_NS)
+    result = networking.reconcile(p)
+    assert outcome(result) == waiting("networking", "WaitingForConfiguration")
+    assert "on the provider" in result.message and "consumer" not in result.message
+
+    # A condition for an older generation does not count.
+    conf = remote.obj(r.CONFIGURATION, "consumer-id", P_NS)
+    conf["status"] = {"conditions": [{"type": "NetworkCIDRsConfigured", "status": "True", "observedGeneration": 0}]}
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConfiguration")
+    conf["status"]["conditions"][0]["status"] = "False"
+    conf["status"]["conditions"][0]["observedGeneration"] = 1
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConfiguration")
+    assert remote.kinds() == {"Configuration"}
+
+
+def test_networking_accepts_liqo_v1_1_configuration_status() -> None:
+    p = make_run(make_spec(skipValidation=True))
+    local, remote = fakes(p)
+    networking.reconcile(p)
+    local.obj(r.CONFIGURATION, "provider-id", C_NS)["status"] = {"remote": {"cidr": {"pod": ["10.71.0.0/16"]}}}
+    remote.obj(r.CONFIGURATION, "consumer-id", P_NS)["status"] = {"remote": {"cidr": {"pod": ["10.72.0.0/16"]}}}
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+
+
+def test_networking_changed_cidrs_bump_the_generation_and_wait_again() -> None:
+    p = make_run(make_spec(skipValidation=True))
+    local, remote = fakes(p)
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+
+    moved = ClusterInfo("provider-id", ("10.99.0.0/16",), "10.210.0.0/16")
+    p.ctx = PeeringContext("team-a", "to-provider", CONSUMER, moved, consumer_tenant_ns=C_NS, provider_tenant_ns=P_NS)
+    result = networking.reconcile(p)
+
+    assert outcome(result) == waiting("networking", "WaitingForConfiguration")
+    conf = local.obj(r.CONFIGURATION, "provider-id", C_NS)
+    assert conf["metadata"]["generation"] == 2
+    assert conf["spec"]["remote"]["cidr"]["pod"] == ["10.99.0.0/16"]
+    assert "on the consumer" in result.message
+
+
+def test_networking_missing_templates_raise_liqo_not_ready_unless_validation_is_skipped() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+
+    with pytest.raises(LiqoNotReady, match=r"WgGatewayServerTemplate liqo/wireguard-server .* provider") as err:
+        networking.reconcile(p)
+    assert "spec.skipValidation" in err.value.message
+    remote.put(r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, "liqo")
+    with pytest.raises(LiqoNotReady, match=r"WgGatewayClientTemplate liqo/wireguard-client .* consumer"):
+        networking.reconcile(p)
+    assert r.GATEWAY_SERVER.kind not in remote.kinds()
+
+    p.spec = make_spec(skipValidation=True)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+
+
+def test_networking_gateway_server_then_client_then_keys_then_connection() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    install_templates(p)
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+
+    # The server on the provider, named after the consumer, with liqoctl's defaults.
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+    server = remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)
+    assert server["spec"] == {
+        "mtu": 1340,
+        "endpoint": {"port": 51840, "serviceType": "LoadBalancer"},
+        "serverTemplateRef": {
+            "apiVersion": "networking.liqo.io/v1beta1",
+            "kind": "WgGatewayServerTemplate",
+            "name": "wireguard-server",
+            "namespace": "liqo",
+        },
+    }
+    assert labels_of(server) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
+    assert r.GATEWAY_CLIENT.kind not in local.kinds()
+
+    # An endpoint alone is not enough: its Deployment must have ready replicas, and vice versa.
+    server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+    deployment(remote, "consumer-id", P_NS, ready=0)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+    remote.obj(r.DEPLOYMENT, "gw-consumer-id", P_NS)["status"]["readyReplicas"] = 1
+    server["status"] = {"endpoint": {"addresses": [], "port": 30123}}
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+    assert r.GATEWAY_CLIENT.kind not in local.kinds()
+    server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
+
+    # The client on the consumer, named after the provider, dialing the server's endpoint.
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayClient")
+    client = local.obj(r.GATEWAY_CLIENT, "provider-id", C_NS)
+    assert client["spec"] == {
+        "mtu": 1340,
+        "endpoint": {"addresses": ["192.0.2.10"], "port": 30123, "protocol": "UDP"},
+        "clientTemplateRef": {
+            "apiVersion": "networking.liqo.io/v1beta1",
+            "kind": "WgGatewayClientTemplate",
+            "name": "wireguard-client",
+            "namespace": "liqo",
+        },
+    }
+    assert labels_of(client) == {naming.REMOTE_CLUSTER_ID: "provider-id", **OWNER}
+    deployment(local, "provider-id", C_NS, ready=1)
+
+    # Keys: both gateways' Secrets must carry a public key before any PublicKey is written.
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
+    gateway_keys(remote, r.GATEWAY_SERVER, "consumer-id", P_NS, SERVER_KEY)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
+    gateway_keys(local, r.GATEWAY_CLIENT, "provider-id", C_NS, "")
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
+    assert r.PUBLIC_KEY.kind not in local.kinds() | remote.kinds()
+    local.obj(r.SECRET, "gw-provider-id", C_NS)["data"]["publicKey"] = CLIENT_KEY
+
+    result = networking.reconcile(p)
+    assert outcome(result) == waiting("networking", "WaitingForConnection")
+    assert result.message.endswith("(consumer absent, provider absent)")
+    # Each side holds a PublicKey named after its peer, carrying the OTHER gateway's key.
+    on_consumer = local.obj(r.PUBLIC_KEY, "provider-id", C_NS)
+    assert on_consumer["spec"] == {"publicKey": SERVER_KEY}
+    assert labels_of(on_consumer) == {naming.REMOTE_CLUSTER_ID: "provider-id", naming.GATEWAY_RESOURCE: "true", **OWNER}
+    on_provider = remote.obj(r.PUBLIC_KEY, "consumer-id", P_NS)
+    assert on_provider["spec"] == {"publicKey": CLIENT_KEY}
+    assert labels_of(on_provider) == {naming.REMOTE_CLUSTER_ID: "consumer-id", naming.GATEWAY_RESOURCE: "true", **OWNER}
+
+    # Connections: one per side, labelled with the peer's ID; a Connection for another peer is ignored.
+    connection(local, "someone-else", C_NS, "Connected")
+    connection(local, "provider-id", C_NS, "Connected")
+    result = networking.reconcile(p)
+    assert outcome(result) == waiting("networking", "WaitingForConnection")
+    assert result.message.endswith("(consumer Connected, provider absent)")
+    connection(remote, "consumer-id", P_NS, "Connecting")
+    assert networking.reconcile(p).message.endswith("(consumer Connected, provider Connecting)")
+    remote.obj(r.CONNECTION, "conn-consumer-id", P_NS)["status"]["value"] = "Connected"
+
+    result = networking.reconcile(p)
+    assert (result.state, result.reason) == ("ready", "Established")
+
+
+@pytest.mark.parametrize("side", ["consumer", "provider"])
+def test_networking_connection_error_raises_connection_failed(side: str) -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    networking_to_ready(p)
+    failing = local.obj(r.CONNECTION, "conn-provider-id", C_NS) if side == "consumer" else None
+    failing = failing or remote.obj(r.CONNECTION, "conn-consumer-id", P_NS)
+    failing["status"]["value"] = "Error"
+
+    with pytest.raises(ConnectionFailed, match=f"Connection on the {side} cluster is in Error") as err:
+        networking.reconcile(p)
+    assert err.value.reason == "ConnectionError"
+
+
+def test_networking_gateway_client_overrides_reach_the_client() -> None:
+    p = make_run(make_spec(networking={"mtu": 1420, "gatewayClient": {"address": "203.0.113.7", "port": 4000}}))
+    local, _ = fakes(p)
+    networking_to_ready(p)
+
+    spec = local.obj(r.GATEWAY_CLIENT, "provider-id", C_NS)["spec"]
+    assert spec["endpoint"] == {"addresses": ["203.0.113.7"], "port": 4000, "protocol": "UDP"}
+    assert spec["mtu"] == 1420
+
+
+@pytest.mark.parametrize(
+    ("networking_spec", "field", "value"),
+    [
+        ({"gatewayServer": {"port": 51841}}, "port", 51841),
+        ({"gatewayServer": {"serviceType": "NodePort", "nodePort": 30555}}, "nodePort", 30555),
+        ({"mtu": 1280}, "mtu", 1280),
+    ],
+    ids=["port", "service-type", "mtu"],
+)
+def test_networking_changed_server_parameters_recreate_both_gateways(
+    networking_spec: dict[str, Any], field: str, value: int
+) -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    networking_to_ready(p)
+    before = len(local.writes), len(remote.writes)
+
+    p.spec = make_spec(networking=networking_spec)
+    result = networking.reconcile(p)
+
+    assert outcome(result) == waiting("networking", "RecreatingGateways")
+    assert written(remote, before[1]) == [("delete", "gatewayservers", P_NS, "consumer-id")]
+    assert written(local, before[0]) == [("delete", "gatewayclients", C_NS, "provider-id")]
+
+    # Next pass: a new server with the new parameters, waiting for Liqo to publish its endpoint again.
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+    spec = remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)["spec"]
+    assert (spec if field == "mtu" else spec["endpoint"])[field] == value
+    assert r.GATEWAY_CLIENT.kind not in local.kinds()
+
+
+def test_networking_changed_client_override_recreates_only_the_client() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    networking_to_ready(p)
+    before = len(local.writes), len(remote.writes)
+
+    p.spec = make_spec(networking={"gatewayClient": {"port": 4001}})
+    result = networking.reconcile(p)
+
+    assert outcome(result) == waiting("networking", "RecreatingGateways")
+    assert written(remote, before[1]) == []
+    assert written(local, before[0]) == [("delete", "gatewayclients", C_NS, "provider-id")]
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
+    assert local.obj(r.GATEWAY_CLIENT, "provider-id", C_NS)["spec"]["endpoint"]["port"] == 4001
+
+
+def test_networking_disabled_removes_owned_objects_and_keeps_foreign_ones() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    networking_to_ready(p)
+    # A liqoctl-made PublicKey (no operator labels) stands in for the one the pass wrote.
+    local.obj(r.PUBLIC_KEY, "provider-id", C_NS)["metadata"]["labels"] = {naming.REMOTE_CLUSTER_ID: "provider-id"}
+
+    p.spec = make_spec(networking={"enabled": False})
+    result = networking.reconcile(p)
+
+    assert (result.stage, result.state, result.reason) == ("networking", "disabled", "Disabled")
+    assert result.message == "networking is disabled; removing its objects"
+    for kind in ("GatewayServer", "GatewayClient", "Configuration"):
+        assert kind not in local.kinds() | remote.kinds()
+    assert r.PUBLIC_KEY.kind not in remote.kinds()
+    assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)  # foreign: kept
+    # Liqo's own objects are not the operator's to delete.
+    assert local.obj(r.CONNECTION, "conn-provider-id", C_NS)
+    assert remote.obj(r.SECRET, "gw-consumer-id", P_NS)
+
+    again = networking.reconcile(p)
+    assert again.state == "disabled" and again.message == "networking is disabled"
+    assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)
+
+
+def test_networking_not_served_configuration_raises_liqo_not_installed() -> None:
+    p = PeeringRun(
+        make_spec(), FakeClusterClient("consumer"), FakeClusterClient("provider", not_served={"configurations"}), CTX
+    )
+    with pytest.raises(LiqoNotInstalled, match=r"provider cluster .* does not serve configurations.networking.liqo.io"):
+        networking.reconcile(p)
+
+
+# == authentication ===================================================================================
+
+
+PRIVATE_KEY = ed25519.Ed25519PrivateKey.generate()
+PUBLIC_PEM = PRIVATE_KEY.public_key().public_bytes(
+    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+)
+NONCE = base64.b64encode(b"nonce-1").decode()
+SIGNED = base64.b64encode(b"signature-of-nonce-1").decode()
+AUTH_PARAMS = {"apiServer": "https://provider.example:6443", "signedCRT": "Y2VydA=="}
+
+
+def install_auth_keys(client: FakeClusterClient) -> None:
+    """Liqo's authentication-keys Secret: PKCS8 PEM private key and PEM public key, base64 in data."""
+    private_pem = PRIVATE_KEY.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    client.add(
+        r.SECRET,
+        {
+            "metadata": {"name": naming.AUTH_KEYS_SECRET, "namespace": "liqo"},
+            "data": {
+                "privateKey": base64.b64encode(private_pem).decode(),
+                "publicKey": base64.b64encode(PUBLIC_PEM).decode(),
+            },
+        },
+    )
+
+
+def sign_nonce(local: FakeClusterClient, signature: str = SIGNED) -> None:
+    local.obj(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS).setdefault("data", {})[naming.SIGNED_NONCE_FIELD] = signature
+
+
+def authentication_to_tenant(p: PeeringRun, proxy_url: str | None = None) -> StageResult:
+    """Play Liqo's part up to the Tenant; returns the pass that created it."""
+    local, remote = fakes(p)
+    install_auth_keys(local)
+    authentication.reconcile(p, proxy_url)
+    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
+    authentication.reconcile(p, proxy_url)
+    sign_nonce(local)
+    return authentication.reconcile(p, proxy_url)
+
+
+def authentication_to_ready(p: PeeringRun, proxy_url: str | None = None) -> None:
+    local, remote = fakes(p)
+    authentication_to_tenant(p, proxy_url)
+    remote.obj(r.TENANT, "consumer-id", P_NS)["status"] = {"authParams": AUTH_PARAMS, "tenantNamespace": "liqo-t-c"}
+    authentication.reconcile(p, proxy_url)
+    local.obj(r.IDENTITY, "controlplane-provider-id", C_NS)["status"] = {
+        "kubeconfigSecretRef": {"name": "kubeconfig-controlplane-provider-id"}
+    }
+    assert authentication.reconcile(p, proxy_url).state == "ready"
+
+
+def test_authentication_nonce_then_signed_nonce() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForNonce")
+    nonce_secret = remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)
+    assert labels_of(nonce_secret) == {naming.REMOTE_CLUSTER_ID: "consumer-id", naming.NONCE_LABEL: "true", **OWNER}
+    assert "data" not in nonce_secret  # Liqo's nonce creator fills it
+    assert local.store == {}
+
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForNonce")
+    assert written(remote) == [("create", "secrets", P_NS, "liqo-nonce")]
+
+    nonce_secret["data"] = {naming.NONCE_FIELD: NONCE}
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForSignedNonce")
+    signed = local.obj(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS)
+    assert signed["data"] == {naming.NONCE_FIELD: NONCE}
+    assert labels_of(signed) == {
+        naming.REMOTE_CLUSTER_ID: "provider-id",
+        naming.SIGNED_NONCE_LABEL: "true",
+        **OWNER,
+    }
+
+    result = authentication.reconcile(p, None)
+    assert outcome(result) == waiting("authentication", "WaitingForSignedNonce")
+    assert "sign the nonce" in result.message
+    assert written(local) == [("create", "secrets", C_NS, "liqo-signed-nonce")]
+    assert r.TENANT.kind not in remote.kinds()
+
+
+def test_authentication_changed_provider_nonce_recreates_the_signed_nonce() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    authentication.reconcile(p, None)
+    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
+    authentication.reconcile(p, None)
+    sign_nonce(local)
+
+    fresh = base64.b64encode(b"nonce-2").decode()
+    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: fresh}
+    result = authentication.reconcile(p, None)
+    assert outcome(result) == waiting("authentication", "WaitingForSignedNonce")
+    assert "nonce changed" in result.message
+    assert (r.SECRET.plural, C_NS, naming.SIGNED_NONCE_SECRET) not in local.store
+
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForSignedNonce")
+    assert local.obj(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS)["data"] == {naming.NONCE_FIELD: fresh}
+    assert r.TENANT.kind not in remote.kinds()
+
+
+def test_authentication_missing_keys_raise_liqo_not_ready() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    authentication.reconcile(p, None)
+    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
+    authentication.reconcile(p, None)
+    sign_nonce(local)
+
+    with pytest.raises(LiqoNotReady, match=r"Secret liqo/authentication-keys is missing on the consumer"):
+        authentication.reconcile(p, None)
+    assert r.TENANT.kind not in remote.kinds()
+
+
+def test_authentication_creates_the_tenant_with_a_csr_from_the_cluster_key() -> None:
+    p = make_run()
+    _, remote = fakes(p)
+
+    result = authentication_to_tenant(p)
+
+    assert outcome(result) == waiting("authentication", "WaitingForTenant")
+    tenant = remote.obj(r.TENANT, "consumer-id", P_NS)
+    assert labels_of(tenant) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
+    spec = tenant["spec"]
+    assert set(spec) == {"clusterID", "publicKey", "csr", "signature"}  # no proxyURL unless asked
+    assert spec["clusterID"] == "consumer-id"
+    assert spec["signature"] == SIGNED
+    assert base64.b64decode(spec["publicKey"]) == PUBLIC_PEM
+    csr = x509.load_pem_x509_csr(base64.b64decode(spec["csr"]))
+    assert csr.is_signature_valid
+    assert csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "consumer-id"
+    assert csr.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "liqo.io"
+    assert (
+        csr.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        == PUBLIC_PEM
+    )
+
+
+def test_authentication_proxy_url_reaches_the_tenant() -> None:
+    p = make_run()
+    _, remote = fakes(p)
+    authentication_to_tenant(p, "http://10.70.0.5:8118")
+    assert remote.obj(r.TENANT, "consumer-id", P_NS)["spec"]["proxyURL"] == "http://10.70.0.5:8118"
+
+
+def test_authentication_never_rewrites_an_existing_tenant() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    authentication_to_tenant(p)
+    tenant_before = remote.obj(r.TENANT, "consumer-id", P_NS)["spec"]
+
+    # A new signature (and another proxy) must not touch the Tenant Liqo already signed a CSR for.
+    sign_nonce(local, base64.b64encode(b"another-signature").decode())
+    assert outcome(authentication.reconcile(p, "http://other:8118")) == waiting("authentication", "WaitingForTenant")
+    assert remote.obj(r.TENANT, "consumer-id", P_NS)["spec"] == tenant_before
+    assert [w for w in remote.writes if w[1][0] == "tenants"] == [("create", ("tenants", P_NS, "consumer-id"))]
+
+
+def test_authentication_adopts_a_liqoctl_tenant_by_patching_labels_only() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    liqoctl_spec = {"clusterID": "consumer-id", "csr": "bGlxb2N0bA==", "signature": "b2xk", "publicKey": "cGs="}
+    remote.add(
+        r.TENANT,
+        {
+            "metadata": {"name": "consumer-id", "namespace": P_NS, "labels": {naming.REMOTE_CLUSTER_ID: "consumer-id"}},
+            "spec": liqoctl_spec,
+        },
+    )
+    # No authentication-keys on the consumer: an existing Tenant needs no new CSR.
+    authentication.reconcile(p, None)
+    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
+    authentication.reconcile(p, None)
+    sign_nonce(local)
+
+    result = authentication.reconcile(p, "http://proxy:8118")
+
+    assert outcome(result) == waiting("authentication", "WaitingForTenant")
+    tenant = remote.obj(r.TENANT, "consumer-id", P_NS)
+    assert tenant["spec"] == liqoctl_spec
+    assert labels_of(tenant) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
+    assert [w for w in remote.writes if w[1][0] == "tenants"] == [("merge_patch", ("tenants", P_NS, "consumer-id"))]
+
+
+def test_authentication_waits_for_the_tenant_then_the_identity() -> None:
+    p = make_run()
+    local, remote = fakes(p)
+    authentication_to_tenant(p)
+    tenant = remote.obj(r.TENANT, "consumer-id", P_NS)
+
+    tenant["status"] = {"authParams": AUTH_PARAMS}
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForTenant")
+    tenant["status"] = {"authParams": {}, "tenantNamespace": "liqo-t-c"}
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForTenant")
+    assert r.IDENTITY.kind not in local.kinds()
+
+    tenant["status"] = {"authParams": AUTH_PARAMS, "tenantNamespace": "liqo-t-c"}
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForIdentity")
+    identity = local.obj(r.IDENTITY, "controlplane-provider-id", C_NS)
+    assert identity["spec"] == {
+        "clusterID": "provider-id",
+        "type": "ControlPlane",
+        "authParams": AUTH_PARAMS,
+        "namespace": "liqo-t-c",
+    }
+    assert labels_of(identity) == {naming.REMOTE_CLUSTER_ID: "provider-id", **OWNER}
+
+    identity["status"] = {"kubeconfigSecretRef": {}}
+    assert outcome(authentication.reconcile(p, None)) == waiting("authentication", "WaitingForIdentity")
+    identity["status"] = {"kubeconfigSecretRef": {"name": "kubeconfig-controlplane-provider-id"}}
+    result = authentication.reconcile(p, None)
+    assert (result.stage, result.state, result.reason) == ("authentication", "ready", "Established")
+
+
+# == offloading =======================================================================================
+
+
+def accept_slice(
+    local: FakeClusterClient, authentication_status: str = "Accepted", resources: str = "Accepted"
+) -> None:
+    local.obj(r.RESOURCE_SLICE, "provider-id", C_NS)["status"] = {
+        "conditions": [
+            {"type": "Authentication", "status": authentication_status},
+            {"type": "Resources", "status": resources},
+        ]
+    }
+
+
+def virtual_node(local: FakeClusterClient, kubelet: str, node: str) -> None:
+    local.add(
+        r.VIRTUAL_NODE,
+        {
+            "metadata": {"name": "provider-id", "namespace": C_NS},
+            "status": {"conditions": [{"type": "VirtualKubelet", "status": kubelet}, {"type": "Node", "status": node}]},
+        },
+    )
+
+
+def test_offloading_applies_the_slice_and_waits_for_both_acceptances() -> None:
+    p = make_run(make_spec(offloading={"resources": {"cpu": 4, "memory": "8Gi", "nvidia.com/gpu": 1}}))
+    local, remote = fakes(p)
+
+    assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForResourceSlice")
+    slice_ = local.obj(r.RESOURCE_SLICE, "provider-id", C_NS)
+    assert labels_of(slice_) == {
+        naming.REMOTE_CLUSTER_ID: "provider-id",
+        naming.REPLICATION: "true",
+        naming.REMOTE_ID: "provider-id",
+        **OWNER,
+    }
+    assert slice_["metadata"]["annotations"] == {naming.CREATE_VIRTUAL_NODE: "true"}
+    assert slice_["spec"] == {
+        "class": "default",
+        "providerClusterID": "provider-id",
+        "resources": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"},
+    }
+    assert remote.store == {}  # Liqo replicates it, not the operator
+
+    # liqoctl stops at Authentication=Accepted; the operator waits for Resources too.
+    accept_slice(local, resources="Pending")
+    assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForResourceSlice")
+    accept_slice(local)
+    assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForVirtualNode")
+
+
+@pytest.mark.parametrize(
+    ("auth_status", "res_status", "which"),
+    [("Denied", "Accepted", "Authentication"), ("Accepted", "Denied", "Resources"), ("Denied", "Denied", "and")],
+)
+def test_offloading_denied_slice_raises(auth_status: str, res_status: str, which: str) -> None:
+    p = make_run()
+    local, _ = fakes(p)
+    offloading.reconcile(p)
+    accept_slice(local, auth_status, res_status)
+    with pytest.raises(ResourceSliceDenied, match=which) as err:
+        offloading.reconcile(p)
+    assert err.value.transient is False
+    assert f"ResourceSlice {C_NS}/provider-id" in err.value.message
+
+
+def test_offloading_waits_for_both_virtual_node_conditions() -> None:
+    p = make_run()
+    local, _ = fakes(p)
+    offloading.reconcile(p)
+    accept_slice(local)
+
+    assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForVirtualNode")
+    virtual_node(local, "Running", "Creating")
+    assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForVirtualNode")
+    local.obj(r.VIRTUAL_NODE, "provider-id", C_NS)["status"]["conditions"] = [
+        {"type": "VirtualKubelet", "status": "Creating"},
+        {"type": "Node", "status": "Running"},
+    ]
+    assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForVirtualNode")
+    virtual_node(local, "Running", "Running")
+
+    result = offloading.reconcile(p)
+    assert (result.stage, result.state, result.reason) == ("offloading", "ready", "Established")
+    assert "virtual node runs" in result.message
+
+
+def test_offloading_without_virtual_node_is_ready_once_accepted_and_deletes_one() -> None:
+    p = make_run(make_spec(offloading={"createVirtualNode": False}))
+    local, _ = fakes(p)
+    virtual_node(local, "Running", "Running")  # left over from when it was requested
+
+    assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForResourceSlice")
+    assert local.obj(r.RESOURCE_SLICE, "provider-id", C_NS)["metadata"]["annotations"] == {
+        naming.CREATE_VIRTUAL_NODE: "false"
+    }
+    assert local.obj(r.VIRTUAL_NODE, "provider-id", C_NS)  # not touched before the slice is accepted
+    accept_slice(local)
+
+    result = offloading.reconcile(p)
+    assert (result.state, result.reason) == ("ready", "Established")
+    assert "no virtual node requested" in result.message
+    assert r.VIRTUAL_NODE.kind not in local.kinds()
+
+
+def test_offloading_disabled_deletes_slice_and_virtual_node() -> None:
+    p = make_run()
+    local, _ = fakes(p)
+    offloading.reconcile(p)
+    accept_slice(local)
+    virtual_node(local, "Running", "Running")
+    assert offloading.reconcile(p).state == "ready"
+
+    p.spec = make_spec(offloading={"createResourceSlice": False, "createVirtualNode": False})
+    result = offloading.reconcile(p)
+
+    assert (result.stage, result.state, result.reason) == ("offloading", "disabled", "Disabled")
+    assert local.store == {}
+    assert offloading.reconcile(p).state == "disabled"
+
+
+# == idempotency ======================================================================================
+
+
+def _no_writes_on_another_pass(p: PeeringRun, again: Any) -> None:
+    local, remote = fakes(p)
+    before = (len(local.writes), len(remote.writes), len(local.store), len(remote.store))
+    versions = {k: o["metadata"].get("resourceVersion") for k, o in {**local.store, **remote.store}.items()}
+    result = again()
+    assert result.state == "ready"
+    assert written(local, before[0]) == [] and written(remote, before[1]) == []
+    assert (len(local.writes), len(remote.writes), len(local.store), len(remote.store)) == before
+    assert {k: o["metadata"].get("resourceVersion") for k, o in {**local.store, **remote.store}.items()} == versions
+
+
+def test_ready_networking_pass_writes_nothing() -> None:
+    p = make_run()
+    networking_to_ready(p)
+    _no_writes_on_another_pass(p, lambda: networking.reconcile(p))
+
+
+def test_ready_authentication_pass_writes_nothing() -> None:
+    p = make_run()
+    authentication_to_ready(p, "http://proxy:8118")
+    _no_writes_on_another_pass(p, lambda: authentication.reconcile(p, "http://proxy:8118"))
+
+
+@pytest.mark.parametrize("create_virtual_node", [True, False])
+def test_ready_offloading_pass_writes_nothing(create_virtual_node: bool) -> None:
+    p = make_run(make_spec(offloading={"createVirtualNode": create_virtual_node, "resources": {"cpu": "2"}}))
+    local, _ = fakes(p)
+    offloading.reconcile(p)
+    accept_slice(local)
+    if create_virtual_node:
+        virtual_node(local, "Running", "Running")
+    assert offloading.reconcile(p).state == "ready"
+    _no_writes_on_another_pass(p, lambda: offloading.reconcile(p))
+
+
+# == discovery ========================================================================================
+
+
+def liqo_installed(
+    client: FakeClusterClient, cluster_id: str, *, pod_cidrs: tuple[str, ...], external: str | None
+) -> None:
+    client.add(
+        r.CONFIGMAP,
+        {
+            "metadata": {
+                "name": "liqo-clusterid-configmap",
+                "namespace": "liqo",
+                "labels": {"app.kubernetes.io/name": "clusterid-configmap"},
+            },
+            "data": {naming.CLUSTER_ID_KEY: cluster_id},
+        },
+    )
+    networks = [("pod-cidr", cidr) for cidr in pod_cidrs] + [("external-cidr", external)]
+    for i, (kind, cidr) in enumerate(networks):
+        client.add(
+            r.NETWORK,
+            {
+                "metadata": {"name": f"net-{i}", "namespace": "liqo", "labels": {naming.NETWORK_TYPE: kind}},
+                "status": {"cidr": cidr} if cidr else {},
+            },
+        )
+
+
+def test_cluster_info_reads_id_and_cidrs() -> None:
+    client = FakeClusterClient("provider")
+    liqo_installed(client, "provider-id", pod_cidrs=("10.200.0.0/16", "10.201.0.0/16"), external="10.210.0.0/16")
+    # A Network of another type is not a pod CIDR.
+    client.add(
+        r.NETWORK,
+        {
+            "metadata": {"name": "svc", "namespace": "liqo", "labels": {naming.NETWORK_TYPE: "service-cidr"}},
+            "status": {"cidr": "10.96.0.0/12"},
+        },
+    )
+    assert discovery.cluster_info(client, "liqo") == PROVIDER
+
+
+@pytest.mark.parametrize(
+    ("side", "field"), [("consumer", "spec.liqoNamespace"), ("provider", "spec.remoteLiqoNamespace")]
+)
+def test_cluster_info_without_cluster_id_configmap_is_not_installed(side: str, field: str) -> None:
+    client = FakeClusterClient(side)
+    # A ConfigMap without the label is not Liqo's.
+    client.add(
+        r.CONFIGMAP,
+        {"metadata": {"name": "liqo-clusterid-configmap", "namespace": "liqo"}, "data": {"CLUSTER_ID": "x"}},
+    )
+    with pytest.raises(LiqoNotInstalled) as err:
+        discovery.cluster_info(client, "liqo")
+    assert f"of the {side} cluster" in err.value.message
+    assert field in err.value.message
+    assert "'liqo'" in err.value.message
+
+
+def test_cluster_info_without_network_crd_is_not_installed() -> None:
+    client = FakeClusterClient("consumer", not_served={"networks"})
+    liqo_installed_cm = {
+        "metadata": {"name": "cm", "namespace": "liqo", "labels": {"app.kubernetes.io/name": "clusterid-configmap"}},
+        "data": {naming.CLUSTER_ID_KEY: "consumer-id"},
+    }
+    client.add(r.CONFIGMAP, liqo_installed_cm)
+    with pytest.raises(LiqoNotInstalled, match=r"does not serve networks.ipam.liqo.io"):
+        discovery.cluster_info(client, "liqo")
+
+
+@pytest.mark.parametrize(
+    ("pod_cidrs", "external"),
+    [(("10.1.0.0/16",), None), ((None,), "10.2.0.0/16"), ((), "10.2.0.0/16")],
+    ids=["no-external-cidr", "pod-network-without-status", "no-pod-network"],
+)
+def test_cluster_info_networks_without_cidr_are_not_ready(pod_cidrs: tuple[Any, ...], external: str | None) -> None:
+    client = FakeClusterClient("consumer")
+    liqo_installed(client, "consumer-id", pod_cidrs=pod_cidrs, external=external)
+    with pytest.raises(LiqoNotReady, match=r"consumer cluster .* has not published its pod and external CIDRs"):
+        discovery.cluster_info(client, "liqo")
+
+
+def test_ensure_tenant_namespace_finds_a_labelled_namespace_of_any_name() -> None:
+    client = FakeClusterClient("consumer")
+    client.add(
+        r.NAMESPACE,
+        {
+            "metadata": {
+                "name": "made-by-liqoctl",
+                "labels": {naming.REMOTE_CLUSTER_ID: "provider-id", naming.TENANT_NAMESPACE_LABEL: "true"},
+            }
+        },
+    )
+    # Another peer's tenant namespace does not count.
+    client.add(
+        r.NAMESPACE,
+        {
+            "metadata": {
+                "name": "aaa",
+                "labels": {naming.REMOTE_CLUSTER_ID: "other", naming.TENANT_NAMESPACE_LABEL: "true"},
+            }
+        },
+    )
+    assert discovery.ensure_tenant_namespace(client, "provider-id", OWNER) == "made-by-liqoctl"
+    assert client.writes == []
+
+
+def test_ensure_tenant_namespace_creates_the_default_one() -> None:
+    client = FakeClusterClient("provider")
+    assert discovery.ensure_tenant_namespace(client, "consumer-id", OWNER) == "liqo-tenant-consumer-id"
+    ns = client.obj(r.NAMESPACE, "liqo-tenant-consumer-id")
+    assert labels_of(ns) == {
+        naming.REMOTE_CLUSTER_ID: "consumer-id",
+        naming.TENANT_NAMESPACE_LABEL: "true",
+        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/audit": "privileged",
+        "pod-security.kubernetes.io/warn": "privileged",
+        **OWNER,
+    }
+    assert written(client) == [("create", "namespaces", None, "liqo-tenant-consumer-id")]
+    assert discovery.ensure_tenant_namespace(client, "consumer-id", OWNER) == "liqo-tenant-consumer-id"
+    assert len(client.writes) == 1
+
+
+def test_read_remote_kubeconfig_missing_secret() -> None:
+    client = FakeClusterClient("consumer")
+    with pytest.raises(SecretNotFound, match=r"Secret team-a/provider-kubeconfig not found.*key 'kubeconfig'"):
+        discovery.read_remote_kubeconfig(client, "team-a", "to-provider", make_spec(), discovery.KubeconfigPolicy())
+
+
+def test_read_remote_kubeconfig_missing_key_lists_keys_never_values() -> None:
+    client = FakeClusterClient("consumer")
+    secret_value = base64.b64encode(b"token: super-secret-value").decode()
+    client.add(
+        r.SECRET,
+        {
+            "metadata": {"name": "provider-kubeconfig", "namespace": "team-a"},
+            "data": {"value": secret_value, "config": secret_value},
+        },
+    )
+    with pytest.raises(SecretKeyMissing) as err:
+        discovery.read_remote_kubeconfig(client, "team-a", "to-provider", make_spec(), discovery.KubeconfigPolicy())
+    assert "no key 'kubeconfig' (keys: config, value)" in err.value.message
+    assert "spec.remoteKubeconfigSecretRef.key" in err.value.message
+    assert secret_value not in err.value.message and "super-secret" not in err.value.message
+
+
+def test_read_remote_kubeconfig_uses_the_configured_key() -> None:
+    client = FakeClusterClient("consumer")
+    kubeconfig = """
+apiVersion: v1
+kind: Config
+current-context: p
+contexts: [{name: p, context: {cluster: p, user: p}}]
+clusters: [{name: p, cluster: {server: "https://provider.example:6443"}}]
+users: [{name: p, user: {token: abc}}]
+"""
+    client.add(
+        r.SECRET,
+        {
+            "metadata": {"name": "provider-kubeconfig", "namespace": "team-a"},
+            "data": {"kubeconfig": "", "other": base64.b64encode(kubeconfig.encode()).decode()},
+        },
+    )
+    spec = make_spec(remoteKubeconfigSecretRef={"name": "provider-kubeconfig", "key": "other"})
+    loaded = discovery.read_remote_kubeconfig(client, "team-a", "to-provider", spec, discovery.KubeconfigPolicy())
+    assert loaded.server == "https://provider.example:6443"
+    # An empty value counts as missing.
+    with pytest.raises(SecretKeyMissing, match=r"keys: kubeconfig, other"):
+        discovery.read_remote_kubeconfig(client, "team-a", "to-provider", make_spec(), discovery.KubeconfigPolicy())
