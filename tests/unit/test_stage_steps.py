@@ -762,6 +762,24 @@ def test_offloading_disabled_deletes_slice_and_virtual_node() -> None:
     assert offloading.reconcile(p).state == "disabled"
 
 
+def test_offloading_disabled_keeps_a_slice_made_by_liqoctl() -> None:
+    """A ResourceSlice of the same name without this peering's labels (liqoctl peer) and its node stay."""
+    p = make_run(make_spec(offloading={"createResourceSlice": False, "createVirtualNode": False}))
+    local, _ = fakes(p)
+    local.add(
+        r.RESOURCE_SLICE,
+        {
+            "metadata": {"name": "provider-id", "namespace": C_NS, "labels": {naming.REMOTE_CLUSTER_ID: "provider-id"}},
+            "spec": {"class": "default", "providerClusterID": "provider-id"},
+        },
+    )
+    virtual_node(local, "Running", "Running")
+
+    assert offloading.reconcile(p).state == "disabled"
+    assert local.kinds() == {"ResourceSlice", "VirtualNode"}
+    assert local.writes == []
+
+
 # == idempotency ======================================================================================
 
 

@@ -16,8 +16,13 @@ def reconcile(p: PeeringRun) -> StageResult:
     ctx = p.ctx
     name, ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     if not spec.create_resource_slice:
-        p.local.delete(r.RESOURCE_SLICE, name, ns)
-        p.local.delete(r.VIRTUAL_NODE, name, ns)
+        # Remove only our own slice (and the virtual node Liqo made from it): a ResourceSlice of the same
+        # name made by liqoctl or another peering is not ours to delete, as in teardown.
+        existing = p.local.get(r.RESOURCE_SLICE, name, ns)
+        labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+        if existing is None or all(labels.get(k) == v for k, v in ctx.owner.items()):
+            p.local.delete(r.RESOURCE_SLICE, name, ns)
+            p.local.delete(r.VIRTUAL_NODE, name, ns)
         return StageResult.disabled(STAGE, "no ResourceSlice requested")
     slice_ = p.local.apply(r.RESOURCE_SLICE, offloading.resource_slice(ctx, spec))
     conds = offloading.slice_conditions(slice_)
