@@ -25,7 +25,7 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine import authentication, discovery, networking, offloading, teardown
 from liqo_peering.engine.discovery import KubeconfigPolicy
-from liqo_peering.engine.result import StageResult
+from liqo_peering.engine.result import STAGES, StageResult
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import DuplicatePeering, PeeringError
 from liqo_peering.kubeconfig import KubeconfigError, redact
@@ -167,6 +167,11 @@ class PeeringService:
             error_reason=error.reason if error else None,
             error_message=redact(error.message) if error else None,
             mirror=mirror,
+            liqo_checked=frozenset(
+                stage
+                for stage in STAGES
+                if stage != "offloading" or spec is None or spec.offloading.create_virtual_node
+            ),
             local_cluster_id=ids[0],
             remote_cluster_id=ids[1],
             created_anything=created_anything,

@@ -33,6 +33,9 @@ class Observation:
     local_cluster_id: str | None = None
     remote_cluster_id: str | None = None
     created_anything: bool = True
+    # Stages whose Liqo module must also look healthy on the ForeignCluster. Offloading without a
+    # virtual node has nothing for Liqo to report (its conditions are about virtual nodes).
+    liqo_checked: frozenset[str] = frozenset(STAGES)
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,9 @@ def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _stage_condition(stage: str, result: StageResult | None, mirror: dict[str, Any] | None) -> tuple[str, str, str]:
+def _stage_condition(
+    stage: str, result: StageResult | None, mirror: dict[str, Any] | None, liqo_checked: bool = True
+) -> tuple[str, str, str]:
     """(status, reason, message) for NetworkReady / AuthenticationReady / OffloadingReady."""
     if result is None:
         return "Unknown", "NotStarted", f"the {stage} stage has not started: an earlier step must complete first"
@@ -58,6 +63,8 @@ def _stage_condition(stage: str, result: StageResult | None, mirror: dict[str, A
         return "False", result.reason, result.message
     if result.state == "progressing":
         return "False", result.reason, result.message
+    if not liqo_checked:
+        return "True", "Established", result.message
     # Our steps are done: Liqo's own view of the module must agree.
     status, reason, message = module_condition(mirror or {}, stage, expected=True)
     if status == "True":
@@ -73,7 +80,7 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
 
     stage_states = {}
     for stage in STAGES:
-        state, reason, message = _stage_condition(stage, obs.stages.get(stage), obs.mirror)
+        state, reason, message = _stage_condition(stage, obs.stages.get(stage), obs.mirror, stage in obs.liqo_checked)
         stage_states[stage] = (state, reason, message)
         cond = make_condition(STAGE_CONDITIONS[stage], state, reason, message, gen, obs.now)
         old = get_condition(conditions, cond["type"])
