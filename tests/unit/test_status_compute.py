@@ -381,3 +381,15 @@ def test_is_ready() -> None:
     assert is_ready(waiting) is False
     assert is_ready(None) is False
     assert is_ready({}) is False
+
+
+def test_offloading_without_virtual_node_does_not_wait_for_liqo_offloading_conditions() -> None:
+    """Liqo reports offloading conditions only for virtual nodes: none are asked for, none will come."""
+    no_vnode = fc(overrides={"offloading": []})
+    status, _ = compute(None, observe(fc_obj=no_vnode))
+    assert brief(status, "OffloadingReady")[0] != "True"  # checked against Liqo: still pending
+    unchecked = frozenset({"networking", "authentication"})
+    status, events = compute(None, observe(fc_obj=no_vnode, liqo_checked=unchecked))
+    assert brief(status, "OffloadingReady") == ("True", "Established")
+    assert status["peerStatus"] == "ready"
+    assert ("Normal", "PeeringReady") in reasons(events)
