@@ -25,6 +25,7 @@ require_version() { # <module dir> <module path> <expected version>
     fi
 }
 require_version hack/tools/kubernetes k8s.io/kubernetes "v$KUBERNETES_VERSION"
+require_version hack/tools/kubectl k8s.io/kubernetes "v$KUBERNETES_VERSION"
 require_version hack/tools/etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION"
 require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
 staging="v0.${KUBERNETES_VERSION#*.}"
@@ -68,6 +69,8 @@ k8s_out=$cache_dir/kubernetes-$KUBERNETES_VERSION
 build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$k8s_out/kube-apiserver" "$k8s_ldflags"
 build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-controller-manager \
     "$k8s_out/kube-controller-manager" "$k8s_ldflags"
+# kubectl, for the demo and the `kubectl wait` checks: a module of its own (see hack/tools/kubectl/tools.go).
+build hack/tools/kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_out/kubectl" "$k8s_ldflags"
 
 build hack/tools/etcd . "$cache_dir/etcd-$ETCD_VERSION/etcd" ""
 

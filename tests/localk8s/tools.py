@@ -13,6 +13,7 @@ VERSIONS_FILE = REPO_ROOT / "hack" / "versions.env"
 TOOLS: dict[str, tuple[str, str]] = {
     "kube-apiserver": ("kubernetes", "KUBERNETES_VERSION"),
     "kube-controller-manager": ("kubernetes", "KUBERNETES_VERSION"),
+    "kubectl": ("kubernetes", "KUBERNETES_VERSION"),
     "etcd": ("etcd", "ETCD_VERSION"),
     "helm": ("helm", "HELM_VERSION"),
 }
