@@ -1,0 +1,533 @@
+"""The operator against Liqo's REAL control plane (tests/liqo_real): marker `realliqo`.
+
+Two local clusters run Liqo v1.2.0's liqo-controller-manager, crd-replicator, ipam and (per VirtualNode)
+virtual-kubelet as processes; only the data plane (gateway pods, LoadBalancer address, Connections) is
+stood in (liqo_real.dataplane), and the scheduler (tests bind pods to the virtual node themselves).
+ForeignClusters, nonces, Tenants/Identities (real CSRs), ResourceSlice acceptance, VirtualNodes and the
+virtual Node all come from Liqo.
+
+The adoption test comes first on purpose: it starts two fresh clusters of its own, and is done with them
+before the shared pair (`real_liqo`) starts, so that no more than two clusters run Liqo at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from operator_support import SECRET, OperatorProcess, Peerings, api_client, install_crd, wait_for
+
+from liqo_real import liqo_binary
+from liqo_real.pytest_plugin import RealLiqoPair, real_liqo, start_real_liqo_pair
+
+__all__ = ["real_liqo"]  # the session fixture, imported so that pytest finds it
+
+pytestmark = [pytest.mark.realliqo]
+
+NAME = "provider"
+VIRTUAL_NODE_TAINT = "virtual-node.liqo.io/not-allowed"  # pkg/consts (the webhook would add the toleration)
+
+
+def spec(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "3m"}
+    base.update(overrides)
+    return base
+
+
+def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
+    return k8s.CustomObjectsApi(api)
+
+
+def get(api: k8s.ApiClient, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+    try:
+        if namespace is None:
+            return cast(dict[str, Any], custom(api).get_cluster_custom_object(group, "v1beta1", plural, name))
+        return cast(dict[str, Any], custom(api).get_namespaced_custom_object(group, "v1beta1", namespace, plural, name))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def items(api: k8s.ApiClient, group: str, plural: str, namespace: str) -> list[dict[str, Any]]:
+    result: Any = custom(api).list_namespaced_custom_object(group, "v1beta1", namespace, plural)
+    return list(result["items"])
+
+
+def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
+    found = (
+        k8s.CoreV1Api(api)
+        .list_namespace(label_selector=f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true")
+        .items
+    )
+    assert found, f"no tenant namespace for {peer_id}"
+    return str(found[0].metadata.name)  # type: ignore[union-attr]
+
+
+@dataclass
+class RealEnv:
+    pair: RealLiqoPair
+    operator: OperatorProcess
+    peerings: Peerings
+    consumer_api: k8s.ApiClient
+    provider_api: k8s.ApiClient
+
+    @property
+    def consumer_id(self) -> str:
+        return self.pair.ids["consumer"]
+
+    @property
+    def provider_id(self) -> str:
+        return self.pair.ids["provider"]
+
+    def provider_kubeconfig(self) -> bytes:
+        return Path(self.pair["provider"].kubeconfig).read_bytes()
+
+    def set_connection_fault(self, value: str | None) -> None:
+        for side in ("consumer", "provider"):
+            dp = self.pair.liqo[side].dataplane
+            assert dp is not None
+            dp.set_fault(value)
+
+    def diagnostics(self) -> str:
+        out = [f"operator log: {self.operator.log_path}"]
+        for side, env in self.pair.liqo.items():
+            if env.runner:
+                out.append(f"[{side}] {env.runner.describe()}")
+                out.extend(f"[{side}] runner error: {e}" for e in env.runner.errors[-5:])
+            if env.dataplane:
+                out.extend(f"[{side}] data plane error: {e}" for e in env.dataplane.errors[-5:])
+        return "\n".join(out)
+
+
+def _start_env(pair: RealLiqoPair, log_dir: Path) -> RealEnv:
+    consumer_api = api_client(pair["consumer"].kubeconfig)
+    install_crd(consumer_api)
+    operator = OperatorProcess(Path(pair["consumer"].kubeconfig), log_dir).start()
+    return RealEnv(pair, operator, Peerings(consumer_api), consumer_api, api_client(pair["provider"].kubeconfig))
+
+
+@pytest.fixture(scope="module")
+def real_env(real_liqo: RealLiqoPair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEnv]:
+    env = _start_env(real_liqo, tmp_path_factory.mktemp("real-operator"))
+    try:
+        yield env
+    finally:
+        env.operator.stop()
+        sys.stderr.write(f"\n--- operator log: {env.operator.log_path}\n")
+
+
+def _namespace_for(env: RealEnv, nodeid: str) -> str:
+    namespace = "rl-" + re.sub(r"[^a-z0-9-]", "-", nodeid.lower())[-50:].strip("-")
+    env.peerings.make_namespace(namespace)
+    env.peerings.put_kubeconfig_secret(namespace, SECRET, env.provider_kubeconfig())
+    return namespace
+
+
+def _cleanup(env: RealEnv, namespace: str) -> None:
+    env.set_connection_fault(None)
+    if env.operator.proc is None or env.operator.proc.poll() is not None:
+        env.operator.start()
+    for item in env.peerings.custom.list_namespaced_custom_object(
+        "peering.liqo-operator.io", "v1alpha1", namespace, "liqopeerings"
+    )["items"]:
+        env.peerings.delete(namespace, item["metadata"]["name"])
+        env.peerings.wait_gone(namespace, item["metadata"]["name"], timeout=180)
+    env.peerings.core.delete_namespace(namespace)
+
+
+@pytest.fixture
+def rcase(real_env: RealEnv, request: pytest.FixtureRequest) -> Iterator[tuple[RealEnv, str]]:
+    """A namespace with Secret provider-kubeconfig; its peerings are unpeered afterwards."""
+    namespace = _namespace_for(real_env, request.node.name)
+    try:
+        yield real_env, namespace
+    finally:
+        sys.stderr.write(real_env.diagnostics() + "\n")  # shown by pytest when the test failed
+        _cleanup(real_env, namespace)
+
+
+def _object_uids(env: RealEnv) -> dict[str, str]:
+    """uid of every object making up the peering, by kind (ForeignClusters on both sides included)."""
+    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    wanted = [
+        (env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id),
+        (env.provider_api, "core.liqo.io", "foreignclusters", None, env.consumer_id),
+        (env.consumer_api, "networking.liqo.io", "configurations", c_ns, env.provider_id),
+        (env.provider_api, "networking.liqo.io", "configurations", p_ns, env.consumer_id),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns, env.consumer_id),
+        (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns, env.provider_id),
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns, env.consumer_id),
+        (env.consumer_api, "authentication.liqo.io", "identities", c_ns, f"controlplane-{env.provider_id}"),
+        (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id),
+        (env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns, env.provider_id),
+    ]
+    uids = {}
+    for api, group, plural, ns, name in wanted:
+        obj = get(api, group, plural, ns, name)
+        side = "consumer" if api is env.consumer_api else "provider"
+        assert obj, f"{plural} {ns}/{name} missing on the {side}"
+        uids[f"{side}/{plural}/{name}"] = obj["metadata"]["uid"]
+    return uids
+
+
+# --- adoption of a liqoctl peering (fresh clusters; must run before the shared pair starts) ---------------
+def test_liqoctl_peering_is_adopted_without_disruption(tmp_path: Path) -> None:
+    liqoctl = liqo_binary("liqoctl")
+    pair = start_real_liqo_pair(Path(tempfile.mkdtemp(prefix="liqo-adopt-")), prefix="ad")
+    env: RealEnv | None = None
+    try:
+        started = time.monotonic()
+        peer = subprocess.run(
+            [
+                str(liqoctl),
+                "peer",
+                "--kubeconfig",
+                str(pair["consumer"].kubeconfig),
+                "--remote-kubeconfig",
+                str(pair["provider"].kubeconfig),
+                "--timeout",
+                "5m",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=360,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        )
+        took = time.monotonic() - started
+        sys.stderr.write(f"\nliqoctl peer took {took:.1f}s (rc {peer.returncode})\n{peer.stdout[-3000:]}\n")
+        assert peer.returncode == 0, f"liqoctl peer failed:\n{peer.stdout[-4000:]}\n{peer.stderr[-4000:]}"
+
+        env = _start_env(pair, tmp_path)
+        before = _object_uids(env)
+        namespace = _namespace_for(env, "adopt")
+        env.peerings.create(namespace, NAME, spec())
+        status = env.peerings.wait_status(namespace, NAME, "ready", timeout=180)
+        after = _object_uids(env)
+        assert after == before, "objects were re-created while adopting the liqoctl peering"
+        assert status["remoteClusterID"] == env.provider_id
+        # Still one of each (no duplicate next to liqoctl's).
+        c_ns = tenant_ns(env.consumer_api, env.provider_id)
+        for plural, group in (("resourceslices", "authentication.liqo.io"), ("gatewayclients", "networking.liqo.io")):
+            assert len(items(env.consumer_api, group, plural, c_ns)) == 1, plural
+    finally:
+        if env is not None:
+            env.operator.stop()
+            sys.stderr.write(f"\n--- adoption operator log: {env.operator.log_path}\n")
+        pair.stop()
+
+
+# --- one peering shared by the read-only and in-place tests ------------------------------------------------
+@pytest.fixture(scope="class")
+def peered(real_env: RealEnv) -> Iterator[tuple[RealEnv, str]]:
+    namespace = _namespace_for(real_env, "shared")
+    try:
+        real_env.peerings.create(namespace, NAME, spec(offloading={"resources": {"cpu": "2", "memory": "4Gi"}}))
+        try:
+            real_env.peerings.wait_status(namespace, NAME, "ready", timeout=240)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{real_env.diagnostics()}") from None
+        yield real_env, namespace
+    finally:
+        _cleanup(real_env, namespace)
+
+
+class TestPeeredWithRealLiqo:
+    def test_ready_and_status_mirrors_liqos_foreign_cluster(self, peered: tuple[RealEnv, str]) -> None:
+        env, ns = peered
+        status = env.peerings.status(ns, NAME)
+        assert status["peerStatus"] == "ready"
+        assert status["localClusterID"] == env.consumer_id and status["remoteClusterID"] == env.provider_id
+        conds = {c["type"]: c for c in status["conditions"]}
+        for cond_type in ("Ready", "NetworkReady", "AuthenticationReady", "OffloadingReady"):
+            assert conds[cond_type]["status"] == "True", conds[cond_type]
+
+        def liqo_view() -> dict[str, Any]:
+            fc = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) or {}
+            st = fc.get("status") or {}
+            mods = st.get("modules") or {}
+            return {
+                "role": st.get("role"),
+                "modules": {
+                    m: {
+                        "enabled": bool((mods.get(m) or {}).get("enabled")),
+                        "conditions": sorted(
+                            (c["type"], c.get("status")) for c in (mods.get(m) or {}).get("conditions") or []
+                        ),
+                    }
+                    for m in ("networking", "authentication", "offloading")
+                },
+            }
+
+        def mirror_view() -> dict[str, Any]:
+            mirror = env.peerings.status(ns, NAME).get("foreignCluster") or {}
+            mods = mirror.get("modules") or {}
+            return {
+                "role": mirror.get("role"),
+                "modules": {
+                    m: {
+                        "enabled": bool((mods.get(m) or {}).get("enabled")),
+                        "conditions": sorted(
+                            (c["type"], c.get("status")) for c in (mods.get(m) or {}).get("conditions") or []
+                        ),
+                    }
+                    for m in ("networking", "authentication", "offloading")
+                },
+            }
+
+        liqo = liqo_view()
+        # Liqo itself wrote these (the ForeignCluster controller): every module enabled, with conditions.
+        for m in ("networking", "authentication", "offloading"):
+            assert liqo["modules"][m]["enabled"] and liqo["modules"][m]["conditions"], (m, liqo)
+        wait_for(
+            "the LiqoPeering's foreignCluster mirror to equal Liqo's ForeignCluster status",
+            lambda: mirror_view() == liqo_view(),
+            timeout=30,
+        )
+        mirror = env.peerings.status(ns, NAME)["foreignCluster"]
+        assert {m: mirror["modules"][m]["health"] for m in ("networking", "authentication", "offloading")} == {
+            "networking": "Healthy",
+            "authentication": "Healthy",
+            "offloading": "Healthy",
+        }, mirror
+
+    def test_liqo_did_the_work_itself(self, peered: tuple[RealEnv, str]) -> None:
+        """What the stand-in would have faked is here, written by Liqo's controllers."""
+        env, _ = peered
+        c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+        core_c, core_p = k8s.CoreV1Api(env.consumer_api), k8s.CoreV1Api(env.provider_api)
+        # The Tenant's certificate was issued through a real CSR, signed by the provider's CA.
+        identity = get(
+            env.consumer_api, "authentication.liqo.io", "identities", c_ns, f"controlplane-{env.provider_id}"
+        )
+        assert identity and identity["status"]["kubeconfigSecretRef"]["name"]
+        secret = core_c.read_namespaced_secret(identity["status"]["kubeconfigSecretRef"]["name"], c_ns)
+        kubeconfig = base64.b64decode((secret.data or {})["kubeconfig"]).decode()
+        assert env.pair["provider"].server in kubeconfig
+        # ResourceSlice accepted by the provider's controller manager, replicated by the CRD replicator.
+        rs = get(env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id)
+        assert rs
+        rs_conds = {c["type"]: c["status"] for c in rs["status"]["conditions"]}
+        assert rs_conds.get("Authentication") == "Accepted" and rs_conds.get("Resources") == "Accepted", rs_conds
+        assert get(env.provider_api, "authentication.liqo.io", "resourceslices", p_ns, env.provider_id)
+        # The virtual Node, registered by the real virtual kubelet running as a process.
+        nodes = core_c.list_node(label_selector="liqo.io/type=virtual-node").items
+        assert [n.metadata.name for n in nodes] == [env.provider_id]  # type: ignore[union-attr]
+        ready = {c.type: c.status for c in (nodes[0].status.conditions or [])}  # type: ignore[union-attr]
+        assert ready.get("Ready") == "True", ready
+        runner = env.pair.liqo["consumer"].runner
+        assert runner and [p.alive() for p in runner.processes("virtual-kubelet")] == [True]
+        # The nonce Secret on the provider was filled by Liqo's nonce creator.
+        nonces = core_p.list_namespaced_secret(p_ns, label_selector="liqo.io/nonce=true").items
+        assert len(nonces) == 1 and (nonces[0].data or {}).get("nonce")
+
+    def test_resources_update_reaches_the_resource_slice(self, peered: tuple[RealEnv, str]) -> None:
+        env, ns = peered
+        env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resources": {"cpu": "3", "memory": "2Gi"}}}})
+        c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+
+        def updated(api: k8s.ApiClient, where: str) -> bool:
+            rs = get(api, "authentication.liqo.io", "resourceslices", where, env.provider_id) or {}
+            return (rs.get("spec") or {}).get("resources") == {"cpu": "3", "memory": "2Gi"}
+
+        wait_for("the consumer's ResourceSlice to carry the new resources", lambda: updated(env.consumer_api, c_ns), 60)
+        wait_for("Liqo to replicate it to the provider", lambda: updated(env.provider_api, p_ns), 60)
+        generation = env.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
+        wait_for(
+            "observedGeneration to follow",
+            lambda: env.peerings.status(ns, NAME).get("observedGeneration") == generation,
+        )
+        env.peerings.wait_status(ns, NAME, "ready", timeout=120)
+
+    def test_deleted_gateway_client_comes_back(self, peered: tuple[RealEnv, str]) -> None:
+        env, ns = peered
+        c_ns = tenant_ns(env.consumer_api, env.provider_id)
+        old = get(env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns, env.provider_id)
+        assert old
+        custom(env.consumer_api).delete_namespaced_custom_object(
+            "networking.liqo.io", "v1beta1", c_ns, "gatewayclients", env.provider_id
+        )
+
+        def recreated() -> bool:
+            new = get(env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns, env.provider_id)
+            return bool(new) and new["metadata"]["uid"] != old["metadata"]["uid"]  # type: ignore[index]
+
+        wait_for("the GatewayClient to be re-created", recreated, timeout=90)
+        env.peerings.wait_status(ns, NAME, "ready", timeout=180)
+
+    def test_namespace_offloading_and_pod_reflection(self, peered: tuple[RealEnv, str]) -> None:
+        env, _ = peered
+        ns = "rl-offloaded"
+        core_c, core_p = k8s.CoreV1Api(env.consumer_api), k8s.CoreV1Api(env.provider_api)
+        env.peerings.make_namespace(ns)
+        try:
+            custom(env.consumer_api).create_namespaced_custom_object(
+                "offloading.liqo.io",
+                "v1beta1",
+                ns,
+                "namespaceoffloadings",
+                {
+                    "apiVersion": "offloading.liqo.io/v1beta1",
+                    "kind": "NamespaceOffloading",
+                    "metadata": {"name": "offloading"},
+                    "spec": {
+                        "namespaceMappingStrategy": "DefaultName",
+                        "podOffloadingStrategy": "LocalAndRemote",
+                        "clusterSelector": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "liqo.io/type", "operator": "In", "values": ["virtual-node"]}
+                                    ]
+                                }
+                            ]
+                        },
+                    },
+                },
+            )
+
+            def offloaded() -> str | None:
+                no = get(env.consumer_api, "offloading.liqo.io", "namespaceoffloadings", ns, "offloading") or {}
+                st = no.get("status") or {}
+                return st.get("remoteNamespaceName") if st.get("offloadingPhase") == "Ready" else None
+
+            remote_ns = wait_for("the NamespaceOffloading to be Ready", offloaded, timeout=90)
+            wait_for(
+                f"namespace {remote_ns} on the provider",
+                lambda: any(n.metadata.name == remote_ns for n in core_p.list_namespace().items),  # type: ignore[union-attr]
+                timeout=60,
+            )
+
+            # No kube-scheduler runs: bind the pod to the virtual node as the scheduler would (Binding
+            # subresource), with the toleration Liqo's webhook would add.
+            pod: Any = {
+                "metadata": {"name": "hello"},
+                "spec": {
+                    "containers": [{"name": "hello", "image": "registry.invalid/hello:1"}],
+                    "tolerations": [{"key": VIRTUAL_NODE_TAINT, "operator": "Exists", "effect": "NoExecute"}],
+                },
+            }
+            core_c.create_namespaced_pod(ns, pod)
+            binding: Any = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "hello"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": env.provider_id},
+            }
+            core_c.create_namespaced_binding(ns, binding, _preload_content=False)
+            bound = core_c.read_namespaced_pod("hello", ns)
+            assert bound.spec.node_name == env.provider_id  # type: ignore[union-attr]
+
+            def reflected() -> Any:
+                pods = core_p.list_namespaced_pod(remote_ns).items
+                return pods[0] if pods else None
+
+            remote = wait_for("the virtual kubelet to reflect the pod to the provider", reflected, timeout=90)
+            assert remote.metadata.name == "hello"
+            assert remote.spec.containers[0].image == "registry.invalid/hello:1"
+            # It is a ShadowPod's pod, as Liqo makes them.
+            shadows = items(env.provider_api, "offloading.liqo.io", "shadowpods", remote_ns)
+            assert [s["metadata"]["name"] for s in shadows] == ["hello"]
+        finally:
+            with contextlib.suppress(ApiException):
+                core_c.delete_namespaced_pod("hello", ns, grace_period_seconds=0)
+            try:
+                custom(env.consumer_api).delete_namespaced_custom_object(
+                    "offloading.liqo.io", "v1beta1", ns, "namespaceoffloadings", "offloading"
+                )
+                wait_for(
+                    "the NamespaceOffloading to be gone",
+                    lambda: (
+                        get(env.consumer_api, "offloading.liqo.io", "namespaceoffloadings", ns, "offloading") is None
+                    ),
+                    timeout=90,
+                )
+            except ApiException:
+                pass
+            core_c.delete_namespace(ns)
+
+
+# --- tests with a peering of their own -----------------------------------------------------------------------
+def test_timeout_while_connections_are_withheld_then_ready(rcase: tuple[RealEnv, str]) -> None:
+    env, ns = rcase
+    env.set_connection_fault("Never")
+    env.peerings.create(ns, NAME, spec(timeout="20s"))
+    status = env.peerings.wait_status(ns, NAME, "timeout", timeout=120)
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "Timeout"
+    env.set_connection_fault(None)
+    status = env.peerings.wait_status(ns, NAME, "ready", timeout=180)
+    assert next(c for c in status["conditions"] if c["type"] == "Stalled")["status"] == "False"
+
+
+def test_operator_killed_mid_way_resumes_without_duplicates(rcase: tuple[RealEnv, str]) -> None:
+    env, ns = rcase
+    env.set_connection_fault("Never")  # hold the peering in networking while the operator dies
+    env.peerings.create(ns, NAME, spec())
+    env.peerings.wait_status(ns, NAME, "establishing", timeout=60)
+    wait_for(
+        "the GatewayServer on the provider",
+        lambda: items(
+            env.provider_api, "networking.liqo.io", "gatewayservers", tenant_ns(env.provider_api, env.consumer_id)
+        ),
+        timeout=90,
+    )
+    env.operator.kill()
+    env.set_connection_fault(None)
+    env.operator.start()
+    env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    for api, group, plural, where in (
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+        (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
+        (env.consumer_api, "authentication.liqo.io", "identities", c_ns),
+        (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
+        (env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns),
+    ):
+        assert len(items(api, group, plural, where)) == 1, plural
+    namespaces = k8s.CoreV1Api(env.consumer_api).list_namespace(
+        label_selector=f"liqo.io/remote-cluster-id={env.provider_id},liqo.io/tenant-namespace=true"
+    )
+    assert len(namespaces.items) == 1
+
+
+def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
+    env, ns = rcase
+    env.peerings.create(ns, NAME, spec())
+    env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    env.peerings.delete(ns, NAME)
+    env.peerings.wait_gone(ns, NAME, timeout=180)
+    for api, group, plural, where in (
+        (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
+        (env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns),
+        (env.consumer_api, "authentication.liqo.io", "identities", c_ns),
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+        (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+        (env.consumer_api, "networking.liqo.io", "configurations", c_ns),
+        (env.provider_api, "networking.liqo.io", "configurations", p_ns),
+    ):
+        assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+    # Liqo itself removed the virtual node and stopped its virtual kubelet.
+    wait_for(
+        "the virtual Node to be gone",
+        lambda: not k8s.CoreV1Api(env.consumer_api).list_node(label_selector="liqo.io/type=virtual-node").items,
+        timeout=90,
+    )
+    runner = env.pair.liqo["consumer"].runner
+    assert runner is not None
+    wait_for("the virtual kubelet process to stop", lambda: not runner.processes("virtual-kubelet"), timeout=60)
