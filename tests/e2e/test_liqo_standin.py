@@ -469,6 +469,36 @@ def test_delay_fault(peering: Peering, liqo_standin: StandInProcess) -> None:
     assert time.monotonic() - start >= 3.5
 
 
+def test_paused_fault(peering: Peering, liqo_standin: StandInProcess) -> None:
+    pr = peering
+    liqo_standin.set_faults("provider", paused="true")
+    time.sleep(0.5)
+    pr.p.create(k.SECRET, _secret("liqo-nonce", pr.p_ns, {"liqo.io/nonce": "true", REMOTE: pr.cid}), pr.p_ns)
+    time.sleep(3)
+    assert not ((pr.p.get(k.SECRET, "liqo-nonce", pr.p_ns) or {}).get("data") or {}).get("nonce")
+    liqo_standin.set_faults("provider", paused=None)
+    wait_for("nonce", lambda: ((pr.p.get(k.SECRET, "liqo-nonce", pr.p_ns) or {}).get("data") or {}).get("nonce"))
+
+
+def test_tenant_and_virtualnode_never_faults(peering: Peering, liqo_standin: StandInProcess) -> None:
+    pr = peering
+    liqo_standin.set_faults("provider", tenant="Never")
+    liqo_standin.set_faults("consumer", virtualnode="Never")
+    _declarative_auth(pr)
+    pr.c.create(k.RESOURCESLICE, _slice(pr), pr.c_ns)
+    time.sleep(3)
+    assert not (pr.p.get(k.TENANT, pr.cid, pr.p_ns) or {}).get("status")
+    # The slice is still judged (its Tenant exists) but no virtual node comes.
+    assert cond(pr.c.get(k.RESOURCESLICE, pr.pid, pr.c_ns), "Authentication") == "Accepted"
+    assert pr.c.get(k.VIRTUALNODE, pr.pid, pr.c_ns) is None
+    liqo_standin.set_faults("both", tenant=None, virtualnode=None)
+    wait_for(
+        "Tenant namespace",
+        lambda: ((pr.p.get(k.TENANT, pr.cid, pr.p_ns) or {}).get("status") or {}).get("tenantNamespace"),
+    )
+    wait_for("VirtualNode", lambda: pr.c.get(k.VIRTUALNODE, pr.pid, pr.c_ns))
+
+
 def test_liqo_missing_on_one_side(liqo_clusters: LiqoClusters, liqo_standin: StandInProcess) -> None:
     liqo_clusters.uninstall("provider")
     try:

@@ -58,6 +58,8 @@ namespace. A knob applies to objects on that cluster; when unset there, the othe
 - `delay: "<seconds>"`: react to each object only that long after first seeing it;
 - `resourceslice: Denied` (Resources=Denied) | `AuthDenied` (Authentication=Denied) | `Accepted` (default);
 - `connection: Error` | `Connecting` (stuck) | `Never` (no Connection at all; an existing one is removed);
+- `tenant: Never`: Tenants never get a status (authentication hangs);
+- `virtualnode: Never`: no VirtualNode/Node for accepted slices (existing ones are removed);
 - `paused: "true"`: do nothing on that cluster (Liqo's controllers down).
 "Liqo missing on one side": liqo_env.uninstall_liqo(); the stand-in then skips that cluster.
 

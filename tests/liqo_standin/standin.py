@@ -327,6 +327,8 @@ class StandIn:
             consumer_id = spec.get("clusterID") or labels(tenant).get(REMOTE)
             if md.get("deletionTimestamp") or not consumer_id or not self._due(side, peer, tenant):
                 continue
+            if self._fault(side, peer, "tenant") == "Never":
+                continue  # authentication never completes
             handshake = spec.get("authzPolicy", "KeysExchange") != "TolerateNoHandshake"
             if handshake and not self._verify_handshake(side, tenant, consumer_id):
                 continue
@@ -821,6 +823,7 @@ class StandIn:
                 and (md.get("annotations") or {}).get(CREATE_VN) == "true"
                 and conds.get("Authentication") == "Accepted"
                 and conds.get("Resources") == "Accepted"
+                and self._fault(side, peer, "virtualnode") != "Never"
             ):
                 wanted[(md["namespace"], md["name"])] = rs
         # Remove what no accepted slice asks for any more.
