@@ -82,9 +82,27 @@ def run(
             client.delete(res, name, ns)
             if client.get(res, name, ns) is not None:
                 remaining.append(f"{res.kind} {ns}/{name} on the {side}")
+            elif res == r.IDENTITY:
+                remaining += _identity_secrets_terminating(client, ctx)
         if remaining:
             return remaining
     return []
+
+
+def _identity_secrets_terminating(local: ClusterClient, ctx: PeeringContext) -> list[str]:
+    """Liqo's ControlPlane kubeconfig Secret of the deleted Identity, while Liqo still tears it down.
+
+    Liqo's CRD replicator holds it (finalizer crdreplicator.liqo.io/operator) until the objects it
+    replicated for the provider are gone on both sides. A new Identity for the same provider created in
+    the meantime re-uses that terminating Secret and its Renew keeps the replicator from ever releasing
+    it: the new peering's ResourceSlice is then never replicated. So unpeering ends only once it is gone.
+    """
+    selector = f"liqo.io/identity-type=ControlPlane,liqo.io/remote-cluster-id={ctx.provider.cluster_id}"
+    return [
+        f"Secret {ctx.consumer_tenant_ns}/{s['metadata']['name']} on the consumer (Liqo is still releasing it)"
+        for s in local.find(r.SECRET, ctx.consumer_tenant_ns, labels=selector)
+        if s["metadata"].get("deletionTimestamp")
+    ]
 
 
 def _slice_was_ours(local: ClusterClient, ctx: PeeringContext) -> bool:
