@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -70,7 +71,23 @@ def _stop_all() -> None:
 atexit.register(_stop_all)
 
 
+def _install_sigterm_handler() -> None:
+    """SIGTERM (CI cancelling the job) would kill pytest without finalizers: the Liqo processes and the
+    clusters would be left running. Turn it into a normal exit (as localk8s.pytest_plugin does)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        _stop_all()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def start_real_liqo_pair(base_dir: Path, prefix: str = "rl") -> RealLiqoPair:
+    _install_sigterm_handler()
     missing = missing_binaries(tuple(sorted(RUNNABLE)))
     if missing:
         pytest.fail(f"Liqo binaries missing: {', '.join(missing)}; run hack/build-liqo.sh", pytrace=False)
