@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from typing import Any, cast
 
 import yaml
@@ -10,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from operator_support import SECRET, PeeringCase, wait_for
 
 from liqo_env.pytest_plugin import LIQO_SETTINGS
+from localk8s import tool_path
 
 NAME = "provider"
 
@@ -351,3 +354,57 @@ def test_admission_rejects_invalid_specs_naming_the_field(case: PeeringCase) -> 
             assert field in str(exc.body), exc.body
         else:
             raise AssertionError(f"spec {name} was accepted: {body}")
+
+
+def kubectl(case: PeeringCase, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    binary = str(tool_path("kubectl"))
+    kubeconfig = str(case.env.lc["consumer"].kubeconfig)
+    return subprocess.run([binary, "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_kubectl_wait_get_and_describe_answer_is_it_up(case: PeeringCase) -> None:
+    ns = case.namespace
+    case.peerings.create(ns, NAME, spec())
+    waited = kubectl(case, "wait", "--for=condition=Ready", f"liqopeering/{NAME}", "-n", ns, "--timeout=150s")
+    assert waited.returncode == 0, waited.stderr
+    assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
+    table = kubectl(case, "get", "lp", "-n", ns, "-o", "wide")
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()[:2]
+    assert header.split()[:6] == ["NAME", "REMOTE", "CLUSTER", "STATUS", "READY", "REASON"]
+    assert row.split()[:5] == [NAME, case.env.provider_id, "ready", "True", "PeeringEstablished"]
+    described = kubectl(case, "describe", "lp", "-n", ns, NAME).stdout
+    assert "PeeringReady" in described
+    assert re.search(r"Peer Status:\s+ready", described), described
+
+
+def test_status_mirrors_foreign_cluster_changes(case: PeeringCase) -> None:
+    """Liqo's ForeignCluster conditions reach the LiqoPeering, mapped to our conditions, and back again."""
+    env, ns = case.env, case.namespace
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_status(ns, NAME, "ready")
+    case.standin.set_faults("consumer", paused="true")  # Liqo's controllers on the consumer stop writing
+    fc_api = custom(env.peerings.api)
+    fc: Any = fc_api.get_cluster_custom_object("core.liqo.io", "v1beta1", "foreignclusters", env.provider_id)
+    broken = {
+        "type": "NetworkConnectionStatus",
+        "status": "Error",
+        "reason": "ConnectionError",
+        "message": "tunnel down (injected)",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    fc["status"]["modules"]["networking"]["conditions"] = [broken]
+    fc_api.replace_cluster_custom_object_status("core.liqo.io", "v1beta1", "foreignclusters", env.provider_id, fc)
+
+    def mirrored() -> dict[str, Any] | None:
+        status = case.peerings.status(ns, NAME)
+        module = status.get("foreignCluster", {}).get("modules", {}).get("networking", {})
+        return status if module.get("health") == "Unhealthy" else None
+
+    status = wait_for("the mirror to show the broken networking module", mirrored, timeout=30)
+    assert status["foreignCluster"]["modules"]["networking"]["conditions"][0]["status"] == "Error"
+    ready = next(c for c in status["conditions"] if c["type"] == "NetworkReady")
+    assert (ready["status"], ready["reason"]) == ("False", "ModuleUnhealthy")
+    assert "tunnel down (injected)" in ready["message"]
+    case.standin.set_faults("consumer", paused=None)
+    case.peerings.wait_status(ns, NAME, "ready", timeout=90)
