@@ -220,6 +220,17 @@ def test_gateways_get_connected_connections(peering: Peering, liqo_standin: Stan
     wait_for("Connection gone", lambda: not pr.c.list(k.CONNECTION, pr.c_ns))
 
 
+def test_wrong_public_key_ends_in_error(peering: Peering) -> None:
+    pr = peering
+    server, client = _gateways(pr)
+    _exchange_keys(pr, server, client)
+    wait_for("Connected", lambda: _connection(pr.c, pr.c_ns, pr.pid) == "Connected")
+    wrong = k.b64(b"\1" * 32)
+    pr.c.patch(k.PUBLICKEY, pr.pid, {"spec": {"publicKey": wrong}}, pr.c_ns)
+    wait_for("Connecting while the handshake is retried", lambda: _connection(pr.c, pr.c_ns, pr.pid) == "Connecting")
+    wait_for("Error after the grace period", lambda: _connection(pr.c, pr.c_ns, pr.pid) == "Error", timeout=20)
+
+
 def test_connection_never_appears(peering: Peering, liqo_standin: StandInProcess) -> None:
     pr = peering
     liqo_standin.set_faults("both", connection="Never")

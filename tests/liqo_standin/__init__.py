@@ -25,7 +25,7 @@ What it does, on each cluster, for the other one (the "peer"):
 - Connection gw-<gateway> per gateway (label liqo.io/remote-cluster-id, spec.type Server|Client,
   gatewayRef), once the gateway is Ready and a PublicKey for the peer exists on its cluster: status.value
   Connecting; Connected when the peer cluster has its gateway too and each side holds the other's real
-  public key; Error when the keys do not match. Deleted when the gateway goes.
+  public key; when the keys do not match, Connecting for 10 s, then Error. Deleted when the gateway goes.
 - ResourceSlice (consumer): status.conditions Authentication/Resources = Accepted|Denied (Authentication
   needs a Tenant for the consumer on the provider, authenticated, Active) and status.resources =
   spec.resources (or a default of cpu 4, memory 8Gi, pods 110), once a ControlPlane kubeconfig Secret for

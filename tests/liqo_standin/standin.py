@@ -41,6 +41,7 @@ GW_POD = "liqo-standin/gateway"
 
 DEFAULT_SLICE_RESOURCES = {"cpu": "4", "memory": "8Gi", "pods": "110"}
 NODE_HEARTBEAT = 10.0
+MISMATCH_GRACE = 10.0  # seconds a gateway with the wrong peer key stays Connecting before Error
 
 
 def now() -> str:
@@ -138,6 +139,7 @@ class StandIn:
         self._first_seen: dict[str, float] = {}
         self._next_due: float | None = None
         self._heartbeats: dict[str, float] = {}
+        self._mismatch_since: dict[str, float] = {}
         self._threads: list[threading.Thread] = []
         self.passes = 0
 
@@ -749,8 +751,15 @@ class StandIn:
         theirs_known = any((p.get("spec") or {}).get("publicKey") in peer_pubs for p in pks)
         if not peer_gws:
             return "Connecting"
+        key = f"{side.name}/{md['uid']}"
         if not (mine_known and theirs_known):
-            return "Error"  # keys exchanged wrongly: the WireGuard handshake would fail
+            # Wrong keys: the handshake fails; like Liqo's ping check, report Error only after a while.
+            since = self._mismatch_since.setdefault(key, time.monotonic())
+            if time.monotonic() - since < MISMATCH_GRACE:
+                self._next_due = min(self._next_due or 1e18, since + MISMATCH_GRACE)
+                return "Connecting"
+            return "Error"
+        self._mismatch_since.pop(key, None)
         return "Connected"
 
     def _gateway_public_key(self, side: Side, gw: Obj) -> str | None:
