@@ -15,7 +15,9 @@ component beyond the mapping table below; the rest is what a kubelet does:
   private directory;
 - once the process has been up for READY_AFTER seconds the Pod's status is set Running/Ready with
   podIP 127.0.0.1, so the Deployment becomes Available; a process that exits is restarted with
-  backoff (restartPolicy Always) and its Pod marked not ready; a Pod that goes away stops its process.
+  backoff (restartPolicy Always) and its Pod marked not ready; a Pod that is deleted stops its process
+  and, through a finalizer (FINALIZER), goes away only once the process has exited, as with a kubelet
+  (unbound Pods would otherwise vanish at once while their process still runs).
 
 Mapping table (FLAG_MAP): flags that make a process listen on a port, or that name an in-cluster
 Service, are rewritten (and listeners added when absent, since the binaries' default ports would
@@ -48,6 +50,8 @@ from .install import container_binary
 RUNNABLE = frozenset({"liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet", "webhook"})
 READY_AFTER = 2.0
 POLL_INTERVAL = 1.0
+# On the Pods whose process runs here: a deleted Pod stays until its process has stopped.
+FINALIZER = "liqo-real.local/process"
 LOCAL_IP = "127.0.0.1"
 
 _LISTEN = "listen"  # -> 127.0.0.1:<free port>
@@ -274,28 +278,60 @@ class ComponentRunner:
     # --- one pass --------------------------------------------------------------------------------------
     def sync(self) -> None:
         wanted: dict[str, tuple[Obj, str]] = {}
+        terminating: list[Obj] = []
         for dep in self.kc.list(k.DEPLOYMENT):
             binary = container_binary(dep)
-            if binary not in RUNNABLE or dep["metadata"].get("deletionTimestamp"):
+            if binary not in RUNNABLE:
                 continue
             sel = ",".join(f"{a}={b}" for a, b in (dep["spec"]["selector"].get("matchLabels") or {}).items())
             for pod in self.kc.list(k.POD, dep["metadata"]["namespace"], sel):
                 if pod["metadata"].get("deletionTimestamp"):
-                    continue
-                key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-                wanted[key] = (pod, binary)
+                    terminating.append(pod)
+                elif not dep["metadata"].get("deletionTimestamp"):
+                    key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+                    wanted[key] = (pod, binary)
+        # Pods whose Deployment is already gone (its ReplicaSet's garbage collection deletes them later).
+        seen = {p["metadata"]["uid"] for p in terminating} | {p["metadata"]["uid"] for p, _ in wanted.values()}
+        for pod in self.kc.list(k.POD):
+            md = pod["metadata"]
+            if FINALIZER in (md.get("finalizers") or []) and md.get("deletionTimestamp") and md["uid"] not in seen:
+                terminating.append(pod)
         with self._lock:
             for key in list(self.procs):
                 proc = self.procs[key]
                 pod_uid = wanted[key][0]["metadata"]["uid"] if key in wanted else None
                 if pod_uid != proc.pod_uid:
-                    _log(f"{self.name}: pod {key} gone, stopping {proc.binary}")
+                    _log(f"{self.name}: pod {key} gone or terminating, stopping {proc.binary}")
                     proc.stop()
                     del self.procs[key]
+            # Like a kubelet, a terminating Pod goes away only once its process has stopped: Liqo (e.g.
+            # the virtual node deletion routine) waits for the Pods to be gone and must not race with a
+            # process that is still running.
+            for pod in terminating:
+                self._release(pod)
             for key, (pod, binary) in wanted.items():
                 if key not in self.procs:
+                    self._hold(pod)
                     self.procs[key] = self._new_proc(key, pod, binary)
                 self._tend(self.procs[key], pod)
+
+    def _hold(self, pod: Obj) -> None:
+        md = pod["metadata"]
+        finalizers = md.get("finalizers") or []
+        if FINALIZER not in finalizers:
+            patch = {"metadata": {"finalizers": [*finalizers, FINALIZER], "resourceVersion": md["resourceVersion"]}}
+            self.kc.patch(k.POD, md["name"], patch, md["namespace"])
+
+    def _release(self, pod: Obj) -> None:
+        md = pod["metadata"]
+        finalizers = md.get("finalizers") or []
+        if FINALIZER in finalizers:
+            rest = [f for f in finalizers if f != FINALIZER]
+            try:
+                self.kc.patch(k.POD, md["name"], {"metadata": {"finalizers": rest or None}}, md["namespace"])
+            except KubeError as e:
+                if e.status != 404:
+                    raise
 
     def _values(self, kind: str) -> str:
         if kind == _LISTEN:
