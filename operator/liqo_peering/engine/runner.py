@@ -21,11 +21,13 @@ class PeeringRunner:
         self.service = service
         self.resync_interval = resync_interval
         self._triggers: dict[tuple[str, str], asyncio.Event] = {}
+        self._kinds: dict[tuple[str, str], set[str]] = {}
 
     def poke(self, namespace: str, name: str) -> None:
         """Wake a peering's loop now (spec or annotation change)."""
         trigger = self._triggers.get((namespace, name))
         if trigger is not None:
+            self._kinds.setdefault((namespace, name), set()).add("spec")
             trigger.set()
 
     async def run(self, namespace: str, name: str, stopped: Any) -> None:
@@ -33,16 +35,28 @@ class PeeringRunner:
         trigger = asyncio.Event()
         self._triggers[(namespace, name)] = trigger
 
-        def notify() -> None:
-            loop.call_soon_threadsafe(trigger.set)
+        kinds = self._kinds.setdefault((namespace, name), set())
+
+        def wake(kind: str) -> None:
+            kinds.add(kind)
+            trigger.set()
+
+        def notify(kind: str) -> None:
+            loop.call_soon_threadsafe(wake, kind)
 
         watches = PeeringWatches(notify)
         failures = 0
         try:
+            mirror_only = False
             while not stopped:
                 trigger.clear()
                 try:
-                    outcome = await asyncio.to_thread(self.service.reconcile, namespace, name)
+                    outcome = None
+                    if mirror_only:
+                        # Only Liqo's ForeignCluster changed: mirror it without a full pass.
+                        outcome = await asyncio.to_thread(self.service.refresh_mirror, namespace, name)
+                    if outcome is None:
+                        outcome = await asyncio.to_thread(self.service.reconcile, namespace, name)
                 except Exception:
                     failures += 1
                     log.exception("reconcile crashed; retrying", peering=f"{namespace}/{name}")
@@ -62,11 +76,15 @@ class PeeringRunner:
                         outcome.requeue_after * (2 ** max(failures - 1, 0)) if failures else outcome.requeue_after,
                         self.resync_interval,
                     )
+                kinds.clear()
                 await self._wait(trigger, stopped, delay)
                 await asyncio.sleep(DEBOUNCE_SECONDS)
+                mirror_only = kinds == {"ForeignCluster"}
         finally:
             watches.stop()
+            self.service.forget(namespace, name)
             self._triggers.pop((namespace, name), None)
+            self._kinds.pop((namespace, name), None)
 
     @staticmethod
     async def _wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:

@@ -7,6 +7,7 @@ last one stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
@@ -75,6 +76,8 @@ class PeeringService:
         self._remotes: dict[str, ClusterClient] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stage")
+        # The last reconcile's observations per peering, for the ForeignCluster fast path.
+        self._last: dict[tuple[str, str], tuple[status_compute.Observation, Outcome, PeeringError | None]] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _remote_client(self, namespace: str, name: str, spec: LiqoPeeringSpec) -> ClusterClient:
@@ -179,7 +182,37 @@ class PeeringService:
         new_status, events = status_compute.compute(status, obs)
         self._write_status(body, status, new_status, events, stages)
         outcome.requeue_after = self._requeue_after(new_status, error, obs)
+        self._last[(namespace, name)] = (obs, outcome, error)
         return outcome
+
+    def refresh_mirror(self, namespace: str, name: str) -> Outcome | None:
+        """Only the ForeignCluster changed: re-mirror it onto the last reconcile's observations.
+
+        Two API reads and at most one write, so Liqo's view reaches the status well within a second.
+        Returns None when a full reconcile is needed instead (nothing cached, or the spec changed).
+        """
+        last = self._last.get((namespace, name))
+        body = self.local.get(r.LIQOPEERING, name, namespace)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return Outcome(gone=True)
+        if last is None or last[0].generation != body["metadata"].get("generation"):
+            return None
+        previous, outcome, error = last
+        remote_id = previous.remote_cluster_id
+        if remote_id is None:
+            return None
+        structlog.contextvars.bind_contextvars(peering=f"{namespace}/{name}", remote_cluster_id=remote_id)
+        fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
+        obs = dataclasses.replace(previous, now=self.now(), mirror=mirror_foreign_cluster(fc))
+        status = dict(body.get("status") or {})
+        new_status, events = status_compute.compute(status, obs)
+        self._write_status(body, status, new_status, events, obs.stages)
+        outcome = dataclasses.replace(outcome, requeue_after=self._requeue_after(new_status, error, obs))
+        self._last[(namespace, name)] = (obs, outcome, error)
+        return outcome
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._last.pop((namespace, name), None)
 
     def _run_stages(self, run: PeeringRun) -> dict[str, StageResult]:
         spec = run.spec

@@ -19,7 +19,9 @@ WatchKey = tuple[int, Resource, str | None, str | None]
 
 
 class PeeringWatches:
-    def __init__(self, notify: Callable[[], None]) -> None:
+    """``notify(kind)`` gets the watched resource's kind, so the loop can take a fast path."""
+
+    def __init__(self, notify: Callable[[str], None]) -> None:
         self.notify = notify
         self._watches: dict[WatchKey, threading.Event] = {}
 
@@ -50,7 +52,7 @@ class PeeringWatches:
         backoff = 1.0
         while not stop.is_set():
             try:
-                client.watch(res, ns, stop, lambda _type, _obj: self.notify(), fields=fields)
+                client.watch(res, ns, stop, lambda _type, _obj: self.notify(res.kind), fields=fields)
                 backoff = 1.0
             except Exception as exc:  # unreachable cluster or missing CRD: retry, the reconcile reports it
                 log.debug("watch restarting", resource=res.plural, side=client.side, error=type(exc).__name__)
