@@ -1,0 +1,246 @@
+"""The operator with exactly the rights the Helm chart gives it.
+
+The chart is installed on the consumer cluster (its Deployment never runs: no kubelet), then the operator
+runs as a process with a token of the chart's ServiceAccount (TokenRequest API) instead of the admin
+kubeconfig. A LiqoPeering must become ready and be torn down with those rights alone, with no request
+refused, and the identity must not write outside the namespace it watches.
+
+The chart is installed with watchNamespaces=[<peering namespace>], the narrower of its two modes. Secret
+reads are cluster-wide in both: the operator reads Secrets in Liqo's tenant namespaces, which are created
+at run time (see templates/clusterrole.yaml), so "cannot read a Secret elsewhere" is not asserted.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from operator_support import (
+    GROUP,
+    PLURAL,
+    SECRET,
+    VERSION,
+    OperatorEnv,
+    OperatorProcess,
+    Peerings,
+    api_client,
+    wait_for,
+)
+
+from liqo_env.pytest_plugin import StandInProcess
+from localk8s import LocalCluster, ToolMissingError, tool_path
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
+CRD_NAME = "liqopeerings.peering.liqo-operator.io"
+RELEASE = "lpo-identity"
+RELEASE_NS = "liqo-peering-system"
+SERVICE_ACCOUNT = f"{RELEASE}-liqo-peering-operator"
+PEERING_NS = "e2e-chart-identity"
+OTHER_NS = "e2e-chart-identity-other"
+NAME = "provider"
+PEERINGS = (GROUP, VERSION)
+
+
+def run_helm(*args: str, kubeconfig: Path) -> str:
+    try:
+        helm = tool_path("helm")
+    except ToolMissingError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"helm is not built yet: {exc}")
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HELM_CACHE_HOME": "/tmp/lpo-helm/cache"}
+    env |= {"HELM_CONFIG_HOME": "/tmp/lpo-helm/config", "HELM_DATA_HOME": "/tmp/lpo-helm/data"}
+    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def adopt_crd(api: k8s.ApiClient) -> None:
+    """An earlier test may have applied the CRD by hand: hand it to this release (Helm's ownership metadata)."""
+    ext = k8s.ApiextensionsV1Api(api)
+    try:
+        ext.read_custom_resource_definition(CRD_NAME)
+    except ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
+    patch = {
+        "metadata": {
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": RELEASE_NS},
+        }
+    }
+    ext.patch_custom_resource_definition(CRD_NAME, patch)
+
+
+def service_account_kubeconfig(cluster: LocalCluster, api: k8s.ApiClient, path: Path) -> Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount with a bound token (TokenRequest)."""
+    request: Any = {"spec": {"audiences": None, "expirationSeconds": 3600}}
+    token = k8s.CoreV1Api(api).create_namespaced_service_account_token(SERVICE_ACCOUNT, RELEASE_NS, request)
+    assert token.status is not None and token.status.token
+    ca = base64.b64encode(Path(cluster.ca_cert).read_bytes()).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "consumer", "cluster": {"server": cluster.server, "certificate-authority-data": ca}}],
+        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token.status.token}}],
+        "contexts": [{"name": "chart", "context": {"cluster": "consumer", "user": SERVICE_ACCOUNT}}],
+        "current-context": "chart",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def delete_namespace(core: k8s.CoreV1Api, name: str) -> None:
+    try:
+        core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+@pytest.fixture
+def chart_operator(
+    operator_env: OperatorEnv, liqo_standin: StandInProcess, tmp_path: Path
+) -> Iterator[tuple[OperatorProcess, k8s.ApiClient]]:
+    """The chart installed (watching PEERING_NS only), the operator running as its ServiceAccount.
+
+    The session's admin operator watches all namespaces: it is stopped meanwhile, so that one operator
+    (this one) reconciles the peering, and started again afterwards.
+    """
+    cluster = operator_env.lc["consumer"]
+    admin = operator_env.peerings
+    admin.make_namespace(RELEASE_NS)
+    admin.make_namespace(PEERING_NS)
+    admin.make_namespace(OTHER_NS)
+    admin.put_kubeconfig_secret(PEERING_NS, SECRET, operator_env.provider_kubeconfig())
+    admin.put_kubeconfig_secret(OTHER_NS, SECRET, operator_env.provider_kubeconfig())
+    adopt_crd(admin.api)
+    kubeconfig = Path(cluster.kubeconfig)
+    run_helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        RELEASE_NS,
+        "--set",
+        "crds.enabled=true",
+        "--set",
+        f"watchNamespaces={{{PEERING_NS}}}",
+        "--set",
+        f"liqoNamespace={operator_env.lc.namespace}",
+        kubeconfig=kubeconfig,
+    )
+    operator_env.operator.stop()
+    sa_kubeconfig = service_account_kubeconfig(cluster, admin.api, tmp_path / "sa.kubeconfig")
+    operator = OperatorProcess(sa_kubeconfig, tmp_path, extra_args=["--namespace", PEERING_NS]).start()
+    sa_api = api_client(sa_kubeconfig)
+    try:
+        yield operator, sa_api
+    finally:
+        try:
+            # Unpeer (if the test did not) with the chart's rights, before the release takes them away.
+            admin.delete(PEERING_NS, NAME)
+            try:
+                admin.wait_gone(PEERING_NS, NAME, timeout=90)
+            except AssertionError:
+                admin.patch(PEERING_NS, NAME, {"metadata": {"finalizers": None}})
+                raise
+        finally:
+            operator.stop()
+            sa_api.close()
+            print(f"\n--- chart-identity operator log: {operator.log_path}")
+            run_helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait", kubeconfig=kubeconfig)
+            for ns in (PEERING_NS, OTHER_NS, RELEASE_NS):
+                delete_namespace(admin.core, ns)
+            operator_env.operator.start()
+
+
+def status_of(call: Any) -> int | None:
+    """The HTTP status the API server refused the call with; None if it succeeded."""
+    try:
+        call()
+    except ApiException as exc:
+        return int(exc.status)
+    return None
+
+
+def test_peering_ready_with_the_charts_service_account_only(
+    chart_operator: tuple[OperatorProcess, k8s.ApiClient], operator_env: OperatorEnv
+) -> None:
+    operator, sa_api = chart_operator
+    sa = Peerings(sa_api)
+    whoami: Any = k8s.AuthenticationV1Api(sa_api).create_self_subject_review(cast(Any, {}))
+    assert whoami.status.user_info.username == f"system:serviceaccount:{RELEASE_NS}:{SERVICE_ACCOUNT}"
+
+    operator_env.peerings.create(PEERING_NS, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "2m"})
+
+    def settled() -> dict[str, Any] | None:
+        # Ready, or refused by the API server (a right the chart lacks): no point waiting longer then.
+        status = operator_env.peerings.status(PEERING_NS, NAME)
+        reasons = {c["type"]: c.get("reason") for c in status.get("conditions") or []}
+        return status if status.get("peerStatus") == "ready" or reasons.get("Ready") == "Forbidden" else None
+
+    status = wait_for(f"LiqoPeering {PEERING_NS}/{NAME} to be ready", settled, timeout=120)
+    assert status["peerStatus"] == "ready", f"{status}\n--- operator log (tail):\n{operator.log()[-6000:]}"
+    assert status["localClusterID"] == operator_env.consumer_id
+    assert status["remoteClusterID"] == operator_env.provider_id
+    conds = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conds["Ready"] == "True" and conds["Stalled"] == "False", conds
+
+    # Nothing the operator asked for was refused.
+    denied = [line for line in operator.log().splitlines() if "403" in line or "forbidden" in line.lower()]
+    assert not denied, "\n".join(denied[:20])
+
+    # The identity reads the kubeconfig Secret next to the peering it watches. It can read Secrets in other
+    # namespaces too: it must read them in Liqo's tenant namespaces, which only a ClusterRole can grant (see
+    # templates/clusterrole.yaml). What it cannot do outside the watched namespace is write: no Secret
+    # changed or deleted, no LiqoPeering read, changed or created.
+    assert sa.core.read_namespaced_secret(SECRET, PEERING_NS).data["kubeconfig"]
+    assert status_of(lambda: sa.core.patch_namespaced_secret(SECRET, OTHER_NS, {"data": {"x": "eA=="}})) == 403
+    assert status_of(lambda: sa.core.delete_namespaced_secret(SECRET, OTHER_NS)) == 403
+    assert status_of(lambda: sa.custom.get_namespaced_custom_object(*PEERINGS, OTHER_NS, PLURAL, NAME)) == 403
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LiqoPeering", "metadata": {"name": NAME}, "spec": {}}
+    assert status_of(lambda: sa.custom.create_namespaced_custom_object(*PEERINGS, OTHER_NS, PLURAL, body)) == 403
+    assert status_of(lambda: sa.core.delete_namespace(OTHER_NS)) == 403
+
+    # Unpeering runs with the same rights: the finalizer is released and this cluster's objects are gone.
+    c_ns = tenant_namespace(operator_env.peerings.api, operator_env.provider_id)
+    operator_env.peerings.delete(PEERING_NS, NAME)
+    try:
+        operator_env.peerings.wait_gone(PEERING_NS, NAME, timeout=90)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- operator log (tail):\n{operator.log()[-6000:]}") from None
+    custom = k8s.CustomObjectsApi(operator_env.peerings.api)
+    for group, plural in (
+        ("authentication.liqo.io", "resourceslices"),
+        ("authentication.liqo.io", "identities"),
+        ("networking.liqo.io", "gatewayclients"),
+        ("networking.liqo.io", "configurations"),
+        ("offloading.liqo.io", "virtualnodes"),
+    ):
+        left: Any = custom.list_namespaced_custom_object(group, "v1beta1", c_ns, plural)
+        metas = [
+            {k: i["metadata"].get(k) for k in ("name", "creationTimestamp", "deletionTimestamp")} for i in left["items"]
+        ]
+        assert metas == [], f"{plural} left in {c_ns}\n--- operator log (tail):\n{operator.log()[-4000:]}"
+    denied = [line for line in operator.log().splitlines() if "403" in line or "forbidden" in line.lower()]
+    assert not denied, "\n".join(denied[:20])
+
+
+def tenant_namespace(api: k8s.ApiClient, peer_id: str) -> str:
+    selector = f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true"
+    found = k8s.CoreV1Api(api).list_namespace(label_selector=selector).items
+    assert found, f"no tenant namespace for {peer_id}"
+    return str(found[0].metadata.name)  # type: ignore[union-attr]
