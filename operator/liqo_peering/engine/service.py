@@ -75,6 +75,8 @@ class PeeringService:
         self.now = now
         self._remotes: dict[str, ClusterClient] = {}
         self._lock = threading.Lock()
+        # Per peering: one of reconcile / refresh_mirror / teardown at a time (see _serialized).
+        self._peering_locks: dict[tuple[str, str], threading.Lock] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stage")
         # The last reconcile's observations per peering, for the ForeignCluster fast path.
         self._last: dict[tuple[str, str], tuple[status_compute.Observation, Outcome, PeeringError | None]] = {}
@@ -109,8 +111,24 @@ class PeeringService:
         provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
         return PeeringContext(run_ns, run_name, consumer, provider)
 
+    def _serialized(self, namespace: str, name: str) -> threading.Lock:
+        """The lock that keeps a peering's reconcile, mirror refresh and teardown from overlapping.
+
+        The daemon runs reconcile in a worker thread, and kopf cancelling the daemon on deletion does not
+        stop that thread: a reconcile already past its deletionTimestamp check would re-apply objects
+        (seen: the ResourceSlice) while, or after, teardown deletes them, and they stayed orphaned once
+        the LiqoPeering was gone. With the lock, teardown waits for that reconcile and then removes
+        everything it applied; reconciles that start later see the deletionTimestamp and stop.
+        """
+        with self._lock:
+            return self._peering_locks.setdefault((namespace, name), threading.Lock())
+
     # -- reconcile ---------------------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> Outcome:
+        with self._serialized(namespace, name):
+            return self._reconcile(namespace, name)
+
+    def _reconcile(self, namespace: str, name: str) -> Outcome:
         body = self.local.get(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
@@ -191,6 +209,10 @@ class PeeringService:
         Two API reads and at most one write, so Liqo's view reaches the status well within a second.
         Returns None when a full reconcile is needed instead (nothing cached, or the spec changed).
         """
+        with self._serialized(namespace, name):
+            return self._refresh_mirror(namespace, name)
+
+    def _refresh_mirror(self, namespace: str, name: str) -> Outcome | None:
         last = self._last.get((namespace, name))
         body = self.local.get(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -309,6 +331,15 @@ class PeeringService:
     # -- teardown ---------------------------------------------------------------------------------
     def teardown(self, body: dict[str, Any]) -> list[str]:
         """One unpeering pass; returns what remains. Raises PeeringError while the provider is unreachable."""
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        with self._serialized(*key):
+            remaining = self._teardown(body)
+        if not remaining:
+            with self._lock:
+                self._peering_locks.pop(key, None)
+        return remaining
+
+    def _teardown(self, body: dict[str, Any]) -> list[str]:
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]
         structlog.contextvars.bind_contextvars(
