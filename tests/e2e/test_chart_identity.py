@@ -32,6 +32,7 @@ from operator_support import (
     OperatorProcess,
     Peerings,
     api_client,
+    install_crd,
     wait_for,
 )
 
@@ -162,6 +163,9 @@ def chart_operator(
             sa_api.close()
             print(f"\n--- chart-identity operator log: {operator.log_path}")
             run_helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait", kubeconfig=kubeconfig)
+            # The CRD stays (crds.keep) with this release's labels and Helm as their field manager, which the
+            # next release's server-side apply would conflict with: put it back as the session applied it.
+            install_crd(admin.api)
             for ns in (PEERING_NS, OTHER_NS, RELEASE_NS):
                 delete_namespace(admin.core, ns)
             operator_env.operator.start()

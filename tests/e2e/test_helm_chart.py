@@ -17,6 +17,7 @@ import kubernetes
 import pytest
 import yaml
 from kubernetes.client.rest import ApiException
+from operator_support import install_crd
 
 from localk8s import LocalCluster, ToolMissingError, tool_path
 
@@ -236,6 +237,20 @@ def consumer(local_clusters: dict[str, LocalCluster], helm: Path) -> Iterator[Lo
     crd_existed = _adopt_existing_crd(ext)
     yield cluster
     run_helm(helm, "uninstall", RELEASE, "--namespace", NAMESPACE, kubeconfig=cluster.kubeconfig, check=False)
+    if crd_existed:
+        # The upgrade set crds.keep=false, so the uninstall deleted the CRD that was here before (e.g. the
+        # session operator's, when an earlier test started it): once it is gone, put it back.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if not ext.read_custom_resource_definition(CRD_NAME).metadata.deletion_timestamp:  # type: ignore[union-attr]
+                    break
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                break
+            time.sleep(0.3)
+        install_crd(cluster.api_client())
     for name in ("clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev", *(() if crd_existed else (CRD_NAME,))):
         try:
             ext.delete_custom_resource_definition(name)
