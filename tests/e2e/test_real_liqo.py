@@ -239,6 +239,8 @@ def peered(real_env: RealEnv) -> Iterator[tuple[RealEnv, str]]:
             real_env.peerings.wait_status(namespace, NAME, "ready", timeout=240)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{real_env.diagnostics()}") from None
+        status = real_env.peerings.status(namespace, NAME)
+        sys.stderr.write(f"\noperator peering: startedAt {status['startedAt']} readyAt {status['readyAt']}\n")
         yield real_env, namespace
     finally:
         _cleanup(real_env, namespace)
@@ -493,11 +495,13 @@ def test_operator_killed_mid_way_resumes_without_duplicates(rcase: tuple[RealEnv
         (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
         (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
         (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
-        (env.consumer_api, "authentication.liqo.io", "identities", c_ns),
         (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
         (env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns),
     ):
         assert len(items(api, group, plural, where)) == 1, plural
+    # Liqo adds an Identity of type ResourceSlice of its own; ours is the ControlPlane one.
+    identities = items(env.consumer_api, "authentication.liqo.io", "identities", c_ns)
+    assert [i["spec"]["type"] for i in identities].count("ControlPlane") == 1, identities
     namespaces = k8s.CoreV1Api(env.consumer_api).list_namespace(
         label_selector=f"liqo.io/remote-cluster-id={env.provider_id},liqo.io/tenant-namespace=true"
     )
