@@ -35,6 +35,7 @@ def case(
     """A namespace of its own holding Secret provider-kubeconfig; its peerings are unpeered afterwards."""
     namespace = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
     peerings = operator_env.peerings
+    install_crd(peerings.api)  # idempotent; restores it if a chart test on these clusters removed it
     peerings.make_namespace(namespace)
     peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
     if operator_env.operator.proc is None or operator_env.operator.proc.poll() is not None:

@@ -17,9 +17,8 @@ import kubernetes
 import pytest
 import yaml
 from kubernetes.client.rest import ApiException
-from operator_support import install_crd
 
-from localk8s import LocalCluster, ToolMissingError, tool_path
+from localk8s import LocalCluster, ToolMissingError, start_clusters, tool_path
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
@@ -224,58 +223,16 @@ def test_rejected_values(helm: Path, sets: list[str], error: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def consumer(local_clusters: dict[str, LocalCluster], helm: Path) -> Iterator[LocalCluster]:
-    """The consumer cluster with the test namespace; the release and what it left are removed afterwards."""
-    cluster = local_clusters["consumer"]
-    core = kubernetes.client.CoreV1Api(cluster.api_client())
-    ext = kubernetes.client.ApiextensionsV1Api(cluster.api_client())
+def consumer(tmp_path_factory: pytest.TempPathFactory, helm: Path) -> Iterator[LocalCluster]:
+    """A cluster of its own for the chart: installing, upgrading (crds.keep=false) and uninstalling the
+    release deletes the CRD, which must not pull the rug from under the operator tests' shared clusters."""
+    cluster = start_clusters(["chart"], tmp_path_factory.mktemp("chart-cluster"))["chart"]
     try:
+        core = kubernetes.client.CoreV1Api(cluster.api_client())
         core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NAMESPACE)))
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    crd_existed = _adopt_existing_crd(ext)
-    yield cluster
-    run_helm(helm, "uninstall", RELEASE, "--namespace", NAMESPACE, kubeconfig=cluster.kubeconfig, check=False)
-    if crd_existed:
-        # The upgrade set crds.keep=false, so the uninstall deleted the CRD that was here before (e.g. the
-        # session operator's, when an earlier test started it): once it is gone, put it back.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if not ext.read_custom_resource_definition(CRD_NAME).metadata.deletion_timestamp:  # type: ignore[union-attr]
-                    break
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                break
-            time.sleep(0.3)
-        install_crd(cluster.api_client())
-    for name in ("clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev", *(() if crd_existed else (CRD_NAME,))):
-        try:
-            ext.delete_custom_resource_definition(name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    core.delete_namespace(NAMESPACE)
-
-
-def _adopt_existing_crd(ext: kubernetes.client.ApiextensionsV1Api) -> bool:
-    """If another test already applied the CRD, let the release adopt it (Helm's ownership metadata)."""
-    try:
-        ext.read_custom_resource_definition(CRD_NAME)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    patch = {
-        "metadata": {
-            "labels": {"app.kubernetes.io/managed-by": "Helm"},
-            "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": NAMESPACE},
-        }
-    }
-    ext.patch_custom_resource_definition(CRD_NAME, patch)
-    return True
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def _values(*sets: str) -> list[str]:
