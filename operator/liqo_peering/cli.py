@@ -15,7 +15,7 @@ from kubernetes import config as k8s_config
 from liqo_peering import __version__, logs
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
-from liqo_peering.engine.discovery import KubeconfigPolicy
+from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.metrics import Metrics
@@ -55,6 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="seconds between full reconciles of a peering (drift repair)",
+    )
+    run.add_argument(
+        "--tenant-access-role",
+        default=None,
+        help="ClusterRole (Secret access) the operator binds to its own ServiceAccount in each tenant namespace,"
+        " instead of reading Secrets cluster-wide; needs --service-account",
+    )
+    run.add_argument(
+        "--service-account",
+        default=None,
+        help="NAMESPACE/NAME of the operator's ServiceAccount, for --tenant-access-role",
     )
     run.add_argument(
         "--priority",
@@ -102,7 +113,13 @@ def run(args: argparse.Namespace) -> None:
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
-    service = PeeringService(local, EventRecorder(local), metrics, policy)
+    tenant_access = None
+    if args.tenant_access_role:
+        sa_namespace, _, sa_name = (args.service_account or "").partition("/")
+        if not sa_namespace or not sa_name:
+            raise SystemExit("--tenant-access-role needs --service-account NAMESPACE/NAME")
+        tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
+    service = PeeringService(local, EventRecorder(local), metrics, policy, tenant_access=tenant_access)
     runner = PeeringRunner(service, args.resync_interval)
     import liqo_peering.handlers  # noqa: F401  (registers the kopf handlers)
 

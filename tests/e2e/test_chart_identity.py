@@ -5,9 +5,9 @@ runs as a process with a token of the chart's ServiceAccount (TokenRequest API) 
 kubeconfig. A LiqoPeering must become ready and be torn down with those rights alone, with no request
 refused, and the identity must not write outside the namespace it watches.
 
-The chart is installed with watchNamespaces=[<peering namespace>], the narrower of its two modes. Secret
-reads are cluster-wide in both: the operator reads Secrets in Liqo's tenant namespaces, which are created
-at run time (see templates/clusterrole.yaml), so "cannot read a Secret elsewhere" is not asserted.
+The chart is installed with watchNamespaces=[<peering namespace>]. The operator then reads Secrets only
+there and, through RoleBindings it makes to the chart's tenant-access ClusterRole, in Liqo's tenant
+namespaces (created at run time): a Secret in an unrelated namespace stays out of its reach.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def chart_operator(
     )
     operator_env.operator.stop()
     sa_kubeconfig = service_account_kubeconfig(cluster, admin.api, tmp_path / "sa.kubeconfig")
-    operator = OperatorProcess(sa_kubeconfig, tmp_path, extra_args=["--namespace", PEERING_NS]).start()
+    operator = OperatorProcess(sa_kubeconfig, tmp_path, extra_args=chart_scope_args(kubeconfig)).start()
     sa_api = api_client(sa_kubeconfig)
     try:
         yield operator, sa_api
@@ -169,6 +169,20 @@ def chart_operator(
             for ns in (PEERING_NS, OTHER_NS, RELEASE_NS):
                 delete_namespace(admin.core, ns)
             operator_env.operator.start()
+
+
+def chart_scope_args(kubeconfig: Path) -> list[str]:
+    """The flags of the chart's Deployment that scope the operator's rights, exactly as rendered."""
+    docs = [
+        d
+        for d in yaml.safe_load_all(run_helm("get", "manifest", RELEASE, "-n", RELEASE_NS, kubeconfig=kubeconfig))
+        if d
+    ]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    scoped = [a for a in args if a.split("=", 1)[0] in ("--namespace", "--tenant-access-role", "--service-account")]
+    assert any(a.startswith("--tenant-access-role=") for a in scoped), args
+    return scoped
 
 
 def status_of(call: Any) -> int | None:
@@ -207,11 +221,11 @@ def test_peering_ready_with_the_charts_service_account_only(
     denied = [line for line in operator.log().splitlines() if "403" in line or "forbidden" in line.lower()]
     assert not denied, "\n".join(denied[:20])
 
-    # The identity reads the kubeconfig Secret next to the peering it watches. It can read Secrets in other
-    # namespaces too: it must read them in Liqo's tenant namespaces, which only a ClusterRole can grant (see
-    # templates/clusterrole.yaml). What it cannot do outside the watched namespace is write: no Secret
-    # changed or deleted, no LiqoPeering read, changed or created.
+    # The identity reads the kubeconfig Secret next to the peering it watches, and nothing outside it and
+    # Liqo's tenant namespaces: no Secret read, changed or deleted, no LiqoPeering read, changed or created.
     assert sa.core.read_namespaced_secret(SECRET, PEERING_NS).data["kubeconfig"]
+    assert status_of(lambda: sa.core.read_namespaced_secret(SECRET, OTHER_NS)) == 403
+    assert status_of(lambda: sa.core.list_namespaced_secret(OTHER_NS)) == 403
     assert status_of(lambda: sa.core.patch_namespaced_secret(SECRET, OTHER_NS, {"data": {"x": "eA=="}})) == 403
     assert status_of(lambda: sa.core.delete_namespaced_secret(SECRET, OTHER_NS)) == 403
     assert status_of(lambda: sa.custom.get_namespaced_custom_object(*PEERINGS, OTHER_NS, PLURAL, NAME)) == 403

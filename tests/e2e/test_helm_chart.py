@@ -165,15 +165,21 @@ def test_options_render(helm: Path) -> None:
     roles = {r["metadata"]["namespace"]: r for r in find(docs, "Role")}
     assert set(roles) == {"team-a", "team-b", "liqo"}
     assert any("liqopeerings" in rule["resources"] for rule in roles["team-a"]["rules"])
-    (cluster_role,) = find(docs, "ClusterRole")
+    assert any(a.startswith("--tenant-access-role=") for a in args), args
+    cluster_roles = {r["metadata"]["name"]: r for r in find(docs, "ClusterRole")}
+    (tenant_access,) = [r for name, r in cluster_roles.items() if name.endswith("-tenant-access")]
+    assert tenant_access["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    (cluster_role,) = [r for name, r in cluster_roles.items() if not name.endswith("-tenant-access")]
     for rule in cluster_role["rules"]:
         if "liqopeerings" in rule["resources"]:
             # Cluster-wide only the duplicate check's list: no writes, no status, no watch.
             assert rule["resources"] == ["liqopeerings"] and rule["verbs"] == ["list"], rule
         if "secrets" in rule["resources"]:
-            # Cluster-wide: reads (Liqo's tenant namespaces are created at run time), create, and writes only
-            # to the signed nonce by name.
-            assert rule["verbs"] in (["get", "list"], ["create"]) or rule.get("resourceNames") == ["liqo-signed-nonce"]
+            # No cluster-wide Secret reads: only create, and the signed nonce by name (tenant namespaces
+            # are read through the tenant-access ClusterRole the operator binds there).
+            assert rule["verbs"] == ["create"] or rule.get("resourceNames") == ["liqo-signed-nonce"], rule
+        if "clusterroles" in rule["resources"]:
+            assert rule["verbs"] == ["bind"] and rule["resourceNames"] == [tenant_access["metadata"]["name"]]
 
 
 def test_ha_render(helm: Path) -> None:

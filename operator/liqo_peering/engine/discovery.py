@@ -11,13 +11,22 @@ from liqo_peering.errors import LiqoNotInstalled, LiqoNotReady, SecretKeyMissing
 from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig, to_api_client
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo
-from liqo_peering.liqo.tenancy import tenant_namespace, tenant_namespace_selector
+from liqo_peering.liqo.tenancy import tenant_access_binding, tenant_namespace, tenant_namespace_selector
 
 
 @dataclass(frozen=True)
 class KubeconfigPolicy:
     allow_exec: bool = False
     allow_insecure_tls: bool = False
+
+
+@dataclass(frozen=True)
+class TenantAccess:
+    """Bind this ClusterRole to this ServiceAccount in every consumer tenant namespace (see tenancy.py)."""
+
+    cluster_role: str
+    sa_namespace: str
+    sa_name: str
 
 
 def read_remote_kubeconfig(
@@ -86,3 +95,10 @@ def ensure_tenant_namespace(client: ClusterClient, peer_id: str, owner: dict[str
 def find_tenant_namespace(client: ClusterClient, peer_id: str) -> str | None:
     found = client.find(resources.NAMESPACE, labels=tenant_namespace_selector(peer_id))
     return str(sorted(ns["metadata"]["name"] for ns in found)[0]) if found else None
+
+
+def ensure_tenant_access(client: ClusterClient, namespace: str, access: TenantAccess, owner: dict[str, str]) -> None:
+    client.apply(
+        resources.ROLE_BINDING,
+        tenant_access_binding(namespace, access.cluster_role, access.sa_namespace, access.sa_name, owner),
+    )

@@ -25,7 +25,7 @@ from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine import authentication, discovery, networking, offloading, teardown
-from liqo_peering.engine.discovery import KubeconfigPolicy
+from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.result import STAGES, StageResult
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import DuplicatePeering, PeeringError
@@ -67,11 +67,13 @@ class PeeringService:
         metrics: Metrics,
         policy: KubeconfigPolicy,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        tenant_access: TenantAccess | None = None,
     ) -> None:
         self.local = local
         self.events = events
         self.metrics = metrics
         self.policy = policy
+        self.tenant_access = tenant_access
         self.now = now
         self._remotes: dict[str, ClusterClient] = {}
         self._lock = threading.Lock()
@@ -164,6 +166,8 @@ class PeeringService:
                 provider_tenant_ns=discovery.ensure_tenant_namespace(remote, ctx.consumer.cluster_id, ctx.owner),
             )
             created_anything = True
+            if self.tenant_access is not None:
+                discovery.ensure_tenant_access(self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner)
             self._watch_list(outcome, ctx)
             run = PeeringRun(spec, self.local, remote, ctx)
             stages = self._run_stages(run)

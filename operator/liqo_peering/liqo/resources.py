@@ -36,6 +36,7 @@ CONFIGMAP = Resource("", "v1", "configmaps", "ConfigMap")
 EVENT = Resource("", "v1", "events", "Event")
 NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
 DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+ROLE_BINDING = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 
 NETWORK = Resource("ipam.liqo.io", "v1alpha1", "networks", "Network")
 CONFIGURATION = Resource("networking.liqo.io", "v1beta1", "configurations", "Configuration")

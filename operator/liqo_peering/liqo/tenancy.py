@@ -18,3 +18,24 @@ def tenant_namespace(peer_cluster_id: str, name: str, owner: dict[str, str]) -> 
 
 def tenant_namespace_selector(peer_cluster_id: str) -> str:
     return f"{naming.REMOTE_CLUSTER_ID}={peer_cluster_id},{naming.TENANT_NAMESPACE_LABEL}=true"
+
+
+TENANT_ACCESS_BINDING = "liqo-peering-operator-tenant-access"
+
+
+def tenant_access_binding(
+    namespace: str, cluster_role: str, sa_namespace: str, sa_name: str, owner: dict[str, str]
+) -> dict:
+    """RoleBinding giving the operator's ServiceAccount a ClusterRole (Secret access) in one tenant namespace.
+
+    Tenant namespaces appear at run time, so a chart cannot name them in a Role: the operator, allowed
+    to `bind` that one ClusterRole, grants it to itself where it needs it instead of reading Secrets
+    cluster-wide.
+    """
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": metadata(TENANT_ACCESS_BINDING, namespace, dict(owner)),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}],
+    }
