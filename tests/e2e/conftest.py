@@ -3,13 +3,16 @@ and a fresh namespace per test with the provider's kubeconfig in a Secret."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_support import SECRET, OperatorEnv, OperatorProcess, PeeringCase, Peerings, api_client, install_crd
+from operator_support import ROOT, SECRET, OperatorEnv, OperatorProcess, PeeringCase, Peerings, api_client, install_crd
 
 from liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 
@@ -60,3 +63,16 @@ def case(
                 peerings.patch(namespace, item["metadata"]["name"], {"metadata": {"finalizers": None}})
                 raise
         peerings.core.delete_namespace(namespace)
+
+
+@pytest.fixture(scope="session")
+def kstatus_check() -> Path:
+    """The kstatus-check binary, built (once per go.sum/source hash) into the tool cache."""
+    if shutil.which("go") is None and not os.environ.get("CI"):
+        pytest.skip("go is not installed on this machine (CI always has it)")
+    out = subprocess.run(
+        [str(ROOT / "hack" / "build-kstatus-check.sh")], check=True, capture_output=True, text=True, timeout=1200
+    )
+    path = Path(out.stdout.strip().splitlines()[-1])
+    assert os.access(path, os.X_OK), out.stderr
+    return path

@@ -6,8 +6,6 @@ fixtures with --file. Live-cluster checks (--kubeconfig) build on the same binar
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,19 +14,6 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "liqopeering-status"
-
-
-@pytest.fixture(scope="session")
-def kstatus_check() -> Path:
-    """The kstatus-check binary, built (once per go.sum/source hash) into the tool cache."""
-    if shutil.which("go") is None and not os.environ.get("CI"):
-        pytest.skip("go is not installed on this machine (CI always has it)")
-    out = subprocess.run(
-        [str(REPO / "hack" / "build-kstatus-check.sh")], check=True, capture_output=True, text=True, timeout=1200
-    )
-    path = Path(out.stdout.strip().splitlines()[-1])
-    assert os.access(path, os.X_OK), out.stderr
-    return path
 
 
 def kstatus(binary: Path, *args: str) -> dict[str, tuple[str, str]]:
