@@ -105,6 +105,12 @@ def connection_info(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
 
 
 def run(args: argparse.Namespace) -> None:
+    tenant_access = None
+    if args.tenant_access_role:
+        sa_namespace, _, sa_name = (args.service_account or "").partition("/")
+        if not sa_namespace or not sa_name:
+            raise SystemExit("--tenant-access-role needs --service-account NAMESPACE/NAME")
+        tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
     logs.configure(args.log_format, getattr(logging, args.log_level.upper()))
     cfg = local_configuration(args.kubeconfig, args.context)
     in_cluster = not (args.kubeconfig or args.context)
@@ -113,12 +119,6 @@ def run(args: argparse.Namespace) -> None:
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
-    tenant_access = None
-    if args.tenant_access_role:
-        sa_namespace, _, sa_name = (args.service_account or "").partition("/")
-        if not sa_namespace or not sa_name:
-            raise SystemExit("--tenant-access-role needs --service-account NAMESPACE/NAME")
-        tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
     service = PeeringService(local, EventRecorder(local), metrics, policy, tenant_access=tenant_access)
     runner = PeeringRunner(service, args.resync_interval)
     import liqo_peering.handlers  # noqa: F401  (registers the kopf handlers)

@@ -101,3 +101,26 @@ def test_metrics_count_statuses_errors_time_to_ready_and_stage_durations() -> No
     assert 'liqo_peering_stage_duration_seconds_sum{stage="authentication"} 10.0' in text
     metrics.forget("ns", "a")
     assert 'liqo_peering_peerings{status="ready"} 0.0' in generate_latest(metrics.registry).decode()
+
+
+def test_tenant_access_binding_binds_the_cluster_role_to_the_operator_only() -> None:
+    from liqo_peering.liqo.naming import owner_labels
+    from liqo_peering.liqo.tenancy import TENANT_ACCESS_BINDING, tenant_access_binding
+
+    binding = tenant_access_binding("liqo-tenant-p", "lpo-tenant-access", "ops", "lpo", owner_labels("ns", "p"))
+    assert binding["metadata"]["name"] == TENANT_ACCESS_BINDING and binding["metadata"]["namespace"] == "liqo-tenant-p"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "lpo-tenant-access",
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "lpo", "namespace": "ops"}]
+    assert binding["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "liqo-peering-operator"
+
+
+def test_tenant_access_role_needs_the_service_account() -> None:
+    from liqo_peering.cli import run
+
+    args = build_parser().parse_args(["run", "--kubeconfig", "/nonexistent", "--tenant-access-role", "r"])
+    with pytest.raises(SystemExit, match="--service-account"):
+        run(args)
