@@ -6,6 +6,7 @@ Run through `make demo` (hack/demo.sh); `make demo-down` stops everything. State
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 import yaml
-from operator_support import Peerings, api_client, install_crd
+from operator_support import Peerings, api_client, install_crd, wait_for
 
 from liqo_env import install_liqo
 from liqo_env.pytest_plugin import LIQO_SETTINGS
@@ -37,17 +38,48 @@ def start_background(name: str, cmd: list[str]) -> None:
 def stop_background() -> None:
     for pid_file in STATE.glob("*.pid"):
         try:
-            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+            pid = int(pid_file.read_text())
+            os.killpg(pid, signal.SIGTERM)
+            # liqo_real stops its clusters on SIGTERM: give it the time to.
+            wait_for(f"{pid_file.stem} to stop", lambda pid=pid: not _alive(pid), timeout=60)
             print(f"stopped {pid_file.stem}")
         except (ProcessLookupError, ValueError):
             pass
         pid_file.unlink()
 
 
-def up() -> None:
-    started = time.monotonic()
-    STATE.mkdir(parents=True, exist_ok=True)
-    stop_background()
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def real_liqo_up() -> tuple[Path, Path]:
+    """Two clusters running Liqo's real control plane (tests/liqo_real), in the background."""
+    start_background(
+        "liqo-real",
+        [sys.executable, "-m", "liqo_real", "--dir", str(ROOT / ".local" / "liqo-real"), "--prefix", "demo"],
+    )
+    log = STATE / "liqo-real.log"
+
+    def started_lines() -> list[str] | None:
+        text = log.read_text(errors="replace")
+        return text.splitlines() if "ready; Ctrl-C" in text else None
+
+    lines = wait_for("Liqo's control plane to come up (.local/demo/liqo-real.log)", started_lines, timeout=600)
+    CLUSTERS.mkdir(parents=True, exist_ok=True)
+    for line in lines:
+        if line.startswith(("consumer: ", "provider: ")):
+            side, rest = line.split(": ", 1)
+            shutil.copyfile(rest.split(" (", 1)[0], CLUSTERS / f"{side}.kubeconfig")
+    print("Liqo's real control plane runs on both clusters (its gateway pods are stood in)")
+    return CLUSTERS / "consumer.kubeconfig", CLUSTERS / "provider.kubeconfig"
+
+
+def standin_liqo_up() -> tuple[Path, Path]:
+    """Two clusters with Liqo's objects and the Liqo stand-in (lighter: no Liqo binaries needed)."""
     clusters_up(CLUSTERS, ["consumer", "provider"])
     consumer_kc, provider_kc = CLUSTERS / "consumer.kubeconfig", CLUSTERS / "provider.kubeconfig"
     for name, kubeconfig in (("consumer", consumer_kc), ("provider", provider_kc)):
@@ -66,6 +98,14 @@ def up() -> None:
             str(provider_kc),
         ],
     )
+    return consumer_kc, provider_kc
+
+
+def up(mode: str) -> None:
+    started = time.monotonic()
+    STATE.mkdir(parents=True, exist_ok=True)
+    stop_background()
+    consumer_kc, provider_kc = real_liqo_up() if mode == "real" else standin_liqo_up()
     consumer = api_client(consumer_kc)
     install_crd(consumer)
     operator = Path(sys.executable).with_name("liqo-peering-operator")
@@ -90,7 +130,7 @@ def up() -> None:
     if peerings.get("default", example["metadata"]["name"]) is None:
         peerings.create("default", example["metadata"]["name"], example["spec"])
     print("applied examples/basic.yaml; waiting for Ready ...")
-    status = peerings.wait_status("default", example["metadata"]["name"], "ready", timeout=180)
+    status = peerings.wait_status("default", example["metadata"]["name"], "ready", timeout=420)
     print(f"LiqoPeering default/provider is ready ({time.monotonic() - started:.0f}s in all)\n")
     print(f"remote cluster {status['remoteClusterID']}, role {status['foreignCluster']['role']}")
 
@@ -99,8 +139,10 @@ def main() -> int:
     if sys.argv[1:] == ["down"]:
         stop_background()
         clusters_down(CLUSTERS)
+        shutil.rmtree(ROOT / ".local" / "liqo-real", ignore_errors=True)
+        shutil.rmtree(STATE, ignore_errors=True)
         return 0
-    up()
+    up(os.environ.get("DEMO_LIQO", "real"))
     return 0
 
 
