@@ -76,6 +76,38 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
+    return k8s.CustomObjectsApi(api)
+
+
+def get(api: k8s.ApiClient, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+    """A Liqo (v1beta1) object, namespaced or (namespace None) cluster-scoped; None when absent."""
+    try:
+        if namespace is None:
+            return cast(dict[str, Any], custom(api).get_cluster_custom_object(group, "v1beta1", plural, name))
+        return cast(dict[str, Any], custom(api).get_namespaced_custom_object(group, "v1beta1", namespace, plural, name))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def items(api: k8s.ApiClient, group: str, plural: str, namespace: str) -> list[dict[str, Any]]:
+    result: Any = custom(api).list_namespaced_custom_object(group, "v1beta1", namespace, plural)
+    return list(result["items"])
+
+
+def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
+    """The tenant namespace Liqo (or the operator) made for a peer, found by Liqo's labels."""
+    found = (
+        k8s.CoreV1Api(api)
+        .list_namespace(label_selector=f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true")
+        .items
+    )
+    assert found, f"no tenant namespace for {peer_id}"
+    return str(found[0].metadata.name)  # type: ignore[union-attr]
+
+
 class OperatorProcess:
     """`liqo-peering-operator run` as a child process, with its log in a file."""
 

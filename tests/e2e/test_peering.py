@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-from typing import Any, cast
+from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
-from operator_support import SECRET, PeeringCase, wait_for
+from operator_support import SECRET, PeeringCase, custom, get, items, tenant_ns, wait_for
 
 from liqo_env.pytest_plugin import LIQO_SETTINGS
 from localk8s import tool_path
@@ -21,34 +21,6 @@ def spec(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "2m"}
     base.update(overrides)
     return base
-
-
-def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
-    return k8s.CustomObjectsApi(api)
-
-
-def get(api: k8s.ApiClient, group: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        return cast(dict[str, Any], custom(api).get_namespaced_custom_object(group, "v1beta1", namespace, plural, name))
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-def items(api: k8s.ApiClient, group: str, plural: str, namespace: str) -> list[dict[str, Any]]:
-    result: Any = custom(api).list_namespaced_custom_object(group, "v1beta1", namespace, plural)
-    return list(result["items"])
-
-
-def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
-    found = (
-        k8s.CoreV1Api(api)
-        .list_namespace(label_selector=f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true")
-        .items
-    )
-    assert found, f"no tenant namespace for {peer_id}"
-    return str(found[0].metadata.name)  # type: ignore[union-attr]
 
 
 def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: PeeringCase) -> None:

@@ -22,12 +22,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
-from operator_support import SECRET, OperatorProcess, Peerings, api_client, install_crd, wait_for
+from operator_support import (
+    SECRET,
+    OperatorProcess,
+    Peerings,
+    api_client,
+    custom,
+    get,
+    install_crd,
+    items,
+    tenant_ns,
+    wait_for,
+)
 
 from liqo_real import liqo_binary
 from liqo_real.pytest_plugin import RealLiqoPair, real_liqo, start_real_liqo_pair
@@ -44,36 +55,6 @@ def spec(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "3m"}
     base.update(overrides)
     return base
-
-
-def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
-    return k8s.CustomObjectsApi(api)
-
-
-def get(api: k8s.ApiClient, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-    try:
-        if namespace is None:
-            return cast(dict[str, Any], custom(api).get_cluster_custom_object(group, "v1beta1", plural, name))
-        return cast(dict[str, Any], custom(api).get_namespaced_custom_object(group, "v1beta1", namespace, plural, name))
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-def items(api: k8s.ApiClient, group: str, plural: str, namespace: str) -> list[dict[str, Any]]:
-    result: Any = custom(api).list_namespaced_custom_object(group, "v1beta1", namespace, plural)
-    return list(result["items"])
-
-
-def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
-    found = (
-        k8s.CoreV1Api(api)
-        .list_namespace(label_selector=f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true")
-        .items
-    )
-    assert found, f"no tenant namespace for {peer_id}"
-    return str(found[0].metadata.name)  # type: ignore[union-attr]
 
 
 @dataclass
