@@ -64,7 +64,7 @@ class PeeringRunner:
                     continue
                 if outcome.gone:
                     return
-                failures = failures + 1 if outcome.requeue_after == 5.0 else 0
+                failures = failures + 1 if outcome.transient_error else 0
                 wanted = [(self.service.local, res, ns, fs) for res, ns, fs in outcome.watch_local]
                 if outcome.remote is not None:
                     wanted += [(outcome.remote, res, ns, fs) for res, ns, fs in outcome.watch_remote]

@@ -38,6 +38,7 @@ from liqo_peering.status import compute as status_compute
 from liqo_peering.status.foreigncluster import mirror_foreign_cluster
 
 log = structlog.get_logger("liqo_peering")
+TRANSIENT_RETRY_SECONDS = 5.0
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Outcome:
     """What the caller needs after a reconcile: when to look again and what to watch."""
 
     requeue_after: float | None = None
+    transient_error: bool = False  # the runner backs off exponentially while this stays true
     remote: ClusterClient | None = None
     watch_local: list[tuple[r.Resource, str | None, str | None]] = field(default_factory=list)
     watch_remote: list[tuple[r.Resource, str | None, str | None]] = field(default_factory=list)
@@ -204,6 +206,7 @@ class PeeringService:
         new_status, events = status_compute.compute(status, obs)
         self._write_status(body, status, new_status, events, stages)
         outcome.requeue_after = self._requeue_after(new_status, error, obs)
+        outcome.transient_error = error is not None and error.transient
         self._last[(namespace, name)] = (obs, outcome, error)
         return outcome
 
@@ -304,7 +307,7 @@ class PeeringService:
         self, status: dict[str, Any], error: PeeringError | None, obs: status_compute.Observation
     ) -> float | None:
         if error is not None and error.transient:
-            return 5.0  # unreachable clusters and not-ready Liqo: retry soon; the runner backs off
+            return TRANSIENT_RETRY_SECONDS  # unreachable clusters, Liqo not ready: retry soon; the runner backs off
         if status["peerStatus"] == "establishing":
             started = status_compute.parse_time(status["startedAt"])
             if started is not None:
