@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import threading
 import urllib.request
 import uuid
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from liqo_standin import kube as k
 from liqo_standin.kube import Kube, KubeError, Obj
 
+from .loop import SyncLoop
 from .runner import ComponentRunner
 
 # Kinds whose webhook mutation Liqo's control plane depends on and that are safe to mutate after
@@ -54,43 +54,21 @@ def webhook_paths(docs: list[Obj]) -> dict[str, str]:
     return paths
 
 
-class AdmissionStandIn:
+class AdmissionStandIn(SyncLoop):
     """Polls the POST_HOC kinds and has the real webhook mutate each new object once."""
 
     def __init__(self, name: str, kc: Kube, runner: ComponentRunner, paths: dict[str, str], interval: float = 0.5):
-        self.name = name
+        super().__init__(name, interval)
         self.kc = kc
         self.runner = runner
         self.paths = paths
-        self.interval = interval
         self.done: set[str] = set()
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._ssl = ssl.create_default_context()
         self._ssl.check_hostname = False
         self._ssl.verify_mode = ssl.CERT_NONE
         missing = [p for _, _, p, _ in POST_HOC if p not in paths]
         if missing:
             raise RuntimeError(f"no mutating webhook for {missing} in Liqo's chart")
-
-    def start(self) -> AdmissionStandIn:
-        self._thread = threading.Thread(target=self._loop, name=f"liqo-admission-{self.name}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync()
-            except Exception as e:  # keep going; report in errors
-                self.errors = [*self.errors[-49:], f"{type(e).__name__}: {e}"]
-            self._stop.wait(self.interval)
 
     def sync(self) -> None:
         port = self.runner.flag("webhook", "--webhook-port")

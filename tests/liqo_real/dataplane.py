@@ -21,11 +21,12 @@ GatewayClient, ForeignCluster conditions) is written by Liqo's own controller ma
 from __future__ import annotations
 
 import contextlib
-import threading
 from datetime import UTC, datetime
 
 from liqo_standin import kube as k
 from liqo_standin.kube import Kube, KubeError, Obj
+
+from .loop import SyncLoop
 
 FAULTS_CONFIGMAP = "liqo-dataplane-faults"
 REMOTE = "liqo.io/remote-cluster-id"
@@ -47,35 +48,13 @@ def gateway_flags(dep: Obj) -> dict[str, str] | None:
     return None
 
 
-class DataPlaneStandIn:
+class DataPlaneStandIn(SyncLoop):
     """One cluster's data plane, reconciled every `interval` seconds in a thread."""
 
     def __init__(self, name: str, kc: Kube, liqo_namespace: str = "liqo", interval: float = 1.0) -> None:
-        self.name = name
+        super().__init__(name, interval)
         self.kc = kc
         self.liqo_namespace = liqo_namespace
-        self.interval = interval
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> DataPlaneStandIn:
-        self._thread = threading.Thread(target=self._loop, name=f"liqo-dataplane-{self.name}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync()
-            except Exception as e:
-                self.errors = [*self.errors[-49:], f"{type(e).__name__}: {e}"]
-            self._stop.wait(self.interval)
 
     def fault(self) -> str | None:
         cm = self.kc.get(k.CONFIGMAP, FAULTS_CONFIGMAP, self.liqo_namespace)

@@ -45,6 +45,7 @@ from localk8s.ports import free_port
 
 from .binaries import liqo_binary
 from .install import container_binary
+from .loop import SyncLoop
 
 # Liqo binaries this runner runs (hack/build-liqo.sh builds them).
 RUNNABLE = frozenset({"liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet", "webhook"})
@@ -229,11 +230,11 @@ class Proc:
             p.wait(timeout=10)
 
 
-class ComponentRunner:
+class ComponentRunner(SyncLoop):
     """Runs the RUNNABLE Deployments of one cluster as local processes (a background thread)."""
 
     def __init__(self, name: str, kc: Kube, kubeconfig: Path, workdir: Path) -> None:
-        self.name = name
+        super().__init__(name, POLL_INTERVAL)
         self.kc = kc
         self.kubeconfig = kubeconfig
         self.workdir = workdir
@@ -241,21 +242,12 @@ class ComponentRunner:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.ipam_port = free_port()
         self.procs: dict[str, Proc] = {}
-        self.errors: list[str] = []
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------
-    def start(self) -> ComponentRunner:
-        self._thread = threading.Thread(target=self._loop, name=f"liqo-runner-{self.name}", daemon=True)
-        self._thread.start()
-        return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
+        super().stop()
         # Virtual kubelets first, the IPAM (which the controller manager talks to) last.
         order = {"virtual-kubelet": 0, "webhook": 1, "crd-replicator": 1, "liqo-controller-manager": 2, "ipam": 3}
         with self._lock:
@@ -263,17 +255,11 @@ class ComponentRunner:
                 proc.stop()
             self.procs.clear()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync()
-            except Exception as e:
-                msg = f"{self.name}: sync failed: {type(e).__name__}: {e}"
-                if not self.errors or self.errors[-1] != msg:
-                    _log(msg)
-                self.errors.append(msg)
-                self.errors = self.errors[-50:]
-            self._stop.wait(POLL_INTERVAL)
+    def record_error(self, message: str) -> None:
+        msg = f"{self.name}: sync failed: {message}"
+        if not self.errors or self.errors[-1] != msg:
+            _log(msg)
+        super().record_error(msg)
 
     # --- one pass --------------------------------------------------------------------------------------
     def sync(self) -> None:
