@@ -138,7 +138,8 @@ def render_chart(
     return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d.get("kind")]
 
 
-def _res_for(obj: Obj, plurals: dict[tuple[str, str], str]) -> k.Res:
+def res_for(obj: Obj, plurals: dict[tuple[str, str], str]) -> k.Res:
+    """Where to apply a rendered object: Liqo kinds' plurals come from the chart's CRDs."""
     group, _, version = obj["apiVersion"].rpartition("/")
     kind = obj["kind"]
     plural = plurals.get((group, kind)) or kind.lower() + "s"
@@ -166,21 +167,11 @@ def install_liqo(
     service_cidr = service_cidr or getattr(cluster, "service_cidr", None) or "10.96.0.0/16"
     docs = render_chart(cluster_id, pod_cidr, external_cidr, service_cidr, namespace)
 
-    kc.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, MANAGER)
-
-    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
-    for crd in crds:
-        kc.apply(k.CRD, crd, MANAGER)
-    for crd in crds:
-        name = crd["metadata"]["name"]
-        _wait(f"CRD {name} Established", lambda name=name: _crd_established(kc, name))
-
-    # Plurals of the Liqo kinds come from the CRDs themselves.
-    plurals = {(c["spec"]["group"], c["spec"]["names"]["kind"]): c["spec"]["names"]["plural"] for c in crds}
+    plurals = apply_crds(kc, docs, namespace)
     for obj in docs:
         if obj["kind"] not in KEEP_KINDS:
             continue
-        res = _res_for(obj, plurals)
+        res = res_for(obj, plurals)
         ns = namespace if res.namespaced else None
         if ns:
             obj.setdefault("metadata", {})["namespace"] = ns
@@ -192,6 +183,21 @@ def install_liqo(
 
     ensure_authentication_keys(kc, namespace)
     return LiqoInstall(cluster_id, namespace, pod_cidr, external_cidr, service_cidr)
+
+
+def apply_crds(kc: Kube, docs: list[Obj], namespace: str) -> dict[tuple[str, str], str]:
+    """Create Liqo's namespace and apply the rendered chart's CRDs, waiting until each is Established.
+
+    Returns (group, kind) -> plural for the Liqo kinds, read from the CRDs themselves (see res_for).
+    """
+    kc.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, MANAGER)
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    for crd in crds:
+        kc.apply(k.CRD, crd, MANAGER)
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        _wait(f"CRD {name} Established", lambda name=name: _crd_established(kc, name))
+    return {(c["spec"]["group"], c["spec"]["names"]["kind"]): c["spec"]["names"]["plural"] for c in crds}
 
 
 def _crd_established(kc: Kube, name: str) -> bool:

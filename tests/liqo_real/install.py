@@ -18,14 +18,11 @@ StorageClass, RuntimeClass, OpenShift SCCs, FirewallConfigurations.
 from __future__ import annotations
 
 import subprocess
-import time
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
-from liqo_env import CLUSTER_SCOPED, KEEP_KINDS, chart_dir, helm_binary
-from liqo_standin import kube as k
+from liqo_env import KEEP_KINDS, apply_crds, chart_dir, helm_binary, res_for
 from liqo_standin.kube import Kube, Obj
 
 from .binaries import liqo_version
@@ -77,35 +74,9 @@ def container_binary(workload: Obj) -> str | None:
     return str(containers[0]["command"][0]).rsplit("/", 1)[-1]
 
 
-def res_for(obj: Obj, plurals: dict[tuple[str, str], str]) -> k.Res:
-    group, _, version = obj["apiVersion"].rpartition("/")
-    plural = plurals.get((group, obj["kind"])) or obj["kind"].lower() + "s"
-    return k.Res(group, version, plural, namespaced=obj["kind"] not in CLUSTER_SCOPED)
-
-
-def crd_established(kc: Kube, name: str) -> bool:
-    conds = ((kc.get(k.CRD, name) or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
-
-def _wait(what: str, cond: Any, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.3)
-
-
 def apply_chart(kc: Kube, docs: list[Obj], namespace: str, runnable: frozenset[str]) -> list[Obj]:
     """Apply the rendered chart except the workloads that do not run here; returns the applied Deployments."""
-    kc.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, MANAGER)
-    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
-    for crd in crds:
-        kc.apply(k.CRD, crd, MANAGER)
-    for crd in crds:
-        name = crd["metadata"]["name"]
-        _wait(f"CRD {name} Established", lambda name=name: crd_established(kc, name))
-    plurals = {(c["spec"]["group"], c["spec"]["names"]["kind"]): c["spec"]["names"]["plural"] for c in crds}
+    plurals = apply_crds(kc, docs, namespace)
     deployments = []
     for obj in docs:
         kind = obj["kind"]
