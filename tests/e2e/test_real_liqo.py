@@ -237,12 +237,11 @@ class TestPeeredWithRealLiqo:
         for cond_type in ("Ready", "NetworkReady", "AuthenticationReady", "OffloadingReady"):
             assert conds[cond_type]["status"] == "True", conds[cond_type]
 
-        def liqo_view() -> dict[str, Any]:
-            fc = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) or {}
-            st = fc.get("status") or {}
-            mods = st.get("modules") or {}
+        def view(status: dict[str, Any]) -> dict[str, Any]:
+            """Role and, per module, enabled and (type, status) pairs: as Liqo wrote them, or as mirrored."""
+            mods = status.get("modules") or {}
             return {
-                "role": st.get("role"),
+                "role": status.get("role"),
                 "modules": {
                     m: {
                         "enabled": bool((mods.get(m) or {}).get("enabled")),
@@ -254,21 +253,12 @@ class TestPeeredWithRealLiqo:
                 },
             }
 
+        def liqo_view() -> dict[str, Any]:
+            fc = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) or {}
+            return view(fc.get("status") or {})
+
         def mirror_view() -> dict[str, Any]:
-            mirror = env.peerings.status(ns, NAME).get("foreignCluster") or {}
-            mods = mirror.get("modules") or {}
-            return {
-                "role": mirror.get("role"),
-                "modules": {
-                    m: {
-                        "enabled": bool((mods.get(m) or {}).get("enabled")),
-                        "conditions": sorted(
-                            (c["type"], c.get("status")) for c in (mods.get(m) or {}).get("conditions") or []
-                        ),
-                    }
-                    for m in ("networking", "authentication", "offloading")
-                },
-            }
+            return view(env.peerings.status(ns, NAME).get("foreignCluster") or {})
 
         liqo = liqo_view()
         # Liqo itself wrote these (the ForeignCluster controller): every module enabled, with conditions.
