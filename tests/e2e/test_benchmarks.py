@@ -34,7 +34,8 @@ def test_bench_time_to_ready_and_foreign_cluster_mirror_latency(
     case.peerings.wait_status(ns, NAME, "ready", timeout=180)
     _report(capsys, "create -> ready (stand-in answers immediately)", [time.monotonic() - started], "no target")
 
-    case.standin.set_faults("consumer", paused="true")  # only our writes change the ForeignCluster now
+    # Only our writes change the ForeignCluster once the stand-in has applied the pause.
+    case.standin.set_faults("consumer", wait=True, paused="true")
     fcs = k8s.CustomObjectsApi(env.peerings.api)
     latencies = []
     for i in range(5):
@@ -52,12 +53,19 @@ def test_bench_time_to_ready_and_foreign_cluster_mirror_latency(
         sent = time.monotonic()
         fcs.replace_cluster_custom_object_status("core.liqo.io", "v1beta1", "foreignclusters", env.provider_id, fc)
 
-        def seen(marker: str = marker) -> bool:
-            module = case.peerings.status(ns, NAME).get("foreignCluster", {}).get("modules", {})
-            conds = module.get("authentication", {}).get("conditions") or [{}]
-            return conds[0].get("message") == marker
+        mirrored: list[Any] = [None]
 
-        wait_for(f"the mirror to show {marker}", seen, timeout=30, interval=0.02)
+        def seen(marker: str = marker, mirrored: list[Any] = mirrored) -> bool:
+            module = case.peerings.status(ns, NAME).get("foreignCluster", {}).get("modules", {})
+            mirrored[0] = (module.get("authentication", {}).get("conditions") or [{}])[0].get("message")
+            return bool(mirrored[0] == marker)
+
+        try:
+            wait_for(f"the mirror to show {marker}", seen, timeout=30, interval=0.02)
+        except AssertionError as e:  # say which side lags: the ForeignCluster or the mirror
+            live: Any = fcs.get_cluster_custom_object("core.liqo.io", "v1beta1", "foreignclusters", env.provider_id)
+            held = (live["status"]["modules"]["authentication"].get("conditions") or [{}])[0].get("message")
+            raise AssertionError(f"{e}; the ForeignCluster holds {held!r}, the mirror {mirrored[0]!r}") from None
         latencies.append(time.monotonic() - sent)
     case.standin.set_faults("consumer", paused=None)
     _report(capsys, "ForeignCluster change -> LiqoPeering mirror", latencies, "< 1s")

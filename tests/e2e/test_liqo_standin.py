@@ -482,8 +482,7 @@ def test_delay_fault(peering: Peering, liqo_standin: StandInProcess) -> None:
 
 def test_paused_fault(peering: Peering, liqo_standin: StandInProcess) -> None:
     pr = peering
-    liqo_standin.set_faults("provider", paused="true")
-    time.sleep(0.5)
+    liqo_standin.set_faults("provider", wait=True, paused="true")
     pr.p.create(k.SECRET, _secret("liqo-nonce", pr.p_ns, {"liqo.io/nonce": "true", REMOTE: pr.cid}), pr.p_ns)
     time.sleep(3)
     assert not ((pr.p.get(k.SECRET, "liqo-nonce", pr.p_ns) or {}).get("data") or {}).get("nonce")

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 import pytest
 
 from liqo_env import LiqoInstall, install_liqo, read_cluster_id, uninstall_liqo
-from liqo_standin import FAULTS_CONFIGMAP
+from liqo_standin import FAULTS_APPLIED, FAULTS_CONFIGMAP, FAULTS_REQUEST
 from liqo_standin import kube as k
 from liqo_standin.kube import Kube
 
@@ -100,22 +101,38 @@ class StandInProcess:
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
-    def set_faults(self, cluster: str = "both", **knobs: str | float | None) -> None:
-        """Set (or with None, clear) fault knobs on "consumer", "provider" or "both"."""
-        for name in ("consumer", "provider") if cluster == "both" else (cluster,):
+    def set_faults(self, cluster: str = "both", wait: bool = False, **knobs: str | float | None) -> None:
+        """Set (or with None, clear) fault knobs on "consumer", "provider" or "both".
+
+        With wait=True, return only once the stand-in has started a pass with these knobs, so no pass that
+        began before them is still writing (a paused stand-in then writes nothing more).
+        """
+        names = ("consumer", "provider") if cluster == "both" else (cluster,)
+        request = uuid.uuid4().hex
+        for name in names:
             kc = self.lc.kube(name)
             cm = kc.get(k.CONFIGMAP, FAULTS_CONFIGMAP, self.lc.namespace)
             data = {key: None if v is None else str(v) for key, v in knobs.items()}
+            notes = {FAULTS_REQUEST: request} if wait else {}
             if cm is None:
                 body = {
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
-                    "metadata": {"name": FAULTS_CONFIGMAP, "namespace": self.lc.namespace},
+                    "metadata": {"name": FAULTS_CONFIGMAP, "namespace": self.lc.namespace, "annotations": notes},
                     "data": {a: b for a, b in data.items() if b is not None},
                 }
                 kc.create(k.CONFIGMAP, body, self.lc.namespace)
             else:
-                kc.patch(k.CONFIGMAP, FAULTS_CONFIGMAP, {"data": data}, self.lc.namespace)
+                patch = {"metadata": {"annotations": notes}, "data": data}
+                kc.patch(k.CONFIGMAP, FAULTS_CONFIGMAP, patch, self.lc.namespace)
+        for name in names if wait else ():
+            kc = self.lc.kube(name)
+
+            def applied(kc: Kube = kc) -> bool:
+                cm = kc.get(k.CONFIGMAP, FAULTS_CONFIGMAP, self.lc.namespace) or {}
+                return (cm.get("metadata", {}).get("annotations") or {}).get(FAULTS_APPLIED) == request
+
+            wait_for(f"the stand-in to apply faults {knobs} on {name}", applied, timeout=30, interval=0.05)
 
     def clear_faults(self) -> None:
         for name in ("consumer", "provider"):

@@ -61,6 +61,8 @@ namespace. A knob applies to objects on that cluster; when unset there, the othe
 - `tenant: Never`: Tenants never get a status (authentication hangs);
 - `virtualnode: Never`: no VirtualNode/Node for accepted slices (existing ones are removed);
 - `paused: "true"`: do nothing on that cluster (Liqo's controllers down).
+Knobs take effect at the next pass. To know they have, set annotation `liqo-standin/request` to a new
+value and wait until `liqo-standin/applied` equals it (`StandInProcess.set_faults(..., wait=True)`).
 "Liqo missing on one side": liqo_env.uninstall_liqo(); the stand-in then skips that cluster.
 
 Run: `python -m liqo_standin --consumer-kubeconfig A --provider-kubeconfig B [--liqo-namespace liqo]`, or
@@ -69,6 +71,6 @@ in-process with `StandIn(Kube.from_kubeconfig(A), Kube.from_kubeconfig(B)).start
 """
 
 from .kube import Kube
-from .standin import FAULTS_CONFIGMAP, StandIn
+from .standin import FAULTS_APPLIED, FAULTS_CONFIGMAP, FAULTS_REQUEST, StandIn
 
-__all__ = ["FAULTS_CONFIGMAP", "Kube", "StandIn"]
+__all__ = ["FAULTS_APPLIED", "FAULTS_CONFIGMAP", "FAULTS_REQUEST", "Kube", "StandIn"]

@@ -25,6 +25,11 @@ from .kube import Kube, KubeError, Obj
 log = logging.getLogger("liqo_standin")
 
 FAULTS_CONFIGMAP = "liqo-standin-faults"
+# A test that must know its knobs are in effect sets REQUEST on the faults ConfigMap; the stand-in copies it
+# to APPLIED when a pass loads it. Passes run one at a time, so by then no pass that missed the knobs is
+# still writing.
+FAULTS_REQUEST = "liqo-standin/request"
+FAULTS_APPLIED = "liqo-standin/applied"
 MANAGER = "liqo-standin"
 MANAGED = {"app.kubernetes.io/managed-by": MANAGER}
 
@@ -237,6 +242,10 @@ class StandIn:
             side.cluster_id = (cms[0].get("data") or {}).get("CLUSTER_ID") if cms else None
             cm = kc.get(k.CONFIGMAP, FAULTS_CONFIGMAP, side.ns)
             side.faults = (cm or {}).get("data") or {}
+            notes = ((cm or {}).get("metadata") or {}).get("annotations") or {}
+            if notes.get(FAULTS_REQUEST) and notes.get(FAULTS_REQUEST) != notes.get(FAULTS_APPLIED):
+                patch = {"metadata": {"annotations": {FAULTS_APPLIED: notes[FAULTS_REQUEST]}}}
+                kc.patch(k.CONFIGMAP, FAULTS_CONFIGMAP, patch, side.ns)
             side.snap = {name: kc.list(res, selector=sel) for name, (res, sel) in SNAPSHOT.items()}
         except Exception as e:
             log.warning("cannot read %s: %s", side.name, e)
