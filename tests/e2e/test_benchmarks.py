@@ -35,7 +35,7 @@ def test_bench_time_to_ready_and_foreign_cluster_mirror_latency(
     _report(capsys, "create -> ready (stand-in answers immediately)", [time.monotonic() - started], "no target")
 
     # Only our writes change the ForeignCluster once the stand-in has applied the pause.
-    case.standin.set_faults("consumer", wait=True, paused="true")
+    case.standin.set_faults("consumer", paused="true")
     fcs = k8s.CustomObjectsApi(env.peerings.api)
     latencies = []
     for i in range(5):

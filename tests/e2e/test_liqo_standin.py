@@ -473,7 +473,6 @@ def test_resourceslice_without_tenant_is_denied(peering: Peering) -> None:
 def test_delay_fault(peering: Peering, liqo_standin: StandInProcess) -> None:
     pr = peering
     liqo_standin.set_faults("both", delay=4)
-    time.sleep(0.5)  # let the stand-in read the knob before the object appears
     start = time.monotonic()
     pr.p.create(k.SECRET, _secret("liqo-nonce", pr.p_ns, {"liqo.io/nonce": "true", REMOTE: pr.cid}), pr.p_ns)
     wait_for("nonce", lambda: ((pr.p.get(k.SECRET, "liqo-nonce", pr.p_ns) or {}).get("data") or {}).get("nonce"))
@@ -482,7 +481,7 @@ def test_delay_fault(peering: Peering, liqo_standin: StandInProcess) -> None:
 
 def test_paused_fault(peering: Peering, liqo_standin: StandInProcess) -> None:
     pr = peering
-    liqo_standin.set_faults("provider", wait=True, paused="true")
+    liqo_standin.set_faults("provider", paused="true")
     pr.p.create(k.SECRET, _secret("liqo-nonce", pr.p_ns, {"liqo.io/nonce": "true", REMOTE: pr.cid}), pr.p_ns)
     time.sleep(3)
     assert not ((pr.p.get(k.SECRET, "liqo-nonce", pr.p_ns) or {}).get("data") or {}).get("nonce")

@@ -356,7 +356,7 @@ def test_status_mirrors_foreign_cluster_changes(case: PeeringCase) -> None:
     case.peerings.create(ns, NAME, spec())
     case.peerings.wait_status(ns, NAME, "ready")
     # Liqo's controllers on the consumer stop writing (and no pass begun before the pause is still writing).
-    case.standin.set_faults("consumer", wait=True, paused="true")
+    case.standin.set_faults("consumer", paused="true")
     fc_api = custom(env.peerings.api)
     fc: Any = fc_api.get_cluster_custom_object("core.liqo.io", "v1beta1", "foreignclusters", env.provider_id)
     broken = {

@@ -101,11 +101,12 @@ class StandInProcess:
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
-    def set_faults(self, cluster: str = "both", wait: bool = False, **knobs: str | float | None) -> None:
+    def set_faults(self, cluster: str = "both", wait: bool = True, **knobs: str | float | None) -> None:
         """Set (or with None, clear) fault knobs on "consumer", "provider" or "both".
 
-        With wait=True, return only once the stand-in has started a pass with these knobs, so no pass that
-        began before them is still writing (a paused stand-in then writes nothing more).
+        Returns once the stand-in has started a pass with these knobs, so no pass that began before them is
+        still writing: a paused stand-in writes nothing more, and objects created next meet the knobs.
+        wait=False returns at once.
         """
         names = ("consumer", "provider") if cluster == "both" else (cluster,)
         request = uuid.uuid4().hex

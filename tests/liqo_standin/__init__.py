@@ -62,7 +62,7 @@ namespace. A knob applies to objects on that cluster; when unset there, the othe
 - `virtualnode: Never`: no VirtualNode/Node for accepted slices (existing ones are removed);
 - `paused: "true"`: do nothing on that cluster (Liqo's controllers down).
 Knobs take effect at the next pass. To know they have, set annotation `liqo-standin/request` to a new
-value and wait until `liqo-standin/applied` equals it (`StandInProcess.set_faults(..., wait=True)`).
+value and wait until `liqo-standin/applied` equals it (`StandInProcess.set_faults` does so).
 "Liqo missing on one side": liqo_env.uninstall_liqo(); the stand-in then skips that cluster.
 
 Run: `python -m liqo_standin --consumer-kubeconfig A --provider-kubeconfig B [--liqo-namespace liqo]`, or
