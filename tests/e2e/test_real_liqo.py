@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +165,13 @@ def _object_uids(env: RealEnv) -> dict[str, str]:
     return uids
 
 
+def _seconds_between(start: str, end: str) -> float:
+    """Seconds between two RFC 3339 timestamps such as status.startedAt and status.readyAt."""
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
 # --- adoption of a liqoctl peering (fresh clusters; must run before the shared pair starts) ---------------
-def test_liqoctl_peering_is_adopted_without_disruption(tmp_path: Path) -> None:
+def test_liqoctl_peering_is_adopted_without_disruption(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     liqoctl = liqo_binary("liqoctl")
     pair = start_real_liqo_pair(Path(tempfile.mkdtemp(prefix="liqo-adopt-")), prefix="ad")
     env: RealEnv | None = None
@@ -190,6 +196,8 @@ def test_liqoctl_peering_is_adopted_without_disruption(tmp_path: Path) -> None:
         took = time.monotonic() - started
         sys.stderr.write(f"\nliqoctl peer took {took:.1f}s (rc {peer.returncode})\n{peer.stdout[-3000:]}\n")
         assert peer.returncode == 0, f"liqoctl peer failed:\n{peer.stdout[-4000:]}\n{peer.stderr[-4000:]}"
+        with capsys.disabled():  # printed in CI's output, next to the operator's figure below
+            print(f"\nBENCH real Liqo, fresh cluster pair: liqoctl peer -> done: {took:.1f}s")
 
         env = _start_env(pair, tmp_path)
         before = _object_uids(env)
@@ -228,9 +236,14 @@ def peered(real_env: RealEnv) -> Iterator[tuple[RealEnv, str]]:
 
 
 class TestPeeredWithRealLiqo:
-    def test_ready_and_status_mirrors_liqos_foreign_cluster(self, peered: tuple[RealEnv, str]) -> None:
+    def test_ready_and_status_mirrors_liqos_foreign_cluster(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
         env, ns = peered
         status = env.peerings.status(ns, NAME)
+        took = _seconds_between(status["startedAt"], status["readyAt"])
+        with capsys.disabled():  # startedAt/readyAt have one-second resolution
+            print(f"\nBENCH real Liqo, fresh cluster pair: LiqoPeering create -> Ready: {took:.0f}s (+-1s)")
         assert status["peerStatus"] == "ready"
         assert status["localClusterID"] == env.consumer_id and status["remoteClusterID"] == env.provider_id
         conds = {c["type"]: c for c in status["conditions"]}
