@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client as k8s
@@ -519,3 +519,32 @@ def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
     runner = env.pair.liqo["consumer"].runner
     assert runner is not None
     wait_for("the virtual kubelet process to stop", lambda: not runner.processes("virtual-kubelet"), timeout=60)
+
+
+def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, str]) -> None:
+    """In-band without proxyURL: the Tenant carries Liqo's API server proxy IP (as the consumer reaches it).
+
+    The local clusters' CIDRs do not overlap, so Liqo remaps nothing and the consumer reaches the proxy at
+    the IP Liqo's IPAM gave it on the provider (remapping itself is unit-tested with Liqo's examples). The
+    peering cannot go further here: the proxy needs the tunnel, which is stood in.
+    """
+    env, ns = rcase
+
+    def proxy_ip() -> str | None:
+        with contextlib.suppress(ApiException):
+            ip = custom(env.provider_api).get_namespaced_custom_object(
+                "ipam.liqo.io", "v1alpha1", "liqo", "ips", "api-server-proxy"
+            )
+            return cast(str | None, (ip.get("status") or {}).get("ip"))
+        return None
+
+    address = wait_for("Liqo's IPAM to give the provider's api-server-proxy IP an address", proxy_ip, timeout=60)
+    offloading = {"createResourceSlice": False, "createVirtualNode": False}
+    env.peerings.create(ns, NAME, spec(authentication={"inBand": True}, offloading=offloading))
+
+    def tenant() -> dict[str, Any] | None:
+        found: Any = custom(env.provider_api).list_cluster_custom_object("authentication.liqo.io", "v1beta1", "tenants")
+        return next((t for t in found["items"] if t["spec"].get("clusterID") == env.consumer_id), None)
+
+    found = wait_for("the Tenant on the provider", tenant, timeout=120)
+    assert found["spec"].get("proxyURL") == f"http://{address}:8118", found["spec"]

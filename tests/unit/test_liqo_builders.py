@@ -551,3 +551,36 @@ def vnode(**conds: str) -> dict[str, Any]:
 )
 def test_virtual_node_running(obj: dict[str, Any] | None, running: bool) -> None:
     assert offloading.virtual_node_running(obj) is running
+
+
+def _conf(spec_pod: Any, spec_ext: Any, status_pod: Any = None, status_ext: Any = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"spec": {"remote": {"cidr": {"pod": spec_pod, "external": spec_ext}}}}
+    if status_pod or status_ext:
+        conf["status"] = {"remote": {"cidr": {"pod": status_pod or spec_pod, "external": status_ext or spec_ext}}}
+    return conf
+
+
+@pytest.mark.parametrize(
+    ("conf", "address", "expected"),
+    [
+        # Not remapped (status equals spec, or no status yet): unchanged.
+        (_conf(["10.200.0.0/16"], ["10.210.0.0/16"]), "10.210.0.7", "10.210.0.7"),
+        (_conf(["10.200.0.0/16"], ["10.210.0.0/16"], ["10.200.0.0/16"], ["10.210.0.0/16"]), "10.210.0.7", "10.210.0.7"),
+        # External CIDR remapped: the host part stays, the network part is the remapped one.
+        (_conf(["10.200.0.0/16"], ["10.210.0.0/16"], None, ["10.81.0.0/16"]), "10.210.3.7", "10.81.3.7"),
+        # Liqo's own examples (ipam RemapMask): 10.1.0.1 into 40.32.0.0/10; 10.255.1.1 into 78.5.64.0/18.
+        (_conf(["10.0.0.0/10"], ["10.210.0.0/16"], ["40.32.0.0/10"]), "10.1.0.1", "40.1.0.1"),
+        (_conf(["10.255.0.0/18"], ["10.210.0.0/16"], ["78.5.64.0/18"]), "10.255.1.1", "78.5.65.1"),
+        # Outside both CIDRs: unchanged.
+        (_conf(["10.200.0.0/16"], ["10.210.0.0/16"], ["10.80.0.0/16"], ["10.81.0.0/16"]), "192.168.1.1", "192.168.1.1"),
+        # Older Liqo wrote single strings, not lists.
+        (_conf("10.200.0.0/16", "10.210.0.0/16", "10.80.0.0/16", "10.81.0.0/16"), "10.210.0.9", "10.81.0.9"),
+    ],
+)
+def test_remap_address_follows_the_configuration(conf: dict[str, Any], address: str, expected: str) -> None:
+    assert networking.remap_address(conf, address) == expected
+
+
+def test_in_band_proxy_url_is_the_remapped_proxy_ip_on_port_8118() -> None:
+    conf = _conf(["10.200.0.0/16"], ["10.210.0.0/16"], None, ["10.81.0.0/16"])
+    assert networking.in_band_proxy_url(conf, "10.210.0.2") == "http://10.81.0.2:8118"

@@ -988,3 +988,48 @@ users: [{name: p, user: {token: abc}}]
     # An empty value counts as missing.
     with pytest.raises(SecretKeyMissing, match=r"keys: kubeconfig, other"):
         discovery.read_remote_kubeconfig(client, "team-a", "to-provider", make_spec(), discovery.KubeconfigPolicy())
+
+
+# == in-band authentication ============================================================================
+
+
+def test_in_band_waits_for_the_proxy_address_and_writes_nothing() -> None:
+    p = make_run(make_spec(authentication={"inBand": True}))
+    local, remote = fakes(p)
+    result = authentication.reconcile_in_band(p, None)
+    assert outcome(result) == waiting("authentication", "WaitingForProxyAddress")
+    assert "liqo/api-server-proxy" in result.message and "proxyURL" in result.message
+    assert local.writes == [] and remote.writes == []
+
+
+def test_in_band_tenant_gets_the_provider_proxy_ip_remapped_on_the_consumer() -> None:
+    p = make_run(make_spec(authentication={"inBand": True}))
+    local, remote = fakes(p)
+    remote.add(r.IP, {"metadata": {"name": "api-server-proxy", "namespace": "liqo"}, "status": {"ip": "10.210.0.2"}})
+    local.add(
+        r.CONFIGURATION,
+        {
+            "metadata": {"name": "provider-id", "namespace": C_NS},
+            "spec": {"remote": {"cidr": {"pod": ["10.200.0.0/16"], "external": ["10.210.0.0/16"]}}},
+            "status": {"remote": {"cidr": {"pod": ["10.200.0.0/16"], "external": ["10.81.0.0/16"]}}},
+        },
+    )
+    install_auth_keys(local)
+    authentication.reconcile_in_band(p, None)
+    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
+    authentication.reconcile_in_band(p, None)
+    sign_nonce(local)
+    assert outcome(authentication.reconcile_in_band(p, None)) == waiting("authentication", "WaitingForTenant")
+    assert remote.obj(r.TENANT, "consumer-id", P_NS)["spec"]["proxyURL"] == "http://10.81.0.2:8118"
+
+
+def test_in_band_with_a_proxy_url_uses_it_as_given() -> None:
+    p = make_run(make_spec(authentication={"inBand": True, "proxyURL": "http://proxy:8118"}))
+    local, remote = fakes(p)
+    install_auth_keys(local)
+    authentication.reconcile_in_band(p, "http://proxy:8118")
+    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
+    authentication.reconcile_in_band(p, "http://proxy:8118")
+    sign_nonce(local)
+    authentication.reconcile_in_band(p, "http://proxy:8118")
+    assert remote.obj(r.TENANT, "consumer-id", P_NS)["spec"]["proxyURL"] == "http://proxy:8118"

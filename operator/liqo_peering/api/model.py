@@ -124,7 +124,9 @@ class AuthenticationSpec(_Model):
         }
     )
     in_band: bool = Field(
-        default=False, description="Reach the provider's API server through the tunnel (needs networking)."
+        default=False,
+        description="Reach the provider's API server through the tunnel (needs networking). Without proxyURL,"
+        " this is Liqo's API server proxy on the provider, at its IP as remapped on the consumer (as liqoctl does).",
     )
     proxy_url: str | None = Field(
         default=None, alias="proxyURL", description="Proxy the consumer uses to reach the provider's API server."

@@ -7,9 +7,29 @@ from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming
+from liqo_peering.liqo import networking as net
 from liqo_peering.liqo import resources as r
 
 STAGE = "authentication"
+
+
+def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
+    """In-band: the provider's API server is reached through the tunnel, via spec.authentication.proxyURL
+    or, as liqoctl does, Liqo's API server proxy at its IP on the provider as remapped on the consumer."""
+    if proxy_url:
+        return reconcile(p, proxy_url)
+    ctx = p.ctx
+    ip = p.remote.get(r.IP, naming.API_SERVER_PROXY_IP, ctx.provider.liqo_namespace)
+    address = ((ip or {}).get("status") or {}).get("ip")
+    conf = p.local.get(r.CONFIGURATION, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+    if not address or conf is None:
+        return StageResult.waiting(
+            STAGE,
+            "WaitingForProxyAddress",
+            f"in-band: waiting for Liqo's IPAM on the provider to give IP {ctx.provider.liqo_namespace}/"
+            f"{naming.API_SERVER_PROXY_IP} an address (or set spec.authentication.proxyURL)",
+        )
+    return reconcile(p, net.in_band_proxy_url(conf, address))
 
 
 def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:

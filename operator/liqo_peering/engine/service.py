@@ -8,6 +8,7 @@ last one stopped.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import threading
@@ -261,9 +262,8 @@ class PeeringService:
             # In-band authentication reaches the provider through the tunnel: networking first.
             results["networking"] = guarded("networking", lambda: networking.reconcile(run))
             if results["networking"].state == "ready":
-                results["authentication"] = guarded(
-                    "authentication", lambda: authentication.reconcile(run, proxy or self._in_band_proxy(run))
-                )
+                in_band = functools.partial(authentication.reconcile_in_band, run, proxy)
+                results["authentication"] = guarded("authentication", in_band)
         else:
             # Independent stages run concurrently, as liqoctl does not.
             net = self._pool.submit(guarded, "networking", lambda: networking.reconcile(run))
@@ -272,13 +272,6 @@ class PeeringService:
         if results.get("authentication") and results["authentication"].state == "ready":
             results["offloading"] = guarded("offloading", lambda: offloading.reconcile(run))
         return results
-
-    def _in_band_proxy(self, run: PeeringRun) -> str | None:
-        ip = run.remote.get(
-            r.Resource("ipam.liqo.io", "v1alpha1", "ips", "IP"), "api-server-proxy", run.ctx.provider.liqo_namespace
-        )
-        address = ((ip or {}).get("status") or {}).get("ip")
-        return f"http://{address}:8118" if address else None
 
     def _watch_list(self, outcome: Outcome, ctx: PeeringContext) -> None:
         """What wakes this peering: its stage objects on both sides, the ForeignCluster, the nonce Secrets.

@@ -12,6 +12,7 @@ GATEWAY_RESOURCE = "networking.liqo.io/gateway-resource"
 NONCE_LABEL = "liqo.io/nonce"
 SIGNED_NONCE_LABEL = "liqo.io/signed-nonce"
 NONCE_SECRET = "liqo-nonce"
+API_SERVER_PROXY_IP = "api-server-proxy"  # ipam.liqo.io IP in the Liqo namespace: the proxy's external-CIDR IP
 SIGNED_NONCE_SECRET = "liqo-signed-nonce"
 NONCE_FIELD = "nonce"
 SIGNED_NONCE_FIELD = "signedNonce"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from liqo_peering.api.model import NetworkingSpec
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
+
+# Liqo's API server proxy listens here (its chart's proxy Service).
+API_SERVER_PROXY_PORT = 8118
 
 
 def configuration(ctx: PeeringContext, described: ClusterInfo, namespace: str) -> dict[str, Any]:
@@ -117,3 +121,33 @@ def connection_state(connections: list[dict[str, Any]]) -> str | None:
         if value:
             return str(value)
     return "Connecting" if connections else None
+
+
+def remap_address(configuration: dict[str, Any], address: str) -> str:
+    """`address` (in the remote cluster's own pod or external CIDR) as this cluster reaches it.
+
+    Liqo records in the Configuration's status the CIDRs it remapped the remote's to, when they clash with
+    local ones. As Liqo's ipam MapAddressWithConfiguration does, the network part is swapped for the
+    remapped one and the host part kept; an address outside both CIDRs, or not remapped, is unchanged.
+    """
+    spec_cidr = ((configuration.get("spec") or {}).get("remote") or {}).get("cidr") or {}
+    status_cidr = (((configuration.get("status") or {}).get("remote") or {}).get("cidr")) or {}
+    ip = ipaddress.ip_address(address)
+    for kind in ("pod", "external"):
+        original, remapped = _primary(spec_cidr.get(kind)), _primary(status_cidr.get(kind))
+        if original is None or remapped is None or original == remapped or ip not in original:
+            continue
+        host = int(ip) & int(remapped.hostmask)
+        return str(ipaddress.ip_address(int(remapped.network_address) | host))
+    return address
+
+
+def in_band_proxy_url(configuration: dict[str, Any], proxy_ip: str) -> str:
+    """Tenant proxyURL for in-band authentication: the provider's API server proxy through the tunnel."""
+    return f"http://{remap_address(configuration, proxy_ip)}:{API_SERVER_PROXY_PORT}"
+
+
+def _primary(cidrs: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The first CIDR of a Configuration field (a list since Liqo v1.0, a string before)."""
+    first = cidrs[0] if isinstance(cidrs, list) and cidrs else cidrs
+    return ipaddress.ip_network(first, strict=False) if isinstance(first, str) and first else None

@@ -39,6 +39,7 @@ DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
 ROLE_BINDING = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 
 NETWORK = Resource("ipam.liqo.io", "v1alpha1", "networks", "Network")
+IP = Resource("ipam.liqo.io", "v1alpha1", "ips", "IP")
 CONFIGURATION = Resource("networking.liqo.io", "v1beta1", "configurations", "Configuration")
 GATEWAY_SERVER = Resource("networking.liqo.io", "v1beta1", "gatewayservers", "GatewayServer")
 GATEWAY_CLIENT = Resource("networking.liqo.io", "v1beta1", "gatewayclients", "GatewayClient")
