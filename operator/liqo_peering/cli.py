@@ -18,6 +18,7 @@ from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import PeeringService
+from liqo_peering.kubeconfig import CONNECTION_POOL_SIZE
 from liqo_peering.metrics import Metrics
 
 PREFIX = "peering.liqo-operator.io"
@@ -85,6 +86,7 @@ def local_configuration(kubeconfig: str | None, context: str | None) -> k8s_clie
         k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
     else:
         k8s_config.load_incluster_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = CONNECTION_POOL_SIZE
     return cfg
 
 

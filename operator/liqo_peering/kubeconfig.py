@@ -34,6 +34,10 @@ import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+# Connections kept per cluster. Each open watch holds one while peerings reconcile and tear down on
+# other threads; urllib3's default of 10 made it discard connections (and warn) with a few peerings.
+CONNECTION_POOL_SIZE = 32
+
 EXEC_FLAG = "--insecure-kubeconfig-exec"
 TLS_FLAG = "--insecure-kubeconfig-tls"
 
@@ -303,6 +307,7 @@ def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
     ``*-data`` fields (CA, client cert/key) as temporary files, because Python's ``ssl`` needs paths.
     """
     configuration = k8s_client.Configuration()
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
         config_dict=copy.deepcopy(remote.config),
         context=remote.context_name,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
-from liqo_peering.cli import build_parser, connection_info
+from liqo_peering.cli import build_parser, connection_info, local_configuration
 from liqo_peering.engine.result import StageResult
+from liqo_peering.kubeconfig import CONNECTION_POOL_SIZE
 from liqo_peering.metrics import Metrics
 
 
@@ -124,3 +126,16 @@ def test_tenant_access_role_needs_the_service_account() -> None:
     args = build_parser().parse_args(["run", "--kubeconfig", "/nonexistent", "--tenant-access-role", "r"])
     with pytest.raises(SystemExit, match="--service-account"):
         run(args)
+
+
+def test_local_configuration_pools_enough_connections_for_concurrent_watches(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://consumer.example:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    cfg = local_configuration(str(kubeconfig), None)
+    assert cfg.host == "https://consumer.example:6443"
+    assert cfg.connection_pool_maxsize == CONNECTION_POOL_SIZE > 10

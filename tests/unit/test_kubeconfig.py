@@ -11,6 +11,7 @@ import yaml
 from kubernetes import client as k8s_client
 
 from liqo_peering.kubeconfig import (
+    CONNECTION_POOL_SIZE,
     EXEC_FLAG,
     TLS_FLAG,
     KubeconfigError,
@@ -587,3 +588,8 @@ def test_redact_is_idempotent() -> None:
     once = redact(text)
     assert redact(once) == once
     assert_no_secrets(once)
+
+
+def test_to_api_client_pools_enough_connections_for_concurrent_watches() -> None:
+    api = to_api_client(load(single({"server": "https://a:6443"}, {"token": "token-a"})))
+    assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE > 10
