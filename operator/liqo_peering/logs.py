@@ -4,8 +4,39 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import structlog
+
+# Remote cluster ID per peering ("namespace/name"), as the engine learns it. kopf's own lines about a
+# peering carry only the object's reference; this lets them carry the remote cluster ID too. Entries are
+# kept after deletion (kopf logs after the last handler returns): one short string per peering name.
+_remote_cluster_ids: dict[str, str] = {}
+
+
+def bind_peering(namespace: str, name: str, remote_cluster_id: str | None = None) -> None:
+    """Put the peering (and its remote cluster ID, once known) on every line logged from this context."""
+    peering = f"{namespace}/{name}"
+    if remote_cluster_id:
+        _remote_cluster_ids[peering] = remote_cluster_id
+    known = _remote_cluster_ids.get(peering)
+    if known:
+        structlog.contextvars.bind_contextvars(peering=peering, remote_cluster_id=known)
+    else:
+        structlog.contextvars.bind_contextvars(peering=peering)
+        structlog.contextvars.unbind_contextvars("remote_cluster_id")
+
+
+def _kopf_object(_: Any, __: str, event_dict: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """kopf logs per-object lines with a `k8s_ref` extra: name the peering (and its remote cluster ID)."""
+    ref = getattr(event_dict.get("_record"), "k8s_ref", None)
+    if isinstance(ref, dict) and ref.get("name"):
+        peering = f"{ref.get('namespace')}/{ref['name']}"
+        event_dict["peering"] = peering
+        event_dict.pop("remote_cluster_id", None)  # the thread's context may be another peering's
+        if peering in _remote_cluster_ids:
+            event_dict["remote_cluster_id"] = _remote_cluster_ids[peering]
+    return event_dict
 
 
 def configure(fmt: str = "json", level: int = logging.INFO) -> None:
@@ -27,7 +58,8 @@ def configure(fmt: str = "json", level: int = logging.INFO) -> None:
     # kopf and the kubernetes client log through stdlib logging; render them the same way.
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared, processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]
+            foreign_pre_chain=[*shared, _kopf_object],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
         )
     )
     root = logging.getLogger()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from typing import Any
@@ -143,6 +144,16 @@ def test_delete_unpeers_both_sides(case: PeeringCase) -> None:
         (env.provider_api, "networking.liqo.io", "configurations", p_ns),
     ):
         assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+
+    # Every line about this peering names it and, from the moment its remote is known, the remote cluster
+    # ID: kopf's own lines about the object (handlers, deletion) included.
+    lines = [json.loads(line) for line in env.operator.log().splitlines() if line.startswith("{")]
+    assert all("peering" in line for line in lines if line.get("logger") == "kopf.objects")
+    ours = [line for line in lines if line.get("peering") == f"{ns}/{NAME}"]
+    assert any(line["logger"] == "kopf.objects" for line in ours)
+    first = next(i for i, line in enumerate(ours) if line.get("remote_cluster_id"))
+    unlabelled = [line for line in ours[first:] if line.get("remote_cluster_id") != env.provider_id]
+    assert not unlabelled, unlabelled
 
 
 def test_timeout_is_reported_then_ready_once_things_complete(case: PeeringCase) -> None:

@@ -22,6 +22,7 @@ import structlog
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from liqo_peering import logs
 from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
@@ -137,7 +138,7 @@ class PeeringService:
         body = self.local.get(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
-        structlog.contextvars.bind_contextvars(peering=f"{namespace}/{name}")
+        logs.bind_peering(namespace, name, (body.get("status") or {}).get("remoteClusterID"))
         meta, status = body["metadata"], dict(body.get("status") or {})
         outcome = Outcome()
         stages: dict[str, StageResult] = {}
@@ -158,7 +159,7 @@ class PeeringService:
             outcome.remote = remote
             ctx = self._context(namespace, name, spec, remote)
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
-            structlog.contextvars.bind_contextvars(remote_cluster_id=ctx.provider.cluster_id)
+            logs.bind_peering(namespace, name, ctx.provider.cluster_id)
             self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), ctx.provider.cluster_id)
             ctx = PeeringContext(
                 namespace,
@@ -231,7 +232,7 @@ class PeeringService:
         remote_id = previous.remote_cluster_id
         if remote_id is None:
             return None
-        structlog.contextvars.bind_contextvars(peering=f"{namespace}/{name}", remote_cluster_id=remote_id)
+        logs.bind_peering(namespace, name, remote_id)
         fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
         obs = dataclasses.replace(previous, now=self.now(), mirror=mirror_foreign_cluster(fc))
         status = dict(body.get("status") or {})
@@ -342,9 +343,7 @@ class PeeringService:
     def _teardown(self, body: dict[str, Any]) -> list[str]:
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]
-        structlog.contextvars.bind_contextvars(
-            peering=f"{namespace}/{name}", remote_cluster_id=status.get("remoteClusterID")
-        )
+        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
         force = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
         local_id, remote_id = status.get("localClusterID"), status.get("remoteClusterID")
         if not local_id or not remote_id:
