@@ -8,6 +8,7 @@ objects the pass wrote.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -456,15 +457,19 @@ def sign_nonce(local: FakeClusterClient, signature: str = SIGNED) -> None:
     local.obj(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS).setdefault("data", {})[naming.SIGNED_NONCE_FIELD] = signature
 
 
-def authentication_to_tenant(p: PeeringRun, proxy_url: str | None = None) -> StageResult:
+def authentication_to_tenant(
+    p: PeeringRun,
+    proxy_url: str | None = None,
+    stage_pass: Callable[[PeeringRun, str | None], StageResult] = authentication.reconcile,
+) -> StageResult:
     """Play Liqo's part up to the Tenant; returns the pass that created it."""
     local, remote = fakes(p)
     install_auth_keys(local)
-    authentication.reconcile(p, proxy_url)
+    stage_pass(p, proxy_url)
     remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
-    authentication.reconcile(p, proxy_url)
+    stage_pass(p, proxy_url)
     sign_nonce(local)
-    return authentication.reconcile(p, proxy_url)
+    return stage_pass(p, proxy_url)
 
 
 def authentication_to_ready(p: PeeringRun, proxy_url: str | None = None) -> None:
@@ -1014,22 +1019,13 @@ def test_in_band_tenant_gets_the_provider_proxy_ip_remapped_on_the_consumer() ->
             "status": {"remote": {"cidr": {"pod": ["10.200.0.0/16"], "external": ["10.81.0.0/16"]}}},
         },
     )
-    install_auth_keys(local)
-    authentication.reconcile_in_band(p, None)
-    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
-    authentication.reconcile_in_band(p, None)
-    sign_nonce(local)
-    assert outcome(authentication.reconcile_in_band(p, None)) == waiting("authentication", "WaitingForTenant")
+    result = authentication_to_tenant(p, None, authentication.reconcile_in_band)
+    assert outcome(result) == waiting("authentication", "WaitingForTenant")
     assert remote.obj(r.TENANT, "consumer-id", P_NS)["spec"]["proxyURL"] == "http://10.81.0.2:8118"
 
 
 def test_in_band_with_a_proxy_url_uses_it_as_given() -> None:
     p = make_run(make_spec(authentication={"inBand": True, "proxyURL": "http://proxy:8118"}))
-    local, remote = fakes(p)
-    install_auth_keys(local)
-    authentication.reconcile_in_band(p, "http://proxy:8118")
-    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
-    authentication.reconcile_in_band(p, "http://proxy:8118")
-    sign_nonce(local)
-    authentication.reconcile_in_band(p, "http://proxy:8118")
+    _, remote = fakes(p)
+    authentication_to_tenant(p, "http://proxy:8118", authentication.reconcile_in_band)
     assert remote.obj(r.TENANT, "consumer-id", P_NS)["spec"]["proxyURL"] == "http://proxy:8118"

@@ -138,8 +138,8 @@ class PeeringService:
         body = self.local.get(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
-        logs.bind_peering(namespace, name, (body.get("status") or {}).get("remoteClusterID"))
         meta, status = body["metadata"], dict(body.get("status") or {})
+        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
         outcome = Outcome()
         stages: dict[str, StageResult] = {}
         error: PeeringError | None = None
