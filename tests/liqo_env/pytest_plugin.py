@@ -101,12 +101,11 @@ class StandInProcess:
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
-    def set_faults(self, cluster: str = "both", wait: bool = True, **knobs: str | float | None) -> None:
+    def set_faults(self, cluster: str = "both", **knobs: str | float | None) -> None:
         """Set (or with None, clear) fault knobs on "consumer", "provider" or "both".
 
         Returns once the stand-in has started a pass with these knobs, so no pass that began before them is
         still writing: a paused stand-in writes nothing more, and objects created next meet the knobs.
-        wait=False returns at once.
         """
         names = ("consumer", "provider") if cluster == "both" else (cluster,)
         request = uuid.uuid4().hex
@@ -114,7 +113,7 @@ class StandInProcess:
             kc = self.lc.kube(name)
             cm = kc.get(k.CONFIGMAP, FAULTS_CONFIGMAP, self.lc.namespace)
             data = {key: None if v is None else str(v) for key, v in knobs.items()}
-            notes = {FAULTS_REQUEST: request} if wait else {}
+            notes = {FAULTS_REQUEST: request}
             if cm is None:
                 body = {
                     "apiVersion": "v1",
@@ -126,7 +125,7 @@ class StandInProcess:
             else:
                 patch = {"metadata": {"annotations": notes}, "data": data}
                 kc.patch(k.CONFIGMAP, FAULTS_CONFIGMAP, patch, self.lc.namespace)
-        for name in names if wait else ():
+        for name in names:
             kc = self.lc.kube(name)
 
             def applied(kc: Kube = kc) -> bool:
