@@ -463,13 +463,22 @@ def authentication_to_tenant(
     stage_pass: Callable[[PeeringRun, str | None], StageResult] = authentication.reconcile,
 ) -> StageResult:
     """Play Liqo's part up to the Tenant; returns the pass that created it."""
+    install_auth_keys(fakes(p)[0])
+    authentication_to_signed_nonce(p, proxy_url, stage_pass)
+    return stage_pass(p, proxy_url)
+
+
+def authentication_to_signed_nonce(
+    p: PeeringRun,
+    proxy_url: str | None = None,
+    stage_pass: Callable[[PeeringRun, str | None], StageResult] = authentication.reconcile,
+) -> None:
+    """Play Liqo's part through the signed nonce: the next pass goes on to the Tenant."""
     local, remote = fakes(p)
-    install_auth_keys(local)
     stage_pass(p, proxy_url)
     remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
     stage_pass(p, proxy_url)
     sign_nonce(local)
-    return stage_pass(p, proxy_url)
 
 
 def authentication_to_ready(p: PeeringRun, proxy_url: str | None = None) -> None:
@@ -516,10 +525,7 @@ def test_authentication_nonce_then_signed_nonce() -> None:
 def test_authentication_changed_provider_nonce_recreates_the_signed_nonce() -> None:
     p = make_run()
     local, remote = fakes(p)
-    authentication.reconcile(p, None)
-    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
-    authentication.reconcile(p, None)
-    sign_nonce(local)
+    authentication_to_signed_nonce(p)
 
     fresh = base64.b64encode(b"nonce-2").decode()
     remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: fresh}
@@ -535,11 +541,8 @@ def test_authentication_changed_provider_nonce_recreates_the_signed_nonce() -> N
 
 def test_authentication_missing_keys_raise_liqo_not_ready() -> None:
     p = make_run()
-    local, remote = fakes(p)
-    authentication.reconcile(p, None)
-    remote.obj(r.SECRET, naming.NONCE_SECRET, P_NS)["data"] = {naming.NONCE_FIELD: NONCE}
-    authentication.reconcile(p, None)
-    sign_nonce(local)
+    _, remote = fakes(p)
+    authentication_to_signed_nonce(p)
 
     with pytest.raises(LiqoNotReady, match=r"Secret liqo/authentication-keys is missing on the consumer"):
         authentication.reconcile(p, None)
