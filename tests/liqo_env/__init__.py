@@ -146,6 +146,18 @@ def res_for(obj: Obj, plurals: dict[tuple[str, str], str]) -> k.Res:
     return k.Res(group, version, plural, namespaced=kind not in CLUSTER_SCOPED)
 
 
+def apply_rendered(
+    kc: Kube, obj: Obj, plurals: dict[tuple[str, str], str], namespace: str, manager: str
+) -> tuple[k.Res, str | None]:
+    """Server-side apply one rendered chart object, namespaced ones into `namespace`; where it went."""
+    res = res_for(obj, plurals)
+    ns = namespace if res.namespaced else None
+    if ns:
+        obj.setdefault("metadata", {})["namespace"] = ns
+    kc.apply(res, obj, manager, namespace=ns)
+    return res, ns
+
+
 def _wait(what: str, cond: Any, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -171,11 +183,7 @@ def install_liqo(
     for obj in docs:
         if obj["kind"] not in KEEP_KINDS:
             continue
-        res = res_for(obj, plurals)
-        ns = namespace if res.namespaced else None
-        if ns:
-            obj.setdefault("metadata", {})["namespace"] = ns
-        kc.apply(res, obj, MANAGER, namespace=ns)
+        res, ns = apply_rendered(kc, obj, plurals, namespace, MANAGER)
         if obj["kind"] == "Network":
             # No IPAM pod: the CIDR is used as is (what Liqo's IPAM does for a not-remapped network).
             status = {"cidr": obj["spec"]["cidr"]}

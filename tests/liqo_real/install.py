@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from liqo_env import KEEP_KINDS, apply_crds, chart_dir, helm_binary, res_for
+from liqo_env import KEEP_KINDS, apply_crds, apply_rendered, chart_dir, helm_binary
 from liqo_standin.kube import Kube, Obj
 
 from .binaries import liqo_version
@@ -86,9 +86,5 @@ def apply_chart(kc: Kube, docs: list[Obj], namespace: str, runnable: frozenset[s
             deployments.append(obj)
         elif kind not in KEEP_KINDS and kind not in EXTRA_KINDS:
             continue
-        res = res_for(obj, plurals)
-        ns = namespace if res.namespaced else None
-        if ns:
-            obj.setdefault("metadata", {})["namespace"] = ns
-        kc.apply(res, obj, MANAGER, namespace=ns)
+        apply_rendered(kc, obj, plurals, namespace, MANAGER)
     return deployments
