@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+
+from liqo_env.pytest_plugin import wait_for as poll
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "peering.liqo-operator.io_liqopeerings.yaml"
@@ -39,15 +40,8 @@ def api_client(kubeconfig: Path | str) -> k8s.ApiClient:
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.25) -> T:
-    """Poll until probe returns a truthy value; fail with `what` and the last value after timeout."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+    """liqo_env's poll-until-truthy, with the longer default timeout the operator scenarios need."""
+    return poll(what, probe, timeout=timeout, interval=interval)
 
 
 def install_crd(api: k8s.ApiClient) -> None:
