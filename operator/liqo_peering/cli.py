@@ -5,24 +5,26 @@ from __future__ import annotations
 import argparse
 import logging
 import random
-from typing import Any
 
 import kopf
 import structlog
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from liqo_peering import __version__, logs
+from liqo_peering import __version__, handlers, logs
 from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, with_user_agent
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import PeeringService
-from liqo_peering.kubeconfig import CONNECTION_POOL_SIZE
+from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
 from liqo_peering.metrics import Metrics
 
-PREFIX = "peering.liqo-operator.io"
 log = structlog.get_logger("liqo_peering")
+# Flags other modules name in their messages are spelled where those messages live, and used from there.
+TENANT_ACCESS_FLAG = "--tenant-access-role"
+SERVICE_ACCOUNT_FLAG = "--service-account"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,13 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch this namespace (repeatable); default: all namespaces",
     )
     run.add_argument(
-        "--insecure-kubeconfig-exec",
+        EXEC_FLAG,
         action="store_true",
         help="allow exec and auth-provider plugins in remote kubeconfigs",
     )
-    run.add_argument(
-        "--insecure-kubeconfig-tls", action="store_true", help="allow insecure-skip-tls-verify in remote kubeconfigs"
-    )
+    run.add_argument(TLS_FLAG, action="store_true", help="allow insecure-skip-tls-verify in remote kubeconfigs")
     run.add_argument("--log-format", choices=["json", "console"], default="json")
     run.add_argument("--log-level", choices=["debug", "info", "warning"], default="info")
     run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (0: off)")
@@ -58,15 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between full reconciles of a peering (drift repair)",
     )
     run.add_argument(
-        "--tenant-access-role",
+        TENANT_ACCESS_FLAG,
         default=None,
         help="ClusterRole (Secret access) the operator binds to its own ServiceAccount in each tenant namespace,"
-        " instead of reading Secrets cluster-wide; needs --service-account",
+        f" instead of reading Secrets cluster-wide; needs {SERVICE_ACCOUNT_FLAG}",
     )
     run.add_argument(
-        "--service-account",
+        SERVICE_ACCOUNT_FLAG,
         default=None,
-        help="NAMESPACE/NAME of the operator's ServiceAccount, for --tenant-access-role",
+        help=f"NAMESPACE/NAME of the operator's ServiceAccount, for {TENANT_ACCESS_FLAG}",
     )
     run.add_argument(
         "--priority",
@@ -111,39 +111,21 @@ def run(args: argparse.Namespace) -> None:
     if args.tenant_access_role:
         sa_namespace, _, sa_name = (args.service_account or "").partition("/")
         if not sa_namespace or not sa_name:
-            raise SystemExit("--tenant-access-role needs --service-account NAMESPACE/NAME")
+            raise SystemExit(f"{TENANT_ACCESS_FLAG} needs {SERVICE_ACCOUNT_FLAG} NAMESPACE/NAME")
         tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
     logs.configure(args.log_format, getattr(logging, args.log_level.upper()))
     cfg = local_configuration(args.kubeconfig, args.context)
     in_cluster = not (args.kubeconfig or args.context)
-    local = ClusterClient(k8s_client.ApiClient(cfg), "consumer", cfg.host)
+    local = ClusterClient(with_user_agent(k8s_client.ApiClient(cfg)), "consumer", cfg.host)
     metrics = Metrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
     service = PeeringService(local, EventRecorder(local), metrics, policy, tenant_access=tenant_access)
-    runner = PeeringRunner(service, args.resync_interval)
-    import liqo_peering.handlers  # noqa: F401  (registers the kopf handlers)
-
-    @kopf.on.login()
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        if in_cluster:
-            return kopf.login_with_service_account(**kwargs)  # re-reads the rotating token
-        return connection_info(cfg)
-
-    @kopf.on.startup()
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.persistence.finalizer = f"{PREFIX}/finalizer"
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-            prefix=PREFIX, key="last-handled-configuration"
-        )
-        settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
-        settings.watching.server_timeout = 300
-        settings.networking.request_timeout = 30
-
+    runner = PeeringRunner(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None)
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
     kopf.run(
+        registry=handlers.registry,
         clusterwide=not args.namespaces,
         namespaces=args.namespaces,
         standalone=args.peering_name is None,
@@ -151,7 +133,12 @@ def run(args: argparse.Namespace) -> None:
         # kopf pauses every replica that shares the top priority: give each replica its own.
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-        memo=kopf.Memo(service=service, runner=runner, metrics=metrics),
+        memo=kopf.Memo(
+            service=service,
+            runner=runner,
+            metrics=metrics,
+            connection=None if in_cluster else connection_info(cfg),
+        ),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class PeeringError(Exception):
     """A failure that the LiqoPeering status shows as peerStatus=error.
@@ -60,3 +62,18 @@ class ResourceSliceDenied(PeeringError):
 
 class ConnectionFailed(PeeringError):
     reason = "ConnectionError"
+
+
+class ApiError(PeeringError):
+    """Any other answer of an API server that is an error: 409 conflicts, 422 invalid objects, 5xx.
+
+    ``status`` is the HTTP status. Conflicts and server errors pass by themselves; an object the server
+    refuses as invalid does not.
+    """
+
+    reason = "ApiError"
+
+    def __init__(self, message: str, *, status: int, body: dict[str, Any] | None = None) -> None:
+        super().__init__(message, transient=status in (409, 429) or status >= 500)
+        self.status = status
+        self.body = body or {}  # the server's Status object, when it sent one

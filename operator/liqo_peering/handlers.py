@@ -1,48 +1,79 @@
-"""kopf handlers: translate events into PeeringRunner / PeeringService calls, nothing more."""
+"""kopf handlers: translate events into PeeringRunner calls, nothing more.
+
+They register on ``registry``, which cli.py passes to ``kopf.run``: importing this module has no side
+effect on kopf's global registry.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import logging
 from typing import Any
 
 import kopf
 
 from liqo_peering.api.model import GROUP, PLURAL, VERSION
 from liqo_peering.engine.runner import PeeringRunner
-from liqo_peering.engine.service import PeeringService
 from liqo_peering.errors import PeeringError
-from liqo_peering.kubeconfig import KubeconfigError, redact
+from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo import naming
 
+PREFIX = "peering.liqo-operator.io"
 TEARDOWN_RETRY_SECONDS = 3
+registry = kopf.OperatorRegistry()
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)  # type: ignore[arg-type]
+@kopf.on.login(registry=registry)
+def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    if memo.connection is None:
+        return kopf.login_with_service_account(**kwargs)  # in-cluster: re-reads the rotating token
+    connection: kopf.ConnectionInfo = memo.connection
+    return connection
+
+
+@kopf.on.startup(registry=registry)
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 30
+
+
+@kopf.on.cleanup(registry=registry)
+def stop(memo: kopf.Memo, **_: Any) -> None:
+    runner: PeeringRunner = memo.runner
+    runner.stop()
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
 async def peering_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
     runner: PeeringRunner = memo.runner
     await runner.run(namespace, name, stopped)
 
 
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")  # type: ignore[arg-type]
-@kopf.on.update(GROUP, VERSION, PLURAL, field="metadata.annotations")  # type: ignore[arg-type]
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
+@kopf.on.update(GROUP, VERSION, PLURAL, field="metadata.annotations", registry=registry)  # type: ignore[arg-type]
 async def spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     memo.runner.poke(namespace, name)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
-async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, logger: Any, **_: Any) -> None:
-    service: PeeringService = memo.service
+@kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
+async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    runner: PeeringRunner = memo.runner
     raw = dict(body)
     try:
-        remaining = await asyncio.to_thread(service.teardown, raw)
-    except (PeeringError, KubeconfigError) as exc:
+        remaining = await runner.in_thread(runner.teardown, raw)
+    except PeeringError as exc:
         message = (
             f"cannot unpeer: {redact(exc.message)}. Deletion keeps retrying; to release it and clean only"
             f' this cluster, annotate it with {naming.FORCE_DELETE}="true"'
         )
-        await asyncio.to_thread(service.report_teardown, raw, exc.reason, message)
+        await runner.in_thread(runner.service.report_teardown, raw, exc.reason, message)
         raise kopf.TemporaryError(message, delay=TEARDOWN_RETRY_SECONDS) from None
     if remaining:
         raise kopf.TemporaryError(f"unpeering: waiting for {', '.join(remaining)} to go", delay=1)
     memo.metrics.forget(namespace, name)
-    service.events.emit(raw, "Normal", "Unpeered", "every object of this peering is gone")
+    runner.service.events.emit(raw, "Normal", "Unpeered", "every object of this peering is gone")

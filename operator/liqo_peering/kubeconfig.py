@@ -19,7 +19,8 @@ Every error message names fields and entry names only, never values: tokens, pas
 certificate data never appear in ``KubeconfigError.message``. ``redact`` scrubs credential-looking
 material from arbitrary text (API errors) before it goes to status, events or logs.
 
-This module performs no cluster I/O; ``to_api_client`` only builds a client object.
+This module performs no cluster I/O and never imports the Kubernetes client (clients/connect.py
+builds the client from a vetted kubeconfig).
 """
 
 from __future__ import annotations
@@ -31,12 +32,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
-# Connections kept per cluster. Each open watch holds one while peerings reconcile and tear down on
-# other threads; urllib3's default of 10 made it discard connections (and warn) with a few peerings.
-CONNECTION_POOL_SIZE = 32
+from liqo_peering.errors import PeeringError
 
 EXEC_FLAG = "--insecure-kubeconfig-exec"
 TLS_FLAG = "--insecure-kubeconfig-tls"
@@ -47,14 +44,17 @@ _USER_FILE_FIELDS = ("client-certificate", "client-key", "tokenFile", "token-fil
 _EXEC_FIELDS = ("exec", "auth-provider")
 
 
-class KubeconfigError(Exception):
-    """Base class: ``reason`` is a CamelCase condition reason, ``message`` is safe to publish."""
+class KubeconfigError(PeeringError):
+    """Base class: ``reason`` is a CamelCase condition reason, ``message`` is safe to publish.
+
+    Never transient: only a new Secret (which wakes the peering) or a new flag can fix it.
+    """
 
     reason: str = "KubeconfigError"
+    transient = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.message = message
 
     def __str__(self) -> str:
         return self.message
@@ -298,23 +298,6 @@ def load_remote_kubeconfig(
         "current-context": context_name,
     }
     return RemoteKubeconfig(config=narrowed, server=server, context_name=context_name)
-
-
-def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
-    """Build a dedicated ApiClient (own Configuration, never the global default).
-
-    No file is written by this module. Note: the Kubernetes Python client itself materialises
-    ``*-data`` fields (CA, client cert/key) as temporary files, because Python's ``ssl`` needs paths.
-    """
-    configuration = k8s_client.Configuration()
-    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
-    api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
-        config_dict=copy.deepcopy(remote.config),
-        context=remote.context_name,
-        persist_config=False,
-        client_configuration=configuration,
-    )
-    return api_client
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from liqo_peering.engine.result import StageResult
+from liqo_peering.stages import STAGE_CONDITIONS, StageResult
 
+_CONDITION_STAGES = {cond: stage for stage, cond in STAGE_CONDITIONS.items()}
 BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 
 
@@ -63,11 +64,7 @@ class Metrics:
                 self.time_to_ready.observe(seconds)
         old_ready = {c["type"] for c in old.get("conditions", []) if c.get("status") == "True"}
         for cond in new.get("conditions", []):
-            stage = {
-                "NetworkReady": "networking",
-                "AuthenticationReady": "authentication",
-                "OffloadingReady": "offloading",
-            }.get(cond["type"])
+            stage = _CONDITION_STAGES.get(cond["type"])
             if stage and cond["status"] == "True" and cond["type"] not in old_ready and cond["reason"] != "Disabled":
                 seconds = _seconds(new.get("startedAt"), cond.get("lastTransitionTime"))
                 if seconds is not None:

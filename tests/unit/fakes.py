@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.errors import ApiError
 from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.stored import canonical_quantity, is_empty
 
 Key = tuple[str, str | None, str]  # (plural, namespace, name)
 
@@ -33,6 +33,31 @@ def _merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = _merge_patch(result.get(key), value)
     return result
+
+
+def _apply_merge(live: Any, sent: Any) -> Any:
+    """Server-side apply, simplified: maps merge recursively, anything else we send replaces."""
+    if isinstance(live, dict) and isinstance(sent, dict):
+        merged = dict(live)
+        for key, value in sent.items():
+            merged[key] = _apply_merge(live.get(key), value)
+        return merged
+    return copy.deepcopy(sent)
+
+
+def _go_typed(obj: Any, key: str = "") -> Any:
+    """An object as a Go typed Update writes it: no empty values, canonical quantities."""
+    if isinstance(obj, dict):
+        quantities = key in ("resources", "hard")
+        out = {}
+        for k, v in obj.items():
+            v = canonical_quantity(v) if quantities and isinstance(v, str | int) else _go_typed(v, k)
+            if not is_empty(v):
+                out[k] = v
+        return out
+    if isinstance(obj, list):
+        return [_go_typed(v) for v in obj]
+    return obj
 
 
 def _content(obj: dict[str, Any]) -> dict[str, Any]:
@@ -64,10 +89,14 @@ def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
 class FakeClusterClient(ClusterClient):
     """In-memory fake of ClusterClient (no ApiClient, no HTTP).
 
-    - ``apply`` behaves like server-side apply by the operator's field manager: labels and annotations
-      are merged into the live ones, the other top-level fields we send replace ours, ``status`` and
-      fields we never sent are kept; ``metadata.generation`` is bumped when the content changes and a
-      no-op apply writes nothing.
+    - ``apply`` behaves like server-side apply by the operator's field manager: maps merge into the
+      live ones at any depth (other managers' fields stay), lists and scalars we send replace theirs,
+      and what we send is stored as sent, empty maps included; ``status`` is kept.
+    - ``typed_update`` plays a Liqo controller writing an object back through its Go struct: empty
+      maps, lists and strings vanish (omitempty) and quantities take Go's canonical form. Together
+      with ``apply`` it shows a write war: an operator that sends what Liqo drops writes every pass.
+    - Every write bumps ``resourceVersion`` only on a real change, and ``metadata.generation`` only
+      when the content (not metadata or status) changed.
     - Objects with ``metadata.finalizers`` are only marked deleting (deletionTimestamp), like the API
       server does, until ``finish_deletions`` drops them, so "wait until gone" can be exercised.
     - Resource types listed in ``not_served`` (plurals) behave like a missing CRD: reads and writes
@@ -183,8 +212,17 @@ class FakeClusterClient(ClusterClient):
                 new["metadata"][field] = {**(old["metadata"].get(field) or {}), **body["metadata"][field]}
         for field, value in body.items():
             if field not in _SERVER_OWNED:
-                new[field] = copy.deepcopy(value)
+                new[field] = _apply_merge(old.get(field), value)
         return self._replace(key, old, new, "apply")
+
+    def typed_update(self, res: r.Resource, name: str, namespace: str | None = None) -> bool:
+        """Liqo writes the stored object back through its Go struct; True when that changed it."""
+        key = (res.plural, namespace if res.namespaced else None, name)
+        old = self.store[key]
+        new = {k: (v if k in _SERVER_OWNED else _go_typed(v, k)) for k, v in old.items()}
+        before = len(self.writes)
+        self._replace(key, old, new, "liqo-update")
+        return len(self.writes) > before
 
     def create_if_absent(self, res: r.Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         found = self.get(res, body["metadata"]["name"], body["metadata"].get("namespace"))
@@ -199,7 +237,7 @@ class FakeClusterClient(ClusterClient):
             body["metadata"]["namespace"] = namespace
         key = self._key(res, body)
         if key in self.store:
-            raise ApiException(status=409, reason="AlreadyExists")
+            raise ApiError("already exists", status=409)
         return self._store_new(key, body, "create")
 
     def merge_patch(

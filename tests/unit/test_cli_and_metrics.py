@@ -10,9 +10,9 @@ from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
 from liqo_peering.cli import build_parser, connection_info, local_configuration
-from liqo_peering.engine.result import StageResult
-from liqo_peering.kubeconfig import CONNECTION_POOL_SIZE
+from liqo_peering.clients.connect import CONNECTION_POOL_SIZE
 from liqo_peering.metrics import Metrics
+from liqo_peering.stages import StageResult
 
 
 def test_run_flags_and_defaults() -> None:

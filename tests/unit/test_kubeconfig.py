@@ -10,8 +10,9 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
+from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, USER_AGENT, to_api_client
+from liqo_peering.errors import PeeringError
 from liqo_peering.kubeconfig import (
-    CONNECTION_POOL_SIZE,
     EXEC_FLAG,
     TLS_FLAG,
     KubeconfigError,
@@ -20,7 +21,6 @@ from liqo_peering.kubeconfig import (
     RemoteKubeconfig,
     load_remote_kubeconfig,
     redact,
-    to_api_client,
 )
 
 # Fake credential material: every test checks none of it leaks into error messages.
@@ -484,6 +484,7 @@ def test_empty_file_fields_are_not_references(empty: Any) -> None:
 
 
 def test_errors_share_a_base_class() -> None:
+    assert issubclass(KubeconfigError, PeeringError) and not KubeconfigError("x").transient
     assert issubclass(KubeconfigInvalid, KubeconfigError)
     assert issubclass(KubeconfigUnsafe, KubeconfigError)
     assert KubeconfigInvalid("m").reason == "KubeconfigInvalid"
@@ -593,3 +594,4 @@ def test_redact_is_idempotent() -> None:
 def test_to_api_client_pools_enough_connections_for_concurrent_watches() -> None:
     api = to_api_client(load(single({"server": "https://a:6443"}, {"token": "token-a"})))
     assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE > 10
+    assert api.user_agent == USER_AGENT and USER_AGENT.startswith("liqo-peering-operator/")

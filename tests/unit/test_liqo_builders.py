@@ -15,6 +15,7 @@ from liqo_peering.api.model import GatewayClientSpec, GatewayServerSpec, Network
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming, networking, offloading, tenancy
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
+from liqo_peering.liqo.stored import canonical_quantity, covers, prune
 
 CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
 PROVIDER = ClusterInfo("provider-id", ("10.200.0.0/16", "10.201.0.0/16"), "10.210.0.0/16", liqo_namespace="liqo-p")
@@ -515,7 +516,15 @@ def test_resource_slice(ctx: PeeringContext) -> None:
 def test_resource_slice_without_virtual_node_and_with_class(ctx: PeeringContext) -> None:
     rs = offloading.resource_slice(ctx, OffloadingSpec(create_virtual_node=False, resource_slice_class="gold"))
     assert rs["metadata"]["annotations"] == {"liqo.io/create-virtual-node": "false"}
-    assert rs["spec"] == {"class": "gold", "providerClusterID": "provider-id", "resources": {}}
+    # No resources asked for: no resources key at all. An empty map is what Liqo's Go structs drop
+    # (omitempty), and sending it each pass started a write war with Liqo's controllers.
+    assert rs["spec"] == {"class": "gold", "providerClusterID": "provider-id"}
+
+
+def test_resource_slice_quantities_are_in_gos_canonical_form(ctx: PeeringContext) -> None:
+    spec = OffloadingSpec(resources={"cpu": "1000m", "memory": "1024Mi", "ephemeral-storage": "0.5", "pods": 110})
+    rs = offloading.resource_slice(ctx, spec)
+    assert rs["spec"]["resources"] == {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "500m", "pods": "110"}
 
 
 def test_slice_conditions() -> None:
@@ -532,25 +541,115 @@ def test_slice_conditions() -> None:
     assert offloading.slice_conditions(None) == {}
 
 
-def vnode(**conds: str) -> dict[str, Any]:
-    return {"status": {"conditions": [{"type": t, "status": s} for t, s in conds.items()]}}
+def ready_condition(status: str) -> dict[str, Any]:
+    return {"status": {"conditions": [{"type": "Ready", "status": status}]}}
+
+
+def vk_pod(name: str, ready: str = "True") -> dict[str, Any]:
+    return {"metadata": {"name": name}, **ready_condition(ready)}
+
+
+def vnode_node(ready: str = "True") -> dict[str, Any]:
+    return {"metadata": {"name": "provider-id"}, **ready_condition(ready)}
 
 
 @pytest.mark.parametrize(
-    ("obj", "running"),
+    ("node", "pods", "usable", "says"),
     [
-        (vnode(VirtualKubelet="Running", Node="Running"), True),
-        (vnode(VirtualKubelet="Running", Node="Creating"), False),
-        (vnode(VirtualKubelet="Creating", Node="Running"), False),
-        (vnode(VirtualKubelet="Running"), False),
-        (vnode(Node="Running"), False),
-        (vnode(VirtualKubelet="Draining", Node="Running"), False),
-        ({"status": {}}, False),
-        (None, False),
+        (vnode_node(), [vk_pod("vk-a")], True, "virtual Node provider-id is Ready"),
+        (vnode_node(), [vk_pod("vk-a"), vk_pod("vk-b")], True, "is Ready"),
+        (vnode_node(), [], False, "start the virtual kubelet"),
+        (vnode_node(), [vk_pod("vk-a"), vk_pod("vk-b", "False")], False, "vk-b to be Ready"),
+        (None, [vk_pod("vk-a")], False, "register its Node"),
+        (vnode_node("False"), [vk_pod("vk-a")], False, "provider-id to be Ready"),
+        (vnode_node("Unknown"), [vk_pod("vk-a")], False, "provider-id to be Ready"),
+        ({"metadata": {"name": "provider-id"}}, [vk_pod("vk-a")], False, "to be Ready"),
     ],
 )
-def test_virtual_node_running(obj: dict[str, Any] | None, running: bool) -> None:
-    assert offloading.virtual_node_running(obj) is running
+def test_virtual_node_usable_follows_liqos_rule(
+    node: dict[str, Any] | None, pods: list[dict[str, Any]], usable: bool, says: str
+) -> None:
+    got, message = offloading.virtual_node_usable(node, pods)
+    assert got is usable and says in message
+
+
+def test_virtual_kubelet_selector() -> None:
+    assert offloading.virtual_kubelet_selector("p") == (
+        "offloading.liqo.io/component=virtual-kubelet,liqo.io/remote-cluster-id=p"
+    )
+
+
+def _every_builder(ctx: PeeringContext) -> list[dict[str, Any]]:
+    private, csr = tenant_inputs()
+    endpoint = {"addresses": ["198.18.0.1"], "port": 51840, "protocol": "UDP"}
+    status = {"authParams": {"apiServer": "https://198.18.0.2:6443"}, "tenantNamespace": "liqo-tenant-consumer-id"}
+    return [
+        networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns),
+        networking.gateway_server(ctx, NetworkingSpec()),
+        networking.gateway_client(ctx, NetworkingSpec(), endpoint),
+        networking.public_key(ctx, "provider-id", ctx.consumer_tenant_ns, "a2V5"),
+        auth.nonce_secret(ctx),
+        auth.signed_nonce_secret(ctx, "bm9uY2U="),
+        auth.tenant(ctx, private, csr, "c2ln", None),
+        auth.identity(ctx, status),
+        offloading.resource_slice(ctx, OffloadingSpec()),
+        offloading.resource_slice(ctx, OffloadingSpec(create_virtual_node=False, resources={"cpu": 2})),
+        tenancy.tenant_namespace("provider-id", "liqo-tenant-provider-id", ctx.owner),
+        tenancy.tenant_access_binding("liqo-tenant-provider-id", "role", "ops", "sa", ctx.owner),
+    ]
+
+
+def test_no_builder_sends_anything_liqo_drops(ctx: PeeringContext) -> None:
+    """Nothing empty (omitempty drops it) and nothing a stored copy would not cover: Liqo's typed
+    writes leave every built object exactly as built, so the next pass writes nothing."""
+    for built in _every_builder(ctx):
+        assert prune(built) == built, built["kind"]
+        assert covers(built, built), built["kind"]
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("1000m", "1"),
+        ("0.5", "500m"),
+        ("1024Mi", "1Gi"),
+        ("1.5Gi", "1536Mi"),
+        ("1000", "1k"),
+        ("1500", "1500"),
+        ("0.1", "100m"),
+        ("1Ki", "1Ki"),
+        ("512", "512"),
+        ("100Gi", "100Gi"),
+        ("1e3", "1e3"),
+        ("0.0000000001", "1n"),  # Go rounds up to nano precision
+        (110, "110"),
+        ("0", "0"),
+        ("1E", "1E"),
+    ],
+)
+def test_canonical_quantity_matches_go(given: str | int, canonical: str) -> None:
+    assert canonical_quantity(given) == canonical
+
+
+def test_canonical_quantity_rejects_garbage() -> None:
+    with pytest.raises(ValueError):
+        canonical_quantity("lots")
+
+
+def test_covers_compares_the_way_liqo_stores() -> None:
+    want = {"metadata": {"name": "x", "labels": {"a": "1"}}, "spec": {"n": 0, "flag": False, "m": {"k": "v"}}}
+    # Liqo's copy: extra labels and fields of its own, zero values omitted.
+    live = {
+        "metadata": {"name": "x", "labels": {"a": "1", "liqo": "y"}},
+        "spec": {"m": {"k": "v", "x": 1}},
+        "status": {},
+    }
+    assert covers(live, want)
+    assert not covers({**live, "metadata": {"name": "x", "labels": {"a": "2"}}}, want)
+    assert not covers({**live, "spec": {"m": {"k": "w"}}}, want)
+    assert not covers(None, want)
+    lists = {"metadata": {"name": "x"}, "spec": {"l": ["a", "b"]}}
+    assert covers(lists, lists) and not covers({"metadata": {}, "spec": {"l": ["a"]}}, lists)
 
 
 def _conf(spec_pod: Any, spec_ext: Any, status_pod: Any = None, status_ext: Any = None) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.engine import authentication, discovery, networking, offloading
-from liqo_peering.engine.result import StageResult
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import (
     ConnectionFailed,
@@ -32,6 +31,7 @@ from liqo_peering.errors import (
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from liqo_peering.stages import StageResult
 from unit.fakes import FakeClusterClient
 
 CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
@@ -664,6 +664,8 @@ def accept_slice(
 
 
 def virtual_node(local: FakeClusterClient, kubelet: str, node: str) -> None:
+    """The VirtualNode Liqo creates from the slice, with its own conditions (Running as soon as Liqo has
+    asked for the virtual kubelet's Deployment: they do not mean the node is usable)."""
     local.add(
         r.VIRTUAL_NODE,
         {
@@ -671,6 +673,20 @@ def virtual_node(local: FakeClusterClient, kubelet: str, node: str) -> None:
             "status": {"conditions": [{"type": "VirtualKubelet", "status": kubelet}, {"type": "Node", "status": node}]},
         },
     )
+
+
+def virtual_kubelet(local: FakeClusterClient, pod_ready: str | None = "True", node_ready: str | None = "True") -> None:
+    """What Liqo's virtual kubelet brings up: its Pod in the tenant namespace, then the virtual Node."""
+    ready = lambda status: {"conditions": [{"type": "Ready", "status": status}]}  # noqa: E731
+    if pod_ready is not None:
+        labels = {naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE, naming.REMOTE_CLUSTER_ID: "provider-id"}
+        local.add(
+            r.POD,
+            {"metadata": {"name": "vk-provider-id-1", "namespace": C_NS, "labels": labels}, "status": ready(pod_ready)},
+        )
+    if node_ready is not None:
+        labels = {naming.VIRTUAL_NODE_TYPE: naming.VIRTUAL_NODE_TYPE_VALUE, naming.REMOTE_CLUSTER_ID: "provider-id"}
+        local.add(r.NODE, {"metadata": {"name": "provider-id", "labels": labels}, "status": ready(node_ready)})
 
 
 def test_offloading_applies_the_slice_and_waits_for_both_acceptances() -> None:
@@ -715,25 +731,27 @@ def test_offloading_denied_slice_raises(auth_status: str, res_status: str, which
     assert f"ResourceSlice {C_NS}/provider-id" in err.value.message
 
 
-def test_offloading_waits_for_both_virtual_node_conditions() -> None:
+def test_offloading_is_ready_from_the_virtual_kubelet_pods_and_the_virtual_node() -> None:
+    """Liqo's own rule, read at its source (not the ForeignCluster, which lags up to a minute)."""
     p = make_run()
     local, _ = fakes(p)
     offloading.reconcile(p)
     accept_slice(local)
 
     assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForVirtualNode")
-    virtual_node(local, "Running", "Creating")
+    virtual_node(local, "Running", "Running")  # the VirtualNode's own conditions are not enough
     assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForVirtualNode")
-    local.obj(r.VIRTUAL_NODE, "provider-id", C_NS)["status"]["conditions"] = [
-        {"type": "VirtualKubelet", "status": "Creating"},
-        {"type": "Node", "status": "Running"},
-    ]
+    virtual_kubelet(local, pod_ready="False", node_ready=None)
+    assert "vk-provider-id-1 to be Ready" in offloading.reconcile(p).message
+    virtual_kubelet(local, pod_ready="True", node_ready=None)
+    assert "register its Node" in offloading.reconcile(p).message
+    virtual_kubelet(local, pod_ready="True", node_ready="False")
     assert outcome(offloading.reconcile(p)) == waiting("offloading", "WaitingForVirtualNode")
-    virtual_node(local, "Running", "Running")
+    virtual_kubelet(local, pod_ready="True", node_ready="True")
 
     result = offloading.reconcile(p)
     assert (result.stage, result.state, result.reason) == ("offloading", "ready", "Established")
-    assert "virtual node runs" in result.message
+    assert "virtual Node provider-id is Ready" in result.message
 
 
 def test_offloading_without_virtual_node_is_ready_once_accepted_and_deletes_one() -> None:
@@ -760,14 +778,17 @@ def test_offloading_disabled_deletes_slice_and_virtual_node() -> None:
     offloading.reconcile(p)
     accept_slice(local)
     virtual_node(local, "Running", "Running")
+    virtual_kubelet(local)
     assert offloading.reconcile(p).state == "ready"
 
     p.spec = make_spec(offloading={"createResourceSlice": False, "createVirtualNode": False})
     result = offloading.reconcile(p)
 
     assert (result.stage, result.state, result.reason) == ("offloading", "disabled", "Disabled")
-    assert local.store == {}
+    assert local.kinds() == {"Pod", "Node"}  # Liqo removes the virtual kubelet with its VirtualNode
+    deletes = len(local.deleted)
     assert offloading.reconcile(p).state == "disabled"
+    assert len(local.deleted) == deletes  # nothing left to delete: no delete calls either
 
 
 def test_offloading_disabled_keeps_a_slice_made_by_liqoctl() -> None:
@@ -822,8 +843,59 @@ def test_ready_offloading_pass_writes_nothing(create_virtual_node: bool) -> None
     accept_slice(local)
     if create_virtual_node:
         virtual_node(local, "Running", "Running")
+        virtual_kubelet(local)
     assert offloading.reconcile(p).state == "ready"
     _no_writes_on_another_pass(p, lambda: offloading.reconcile(p))
+
+
+def _liqo_writes_everything_back(client: FakeClusterClient) -> None:
+    for plural, ns, name in list(client.store):
+        res = next(x for x in vars(r).values() if isinstance(x, r.Resource) and x.plural == plural)
+        client.typed_update(res, name, ns)
+
+
+def test_a_ready_peering_is_quiet_at_rest_while_liqo_rewrites_its_objects() -> None:
+    """Liqo's controllers write the objects back through Go structs (omitempty, canonical quantities);
+    the next passes must find nothing to write, on either cluster, and bump no generation."""
+    spec = make_spec(offloading={"resources": {"cpu": "1000m", "memory": "1024Mi", "pods": 110}})
+    p = make_run(spec)
+    local, remote = fakes(p)
+    networking_to_ready(p)
+    authentication_to_ready(p, None)
+    offloading.reconcile(p)
+    accept_slice(local)
+    virtual_node(local, "Running", "Running")
+    virtual_kubelet(local)
+    for client in (local, remote):
+        _liqo_writes_everything_back(client)
+    generations = {k: o["metadata"].get("generation") for k, o in {**local.store, **remote.store}.items()}
+    for _ in range(3):
+        before = (len(local.writes), len(remote.writes))
+        assert networking.reconcile(p).state == "ready"
+        assert authentication.reconcile(p, None).state == "ready"
+        assert offloading.reconcile(p).state == "ready"
+        assert (len(local.writes), len(remote.writes)) == before
+        for client in (local, remote):
+            _liqo_writes_everything_back(client)
+    assert {k: o["metadata"].get("generation") for k, o in {**local.store, **remote.store}.items()} == generations
+
+
+def test_the_fake_shows_a_write_war_when_an_apply_sends_what_liqo_drops() -> None:
+    """The bug this guards against: an empty map applied every pass, dropped by Liqo every time."""
+    local = FakeClusterClient("consumer")
+    body = {"metadata": {"name": "provider-id", "namespace": C_NS}, "spec": {"class": "default", "resources": {}}}
+    local.apply(r.RESOURCE_SLICE, body)
+    generations = []
+    for _ in range(3):
+        assert local.typed_update(r.RESOURCE_SLICE, "provider-id", C_NS)  # Liqo drops the empty map
+        local.apply(r.RESOURCE_SLICE, body)  # and a blind apply puts it back
+        generations.append(local.obj(r.RESOURCE_SLICE, "provider-id", C_NS)["metadata"]["generation"])
+    assert generations == sorted(set(generations)) and len(generations) == 3
+    # ensure() compares the way Liqo stores: nothing to write.
+    local.typed_update(r.RESOURCE_SLICE, "provider-id", C_NS)
+    writes = len(local.writes)
+    local.ensure(r.RESOURCE_SLICE, body)
+    assert len(local.writes) == writes
 
 
 # == discovery ========================================================================================

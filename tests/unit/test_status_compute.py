@@ -9,8 +9,17 @@ from typing import Any
 import pytest
 
 from liqo_peering.api.model import LiqoPeeringStatus
-from liqo_peering.engine.result import STAGES, StageResult
-from liqo_peering.status.compute import EventSpec, Observation, compute, is_ready, parse_time
+from liqo_peering.stages import STAGES, StageResult
+from liqo_peering.status.compute import (
+    TRANSIENT_RETRY_SECONDS,
+    EventSpec,
+    Observation,
+    compute,
+    is_ready,
+    parse_time,
+    requeue_after,
+    teardown_blocked,
+)
 from liqo_peering.status.conditions import format_time, get_condition
 from liqo_peering.status.foreigncluster import mirror_foreign_cluster
 
@@ -137,27 +146,28 @@ def test_computed_status_fits_the_crd_model(obs: Observation) -> None:
     assert parsed.peer_status == status["peerStatus"]
 
 
-def test_stage_ready_but_liqo_module_unhealthy_is_not_ready() -> None:
-    broken = fc(overrides={"networking": [{"type": "NetworkConnectionStatus", "status": "Error", "message": "down"}]})
-    status, events = compute(None, observe(fc_obj=broken))
-    assert status["peerStatus"] == "establishing"
-    assert brief(status, "NetworkReady") == ("False", "ModuleUnhealthy")
-    assert "down" in cond(status, "NetworkReady")["message"]
-    assert brief(status, "Ready") == ("False", "ModuleUnhealthy")
-    assert cond(status, "Reconciling")["status"] == "True"
-    assert status["readyAt"] is None
-    assert ("Normal", "PeeringReady") not in reasons(events)
-    assert ("Normal", "NetworkReady") not in reasons(events)
-    assert status["foreignCluster"]["modules"]["networking"]["health"] == "Unhealthy"
+def test_stage_ready_while_liqos_aggregate_lags_is_ready_and_says_so() -> None:
+    """Ready follows the stages' own signals (Connection, Identity, virtual Node); Liqo's ForeignCluster
+    refreshes on its own schedule, and the condition message says when it has not caught up."""
+    lagging = fc(
+        overrides={"networking": [{"type": "NetworkConnectionStatus", "status": "Pending", "message": "slow"}]}
+    )
+    status, events = compute(None, observe(fc_obj=lagging))
+    assert status["peerStatus"] == "ready"
+    assert brief(status, "NetworkReady") == ("True", "Established")
+    assert "has not caught up yet" in cond(status, "NetworkReady")["message"]
+    assert "slow" in cond(status, "NetworkReady")["message"]
+    assert "caught up" not in cond(status, "AuthenticationReady")["message"]
+    assert ("Normal", "PeeringReady") in reasons(events)
+    assert status["foreignCluster"]["modules"]["networking"]["health"] == "Unhealthy"  # the mirror stays verbatim
 
 
-def test_stage_ready_without_foreign_cluster_is_not_ready() -> None:
+def test_stage_ready_without_foreign_cluster_is_ready_and_says_liqo_lags() -> None:
     obs = replace(observe(), mirror=mirror_foreign_cluster(None))
     status, _ = compute(None, obs)
-    assert status["peerStatus"] == "establishing"
-    ready, reason = brief(status, "NetworkReady")
-    assert ready != "True" and reason == "ForeignClusterMissing"
-    assert cond(status, "Ready")["status"] == "False"
+    assert status["peerStatus"] == "ready"
+    assert brief(status, "NetworkReady") == ("True", "Established")
+    assert "has not caught up yet" in cond(status, "NetworkReady")["message"]
 
 
 # -- establishing ----------------------------------------------------------------------------
@@ -383,13 +393,34 @@ def test_is_ready() -> None:
     assert is_ready({}) is False
 
 
-def test_offloading_without_virtual_node_does_not_wait_for_liqo_offloading_conditions() -> None:
-    """Liqo reports offloading conditions only for virtual nodes: none are asked for, none will come."""
+def test_offloading_without_virtual_node_claims_no_lag_from_liqo() -> None:
+    """Liqo reports offloading conditions only for virtual nodes: none are asked for, none will come,
+    so the message does not speak of Liqo lagging."""
     no_vnode = fc(overrides={"offloading": []})
     status, _ = compute(None, observe(fc_obj=no_vnode))
-    assert brief(status, "OffloadingReady")[0] != "True"  # checked against Liqo: still pending
+    assert "caught up" in cond(status, "OffloadingReady")["message"]  # checked against Liqo
     unchecked = frozenset({"networking", "authentication"})
     status, events = compute(None, observe(fc_obj=no_vnode, liqo_checked=unchecked))
     assert brief(status, "OffloadingReady") == ("True", "Established")
+    assert "caught up" not in cond(status, "OffloadingReady")["message"]
     assert status["peerStatus"] == "ready"
     assert ("Normal", "PeeringReady") in reasons(events)
+
+
+def test_requeue_after() -> None:
+    status, _ = compute(None, observe(stages=progressing("networking")))
+    obs = observe(stages=progressing("networking"))
+    assert requeue_after(status, obs, transient_error=True) == TRANSIENT_RETRY_SECONDS
+    left = requeue_after(status, obs, transient_error=False)
+    assert left is not None and 0.5 <= left <= obs.timeout_seconds
+    ready, _ = compute(None, observe())
+    assert requeue_after(ready, observe(), transient_error=False) is None
+
+
+def test_teardown_blocked_is_stalled_and_not_ready() -> None:
+    ready, _ = compute(None, observe())
+    patch = teardown_blocked(ready, "ProviderUnreachable", "cannot unpeer: down", 3, T0)
+    assert patch["peerStatus"] == "error" and patch["stage"] == "cannot unpeer: down"
+    assert brief(patch, "Stalled") == ("True", "ProviderUnreachable")
+    assert brief(patch, "Ready") == ("False", "ProviderUnreachable")
+    assert cond(patch, "Ready")["observedGeneration"] == 3

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel
 
 from liqo_peering.api import model
+from liqo_peering.stages import STAGES
 
 CRD_NAME = f"{model.PLURAL}.{model.GROUP}"
 CRD_FILE = Path("crds") / f"{model.GROUP}_{model.PLURAL}.yaml"
@@ -114,7 +115,7 @@ def render_crd() -> dict[str, Any]:
     # Liqo may add fields to its conditions; the mirror keeps them verbatim.
     mirror = status_schema["properties"]["foreignCluster"]
     mirror["properties"]["conditions"]["items"]["x-kubernetes-preserve-unknown-fields"] = True
-    for module in ("networking", "authentication", "offloading"):
+    for module in STAGES:
         items = mirror["properties"]["modules"]["properties"][module]["properties"]["conditions"]["items"]
         items["x-kubernetes-preserve-unknown-fields"] = True
     status_schema["properties"]["conditions"].update(

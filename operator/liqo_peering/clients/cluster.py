@@ -1,24 +1,27 @@
-"""A thin, generic REST client for one cluster, translating API errors into PeeringErrors.
+"""A thin, generic REST client for one cluster: the operator's one error boundary towards Kubernetes.
 
 Every engine call goes through here, so timeouts, error wording and the side ("consumer" or
-"provider") live in one place. Server-side apply makes repeated steps idempotent.
+"provider") live in one place. Nothing above this layer sees the Kubernetes client's exceptions: every
+failure is a PeeringError (ClusterUnreachable, ClusterForbidden, LiqoNotInstalled or ApiError) that
+says whether retrying can help. Server-side apply makes repeated steps idempotent, and ``ensure``
+skips the apply when the stored object already holds what it would send.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from liqo_peering.errors import ClusterForbidden, ClusterUnreachable, LiqoNotInstalled
+from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled
 from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
+from liqo_peering.liqo.stored import covers
 
 REQUEST_TIMEOUT = 15.0
 
@@ -56,7 +59,7 @@ class ClusterClient:
             return self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
         except ApiException as exc:
             if exc.status:
-                raise
+                raise self._translate(method, path, exc.status, exc.reason, str(exc.body or "")) from None
             raise self._unreachable(exc.reason or "no response") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(type(exc).__name__) from None
@@ -83,27 +86,31 @@ class ClusterClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(type(exc).__name__) from None
         if resp.status >= 400:
-            error = ApiException(status=resp.status, reason=resp.reason)
-            error.body = data.decode(errors="replace") if data else ""
-            raise self._translate(error, path)
+            raise self._translate(method, path, resp.status, resp.reason, data.decode(errors="replace") if data else "")
         return json.loads(data) if data else None
 
-    def _translate(self, exc: ApiException, path: str) -> Exception:
-        if exc.status in (401, 403):
+    def _translate(self, method: str, path: str, status: int, reason: str | None, body: str) -> Exception:
+        if status in (401, 403):
             return ClusterForbidden(
-                f"the {self.side} cluster at {self.describe} refused {path} ({exc.status} {exc.reason}); give the"
+                f"the {self.side} cluster at {self.describe} refused {method} {path} ({status} {reason}); give the"
                 f" kubeconfig's identity the rights the operator needs",
                 reason="ProviderForbidden" if self.side == "provider" else "Forbidden",
             )
-        return exc
+        try:
+            answer = json.loads(body or "{}")
+        except ValueError:
+            answer = {}
+        detail = (answer.get("message") if isinstance(answer, dict) else None) or reason or "no detail"
+        return ApiError(
+            f"the {self.side} cluster at {self.describe} answered {status} to {method} {path}: {redact(str(detail))}",
+            status=status,
+            body=answer if isinstance(answer, dict) else None,
+        )
 
     @staticmethod
-    def _is_missing_type(exc: ApiException) -> bool:
+    def _is_missing_type(exc: ApiError) -> bool:
         """404 for a resource type the server does not serve (CRD absent), not for a missing object."""
-        try:
-            details = json.loads(exc.body or "{}").get("details") or {}
-        except ValueError:
-            return True
+        details = exc.body.get("details") or {}
         return not details.get("name")
 
     def _not_installed(self, res: Resource) -> LiqoNotInstalled:
@@ -116,7 +123,7 @@ class ClusterClient:
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
             return dict(self._call("GET", res.path(namespace, name)))
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 if res.group and self._is_missing_type(exc):
                     raise self._not_installed(res) from None
@@ -133,7 +140,7 @@ class ClusterClient:
             query.append(("fieldSelector", fields))
         try:
             return list(self._call("GET", res.path(namespace), query=query).get("items") or [])
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 raise self._not_installed(res) from None
             raise
@@ -153,7 +160,7 @@ class ClusterClient:
                     content_type="application/apply-patch+yaml",
                 )
             )
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 raise self._not_installed(res) from None
             raise
@@ -166,7 +173,7 @@ class ClusterClient:
             return found, False
         try:
             return dict(self._call("POST", res.path(meta.get("namespace")), body=body)), True
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 409:
                 again = self.get(res, meta["name"], meta.get("namespace"))
                 if again is not None:
@@ -185,7 +192,7 @@ class ClusterClient:
                     content_type="application/merge-patch+json",
                 )
             )
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -194,7 +201,7 @@ class ClusterClient:
         """Delete; True when the object is (already) gone or going. Missing types count as gone."""
         try:
             self._call("DELETE", res.path(namespace, name), query=[("propagationPolicy", "Background")])
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status != 404:
                 raise
         return True
@@ -202,44 +209,59 @@ class ClusterClient:
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         return dict(self._call("POST", res.path(namespace), body=body))
 
-    # -- watches --------------------------------------------------------------------------------
-    def watch(
+    def ensure(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
+        """Apply ``body`` unless the stored object already holds it as Liqo stores it: quiet at rest."""
+        meta = body["metadata"]
+        live = self.get(res, meta["name"], meta.get("namespace"))
+        if live is not None and covers(live, body):
+            return live
+        return self.apply(res, body)
+
+    # -- list and watch (for informers) ---------------------------------------------------------
+    def list_page(
+        self, res: Resource, namespace: str | None, labels: str | None = None, fields: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every matching object and the list's resourceVersion, to start a watch from."""
+        query = [("labelSelector", labels)] if labels else []
+        query += [("fieldSelector", fields)] if fields else []
+        try:
+            items = self._call("GET", res.path(namespace), query=query)
+        except ApiError as exc:
+            if exc.status == 404:
+                raise self._not_installed(res) from None
+            raise
+        return list(items.get("items") or []), str((items.get("metadata") or {}).get("resourceVersion", ""))
+
+    def stream(
         self,
         res: Resource,
         namespace: str | None,
-        stop: threading.Event,
-        on_event: Callable[[str, dict], None],
+        version: str,
+        labels: str | None = None,
         fields: str | None = None,
         timeout_seconds: int = 240,
-    ) -> None:
-        """Blocking watch loop until ``stop`` is set; calls on_event(type, object). Errors end the loop."""
-        items = self._call("GET", res.path(namespace), query=[("fieldSelector", fields)] if fields else [])
-        version = (items.get("metadata") or {}).get("resourceVersion", "")
-        while not stop.is_set():
-            query = [
-                ("watch", "true"),
-                ("resourceVersion", version),
-                ("allowWatchBookmarks", "true"),
-                ("timeoutSeconds", str(timeout_seconds)),
-            ]
-            if fields:
-                query.append(("fieldSelector", fields))
-            for event in self._stream(res.path(namespace), query, timeout_seconds):
-                if stop.is_set():
-                    return
-                obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
-                    return  # expired resourceVersion or similar: the caller restarts with a fresh list
-                version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                if event.get("type") != "BOOKMARK":
-                    on_event(str(event.get("type")), obj)
+        on_open: Any = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events from ``version`` on, until the server ends the watch (timeout) or an error.
 
-    def _stream(self, path: str, query: list[tuple[str, str]], timeout_seconds: int) -> Iterator[dict[str, Any]]:
-        resp = self._request("GET", path, query=query, timeout=(10.0, timeout_seconds + 30.0))
+        ``on_open(response)`` receives the open response, so a stopping informer can shut it down
+        instead of waiting for the next event.
+        """
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        query += [("labelSelector", labels)] if labels else []
+        query += [("fieldSelector", fields)] if fields else []
+        resp = self._request("GET", res.path(namespace), query=query, timeout=(10.0, timeout_seconds + 30.0))
         raw = resp.response  # the urllib3 response, read incrementally
         if resp.status >= 400:
             raw.release_conn()
-            return
+            raise self._translate("WATCH", res.path(namespace), resp.status, resp.reason, "")
+        if on_open is not None:
+            on_open(raw)
         try:
             buffer = b""
             for chunk in raw.stream(4096, decode_content=True):
@@ -248,5 +270,11 @@ class ClusterClient:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._unreachable(type(exc).__name__) from None
         finally:
             raw.release_conn()
+
+    def close(self) -> None:
+        """Release this client's connections (a rotated or dropped kubeconfig)."""
+        self.api.close()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from liqo_peering.engine.result import StageResult
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import networking as net
 from liqo_peering.liqo import resources as r
+from liqo_peering.stages import StageResult
 
 STAGE = "authentication"
 
@@ -63,7 +63,8 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
         private_key, public_der = auth.load_cluster_keys(keys)
         csr = auth.control_plane_csr(private_key, ctx.consumer.cluster_id)
         tenant, _ = p.remote.create_if_absent(r.TENANT, auth.tenant(ctx, public_der, csr, signature, proxy_url))
-    else:
+    elif not auth.has_labels(tenant, ctx.owner):
+        # Adopted (liqoctl's): label it as this peering's, so teardown finds it; its spec stays as it is.
         p.remote.merge_patch(
             r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns, {"metadata": {"labels": ctx.owner}}
         )
@@ -73,7 +74,7 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
         )
 
     # 4. The ControlPlane Identity on the consumer, from the Tenant's status.
-    identity = p.local.apply(r.IDENTITY, auth.identity(ctx, tenant["status"]))
+    identity = p.local.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"]))
     if not auth.identity_ready(identity):
         return StageResult.waiting(
             STAGE, "WaitingForIdentity", "waiting for Liqo on the consumer to build the provider's kubeconfig"

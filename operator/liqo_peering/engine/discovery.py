@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.errors import LiqoNotInstalled, LiqoNotReady, SecretKeyMissing, SecretNotFound
-from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig, to_api_client
+from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo
 from liqo_peering.liqo.tenancy import tenant_access_binding, tenant_namespace, tenant_namespace_selector
@@ -54,10 +54,6 @@ def read_remote_kubeconfig(
     )
 
 
-def connect_remote(kubeconfig: RemoteKubeconfig) -> ClusterClient:
-    return ClusterClient(to_api_client(kubeconfig), "provider", kubeconfig.server)
-
-
 def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
     """Cluster ID from Liqo's ConfigMap, CIDRs from Liqo's Networks; clear errors when Liqo is absent."""
     maps = client.find(resources.CONFIGMAP, liqo_namespace, labels=naming.CLUSTER_ID_CONFIGMAP_SELECTOR)
@@ -98,7 +94,7 @@ def find_tenant_namespace(client: ClusterClient, peer_id: str) -> str | None:
 
 
 def ensure_tenant_access(client: ClusterClient, namespace: str, access: TenantAccess, owner: dict[str, str]) -> None:
-    client.apply(
+    client.ensure(
         resources.ROLE_BINDING,
         tenant_access_binding(namespace, access.cluster_role, access.sa_namespace, access.sa_name, owner),
     )

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.engine.result import StageResult
 from liqo_peering.engine.run import PeeringRun
+from liqo_peering.engine.teardown import remove_networking
 from liqo_peering.errors import ConnectionFailed, LiqoNotReady
 from liqo_peering.liqo import naming, networking
 from liqo_peering.liqo import resources as r
+from liqo_peering.stages import StageResult
 
 STAGE = "networking"
 
@@ -36,13 +37,13 @@ def _check_templates(p: PeeringRun) -> None:
 def reconcile(p: PeeringRun) -> StageResult:
     spec = p.spec.networking
     if not spec.enabled:
-        from liqo_peering.engine.teardown import remove_networking
-
         gone = remove_networking(p.local, p.remote, p.ctx, owned_only=True)
         return StageResult.disabled(STAGE, "networking is disabled" + ("" if gone else "; removing its objects"))
     ctx = p.ctx
-    consumer_conf = p.local.apply(r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns))
-    provider_conf = p.remote.apply(r.CONFIGURATION, networking.configuration(ctx, ctx.consumer, ctx.provider_tenant_ns))
+    consumer_conf = p.local.ensure(r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns))
+    provider_conf = p.remote.ensure(
+        r.CONFIGURATION, networking.configuration(ctx, ctx.consumer, ctx.provider_tenant_ns)
+    )
     pending = [
         c.side
         for c, conf in ((p.local, consumer_conf), (p.remote, provider_conf))
@@ -64,7 +65,7 @@ def reconcile(p: PeeringRun) -> StageResult:
         p.remote.delete(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
         p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
-    server = p.remote.apply(r.GATEWAY_SERVER, want_server)
+    server = p.remote.ensure(r.GATEWAY_SERVER, want_server)
     endpoint = networking.server_endpoint(server)
     if endpoint is None or not _deployment_ready(p, "provider", ctx.consumer.cluster_id, ctx.provider_tenant_ns):
         return StageResult.waiting(
@@ -78,7 +79,7 @@ def reconcile(p: PeeringRun) -> StageResult:
     if client is not None and not networking.gateway_spec_matches(client, want_client):
         p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway client parameters changed: re-creating it")
-    client = p.local.apply(r.GATEWAY_CLIENT, want_client)
+    client = p.local.ensure(r.GATEWAY_CLIENT, want_client)
     if not _deployment_ready(p, "consumer", ctx.provider.cluster_id, ctx.consumer_tenant_ns):
         return StageResult.waiting(STAGE, "WaitingForGatewayClient", "waiting for the gateway client on the consumer")
 
@@ -87,8 +88,10 @@ def reconcile(p: PeeringRun) -> StageResult:
     client_key = _gateway_public_key(p.local, client, ctx.consumer_tenant_ns)
     if not server_key or not client_key:
         return StageResult.waiting(STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys")
-    p.local.apply(r.PUBLIC_KEY, networking.public_key(ctx, ctx.provider.cluster_id, ctx.consumer_tenant_ns, server_key))
-    p.remote.apply(
+    p.local.ensure(
+        r.PUBLIC_KEY, networking.public_key(ctx, ctx.provider.cluster_id, ctx.consumer_tenant_ns, server_key)
+    )
+    p.remote.ensure(
         r.PUBLIC_KEY, networking.public_key(ctx, ctx.consumer.cluster_id, ctx.provider_tenant_ns, client_key)
     )
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from liqo_peering.engine.result import StageResult
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import ResourceSliceDenied
 from liqo_peering.liqo import offloading
 from liqo_peering.liqo import resources as r
+from liqo_peering.stages import StageResult
 
 STAGE = "offloading"
 
@@ -21,10 +21,10 @@ def reconcile(p: PeeringRun) -> StageResult:
         existing = p.local.get(r.RESOURCE_SLICE, name, ns)
         labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
         if existing is None or all(labels.get(k) == v for k, v in ctx.owner.items()):
-            p.local.delete(r.RESOURCE_SLICE, name, ns)
-            p.local.delete(r.VIRTUAL_NODE, name, ns)
+            _delete_if_present(p, r.RESOURCE_SLICE, name, ns)
+            _delete_if_present(p, r.VIRTUAL_NODE, name, ns)
         return StageResult.disabled(STAGE, "no ResourceSlice requested")
-    slice_ = p.local.apply(r.RESOURCE_SLICE, offloading.resource_slice(ctx, spec))
+    slice_ = p.local.ensure(r.RESOURCE_SLICE, offloading.resource_slice(ctx, spec))
     conds = offloading.slice_conditions(slice_)
     denied = [t for t in ("Authentication", "Resources") if conds.get(t) == "Denied"]
     if denied:
@@ -37,9 +37,21 @@ def reconcile(p: PeeringRun) -> StageResult:
             STAGE, "WaitingForResourceSlice", "waiting for the provider to accept the ResourceSlice"
         )
     if not spec.create_virtual_node:
-        p.local.delete(r.VIRTUAL_NODE, name, ns)
+        _delete_if_present(p, r.VIRTUAL_NODE, name, ns)
         return StageResult.ready(STAGE, "the ResourceSlice is accepted (no virtual node requested)")
     vnode = p.local.get(r.VIRTUAL_NODE, name, ns)
-    if not offloading.virtual_node_running(vnode):
-        return StageResult.waiting(STAGE, "WaitingForVirtualNode", "waiting for Liqo to run the virtual node")
-    return StageResult.ready(STAGE, "the ResourceSlice is accepted and the virtual node runs")
+    if vnode is None:
+        return StageResult.waiting(STAGE, "WaitingForVirtualNode", "waiting for Liqo to create the VirtualNode")
+    node = p.local.get(r.NODE, vnode["metadata"]["name"])
+    pods = p.local.find(r.POD, ns, labels=offloading.virtual_kubelet_selector(name))
+    usable, message = offloading.virtual_node_usable(node, pods)
+    if not usable:
+        return StageResult.waiting(STAGE, "WaitingForVirtualNode", message)
+    return StageResult.ready(STAGE, f"the ResourceSlice is accepted and {message}")
+
+
+def _delete_if_present(p: PeeringRun, res: r.Resource, name: str, ns: str) -> None:
+    """Delete only what exists and is not already going: a pass at rest writes nothing."""
+    obj = p.local.get(res, name, ns)
+    if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+        p.local.delete(res, name, ns)

@@ -1,62 +1,135 @@
-"""The per-peering loop kopf runs as a daemon: reconcile, then sleep until a watch event, a spec
-change, the timeout deadline or the resync interval, whichever comes first."""
+"""The per-peering loop kopf runs as a daemon, and everything a peering keeps between passes.
+
+Each peering's loop reconciles, then sleeps until the watch hub wakes it (an event on either cluster
+concerning it, or a (re)list), a spec change, the timeout deadline or the resync interval. The runner
+holds, per peering: the lock that keeps its reconcile, mirror refresh and teardown from overlapping,
+and the last pass's outcome (the ForeignCluster fast path re-mirrors onto it). Passes run on the
+runner's own thread pool, sized so that peerings never queue behind each other.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import threading
+from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import structlog
 
-from liqo_peering.engine.service import PeeringService
-from liqo_peering.engine.triggers import PeeringWatches
+from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
+from liqo_peering.engine.watches import Route, WatchHub, peering_routes
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
-DEBOUNCE_SECONDS = 0.1
+DEBOUNCE_SECONDS = 0.05
+MAX_PASSES = 64  # concurrent passes (threads); a pass mostly waits on the API servers
+T = TypeVar("T")
 
 
 class PeeringRunner:
-    def __init__(self, service: PeeringService, resync_interval: float) -> None:
+    def __init__(
+        self,
+        service: PeeringService,
+        resync_interval: float,
+        namespaced_tenant_reads: bool = False,
+        hub: WatchHub | None = None,
+    ) -> None:
         self.service = service
         self.resync_interval = resync_interval
-        self._triggers: dict[tuple[str, str], asyncio.Event] = {}
-        self._kinds: dict[tuple[str, str], set[str]] = {}
+        self.namespaced_tenant_reads = namespaced_tenant_reads
+        self.hub = hub if hub is not None else WatchHub(self._notify)
+        self._pool = ThreadPoolExecutor(max_workers=MAX_PASSES, thread_name_prefix="pass")
+        self._guard = threading.Lock()
+        self._locks: dict[PeeringKey, threading.Lock] = {}
+        self._last: dict[PeeringKey, Outcome] = {}
+        self._triggers: dict[Hashable, asyncio.Event] = {}
+        self._kinds: dict[Hashable, set[str]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- wake-ups ------------------------------------------------------------------------------------
+    def _notify(self, key: Hashable, kind: str) -> None:
+        """From any thread (informers): wake a peering's loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake, key, kind)
+
+    def _wake(self, key: Hashable, kind: str) -> None:
+        trigger = self._triggers.get(key)
+        if trigger is not None:
+            self._kinds.setdefault(key, set()).add(kind)
+            trigger.set()
 
     def poke(self, namespace: str, name: str) -> None:
         """Wake a peering's loop now (spec or annotation change)."""
-        trigger = self._triggers.get((namespace, name))
-        if trigger is not None:
-            self._kinds.setdefault((namespace, name), set()).add("spec")
-            trigger.set()
+        self._wake((namespace, name), "spec")
 
+    # -- one pass, under the peering's lock ------------------------------------------------------------
+    def _lock(self, key: PeeringKey) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def reconcile(self, namespace: str, name: str, mirror_only: bool = False) -> Outcome:
+        """One pass (synchronous): the ForeignCluster fast path when only it changed, else a reconcile.
+
+        The lock matters because kopf cancelling a daemon on deletion does not stop its worker thread:
+        a reconcile already past its deletionTimestamp check would re-apply objects while, or after,
+        teardown deletes them, and they would stay orphaned. With the lock, teardown waits for it.
+        """
+        key = (namespace, name)
+        with self._lock(key):
+            outcome = None
+            last = self._last.get(key)
+            if mirror_only and last is not None:
+                outcome = self.service.refresh_mirror(namespace, name, last)
+            if outcome is None:
+                outcome = self.service.reconcile(namespace, name)
+            if outcome.gone:
+                return outcome
+            self._last[key] = outcome
+            self.hub.set_routes(key, self.routes(outcome))
+            return outcome
+
+    def routes(self, outcome: Outcome) -> list[Route]:
+        if outcome.secret is None:
+            return []
+        return peering_routes(
+            self.service.local, outcome.remote, outcome.ctx, outcome.secret, self.namespaced_tenant_reads
+        )
+
+    def teardown(self, body: dict[str, Any]) -> list[str]:
+        """One unpeering pass (synchronous); once nothing remains, the peering's state is dropped."""
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        with self._lock(key):
+            remaining = self.service.teardown(body)
+        if not remaining:
+            self.forget(key)
+        return remaining
+
+    def forget(self, key: PeeringKey) -> None:
+        self.hub.drop(key)
+        self.service.release(*key)
+        with self._guard:
+            self._last.pop(key, None)
+            self._locks.pop(key, None)
+
+    async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    # -- the loop ----------------------------------------------------------------------------------------
     async def run(self, namespace: str, name: str, stopped: Any) -> None:
-        loop = asyncio.get_running_loop()
-        trigger = asyncio.Event()
-        self._triggers[(namespace, name)] = trigger
-
-        kinds = self._kinds.setdefault((namespace, name), set())
-
-        def wake(kind: str) -> None:
-            kinds.add(kind)
-            trigger.set()
-
-        def notify(kind: str) -> None:
-            loop.call_soon_threadsafe(wake, kind)
-
-        watches = PeeringWatches(notify)
+        self._loop = asyncio.get_running_loop()
+        key = (namespace, name)
+        trigger = self._triggers[key] = asyncio.Event()
+        kinds = self._kinds.setdefault(key, set())
         failures = 0
+        mirror_only = False
         try:
-            mirror_only = False
             while not stopped:
                 trigger.clear()
+                kinds.clear()
                 try:
-                    outcome = None
-                    if mirror_only:
-                        # Only Liqo's ForeignCluster changed: mirror it without a full pass.
-                        outcome = await asyncio.to_thread(self.service.refresh_mirror, namespace, name)
-                    if outcome is None:
-                        outcome = await asyncio.to_thread(self.service.reconcile, namespace, name)
+                    outcome = await self.in_thread(self.reconcile, namespace, name, mirror_only)
                 except Exception:
                     failures += 1
                     log.exception("reconcile crashed; retrying", peering=f"{namespace}/{name}")
@@ -65,26 +138,25 @@ class PeeringRunner:
                 if outcome.gone:
                     return
                 failures = failures + 1 if outcome.transient_error else 0
-                wanted = [(self.service.local, res, ns, fs) for res, ns, fs in outcome.watch_local]
-                if outcome.remote is not None:
-                    wanted += [(outcome.remote, res, ns, fs) for res, ns, fs in outcome.watch_remote]
-                watches.ensure(wanted)
-                delay = self.resync_interval
-                if outcome.requeue_after is not None:
-                    # Transient errors back off exponentially up to the resync interval.
-                    delay = min(
-                        outcome.requeue_after * (2 ** max(failures - 1, 0)) if failures else outcome.requeue_after,
-                        self.resync_interval,
-                    )
-                kinds.clear()
-                await self._wait(trigger, stopped, delay)
+                await self._wait(trigger, stopped, self.delay(outcome, failures))
                 await asyncio.sleep(DEBOUNCE_SECONDS)
                 mirror_only = kinds == {"ForeignCluster"}
         finally:
-            watches.stop()
-            self.service.forget(namespace, name)
-            self._triggers.pop((namespace, name), None)
-            self._kinds.pop((namespace, name), None)
+            # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake.
+            self._triggers.pop(key, None)
+            self._kinds.pop(key, None)
+            self.hub.drop(key)
+
+    def delay(self, outcome: Outcome, failures: int) -> float:
+        """How long to sleep without events: the requeue, backed off exponentially while errors persist."""
+        if outcome.requeue_after is None:
+            return self.resync_interval
+        backoff = 2 ** max(failures - 1, 0) if failures else 1
+        return min(outcome.requeue_after * backoff, self.resync_interval)
+
+    def stop(self) -> None:
+        self.hub.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     @staticmethod
     async def _wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:

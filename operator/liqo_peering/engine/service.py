@@ -1,66 +1,58 @@
-"""PeeringService: one reconcile of one LiqoPeering, from reading it to writing its status.
+"""PeeringService: one reconcile of one LiqoPeering, from reading it to writing its status; one
+unpeering pass; nothing else.
 
-Handlers call ``reconcile`` and ``teardown``; everything here is synchronous (run in a worker thread)
-and derives its state from the clusters, so an operator restarted at any point continues where the
-last one stopped.
+Everything here is synchronous (the runner calls it from a worker thread, one call per peering at a
+time) and derives its state from the clusters, so an operator restarted at any point continues where
+the last one stopped. It keeps no state between calls: the runner holds the per-peering state (its
+lock, the last observations) and the watch hub decides what wakes a peering.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import json
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from liqo_peering import logs
 from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
+from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine import authentication, discovery, networking, offloading, teardown
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
-from liqo_peering.engine.result import STAGES, StageResult
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import DuplicatePeering, PeeringError
 from liqo_peering.kubeconfig import KubeconfigError, redact
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
-from liqo_peering.liqo.context import PeeringContext
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
+from liqo_peering.stages import STAGES, StageResult
 from liqo_peering.status import compute as status_compute
 from liqo_peering.status.foreigncluster import mirror_foreign_cluster
 
 log = structlog.get_logger("liqo_peering")
-TRANSIENT_RETRY_SECONDS = 5.0
+PeeringKey = tuple[str, str]  # (namespace, name)
 
 
 @dataclass
 class Outcome:
-    """What the caller needs after a reconcile: when to look again and what to watch."""
+    """What the runner needs after a pass: when to look again, what to watch, what was observed."""
 
     requeue_after: float | None = None
     transient_error: bool = False  # the runner backs off exponentially while this stays true
-    remote: ClusterClient | None = None
-    watch_local: list[tuple[r.Resource, str | None, str | None]] = field(default_factory=list)
-    watch_remote: list[tuple[r.Resource, str | None, str | None]] = field(default_factory=list)
     gone: bool = False
-
-
-def _api_error(exc: ApiException, side: str) -> PeeringError:
-    try:
-        detail = json.loads(exc.body or "{}").get("message") or exc.reason
-    except ValueError:
-        detail = exc.reason
-    return PeeringError(f"the {side} cluster answered {exc.status}: {redact(str(detail))}", reason="ApiError")
+    secret: tuple[str, str] | None = None  # the kubeconfig Secret (namespace, name)
+    remote: ClusterClient | None = None
+    ctx: PeeringContext | None = None
+    observation: status_compute.Observation | None = None
+    error: PeeringError | None = None
 
 
 class PeeringService:
@@ -72,6 +64,7 @@ class PeeringService:
         policy: KubeconfigPolicy,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         tenant_access: TenantAccess | None = None,
+        remotes: RemoteClients | None = None,
     ) -> None:
         self.local = local
         self.events = events
@@ -79,24 +72,16 @@ class PeeringService:
         self.policy = policy
         self.tenant_access = tenant_access
         self.now = now
-        self._remotes: dict[str, ClusterClient] = {}
-        self._lock = threading.Lock()
-        # Per peering: one of reconcile / refresh_mirror / teardown at a time (see _serialized).
-        self._peering_locks: dict[tuple[str, str], threading.Lock] = {}
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stage")
-        # The last reconcile's observations per peering, for the ForeignCluster fast path.
-        self._last: dict[tuple[str, str], tuple[status_compute.Observation, Outcome, PeeringError | None]] = {}
+        self.remotes = remotes if remotes is not None else RemoteClients()
 
     # -- helpers ---------------------------------------------------------------------------------
     def _remote_client(self, namespace: str, name: str, spec: LiqoPeeringSpec) -> ClusterClient:
         kubeconfig = discovery.read_remote_kubeconfig(self.local, namespace, name, spec, self.policy)
-        key = hashlib.sha256(json.dumps(kubeconfig.config, sort_keys=True, default=str).encode()).hexdigest()
-        with self._lock:
-            client = self._remotes.get(key)
-            if client is None:
-                client = discovery.connect_remote(kubeconfig)
-                self._remotes[key] = client
-            return client
+        return self.remotes.get((namespace, name), kubeconfig)
+
+    def release(self, namespace: str, name: str) -> None:
+        """The peering is gone: let go of its provider client."""
+        self.remotes.release((namespace, name))
 
     def _check_duplicate(self, namespace: str, name: str, created: str, remote_id: str) -> None:
         mine = (created, namespace, name)
@@ -112,29 +97,8 @@ class PeeringService:
                     f" delete one of the two (this one, {namespace}/{name}, does nothing meanwhile)"
                 )
 
-    def _context(self, run_ns: str, run_name: str, spec: LiqoPeeringSpec, remote: ClusterClient) -> PeeringContext:
-        consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
-        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
-        return PeeringContext(run_ns, run_name, consumer, provider)
-
-    def _serialized(self, namespace: str, name: str) -> threading.Lock:
-        """The lock that keeps a peering's reconcile, mirror refresh and teardown from overlapping.
-
-        The daemon runs reconcile in a worker thread, and kopf cancelling the daemon on deletion does not
-        stop that thread: a reconcile already past its deletionTimestamp check would re-apply objects
-        (seen: the ResourceSlice) while, or after, teardown deletes them, and they stayed orphaned once
-        the LiqoPeering was gone. With the lock, teardown waits for that reconcile and then removes
-        everything it applied; reconciles that start later see the deletionTimestamp and stop.
-        """
-        with self._lock:
-            return self._peering_locks.setdefault((namespace, name), threading.Lock())
-
     # -- reconcile ---------------------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> Outcome:
-        with self._serialized(namespace, name):
-            return self._reconcile(namespace, name)
-
-    def _reconcile(self, namespace: str, name: str) -> Outcome:
         body = self.local.get(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
@@ -154,39 +118,36 @@ class PeeringService:
                 raise PeeringError(
                     f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
                 ) from None
-            outcome.watch_local.append((r.SECRET, namespace, f"metadata.name={spec.remote_kubeconfig_secret_ref.name}"))
+            outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             remote = self._remote_client(namespace, name, spec)
             outcome.remote = remote
-            ctx = self._context(namespace, name, spec, remote)
-            ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
-            logs.bind_peering(namespace, name, ctx.provider.cluster_id)
-            self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), ctx.provider.cluster_id)
+            consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
+            provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
+            ids = (consumer.cluster_id, provider.cluster_id)
+            logs.bind_peering(namespace, name, provider.cluster_id)
+            self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
+            owner = naming.owner_labels(namespace, name)
             ctx = PeeringContext(
                 namespace,
                 name,
-                ctx.consumer,
-                ctx.provider,
-                consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, ctx.provider.cluster_id, ctx.owner),
-                provider_tenant_ns=discovery.ensure_tenant_namespace(remote, ctx.consumer.cluster_id, ctx.owner),
+                consumer,
+                provider,
+                consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, provider.cluster_id, owner),
+                provider_tenant_ns=discovery.ensure_tenant_namespace(remote, consumer.cluster_id, owner),
             )
             created_anything = True
             if self.tenant_access is not None:
                 discovery.ensure_tenant_access(self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner)
-            self._watch_list(outcome, ctx)
-            run = PeeringRun(spec, self.local, remote, ctx)
-            stages = self._run_stages(run)
-            mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
+            outcome.ctx = ctx
+            stages = self._run_stages(PeeringRun(spec, self.local, remote, ctx))
+            mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
-                error = PeeringError(failed.message, reason=failed.reason)
-        except (PeeringError, KubeconfigError) as exc:
-            error = (
-                exc
-                if isinstance(exc, PeeringError)
-                else PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
-            )
-        except ApiException as exc:
-            error = _api_error(exc, "consumer or provider")
+                error = PeeringError(failed.message, reason=failed.reason, transient=failed.transient)
+        except KubeconfigError as exc:  # its rules name fields only: say whose kubeconfig it is
+            error = PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
+        except PeeringError as exc:
+            error = exc
         timeout = spec.timeout_seconds if spec else 300.0  # the default 5m when the spec is unreadable
         obs = status_compute.Observation(
             generation=int(meta.get("generation") or 0),
@@ -205,45 +166,37 @@ class PeeringService:
             remote_cluster_id=ids[1],
             created_anything=created_anything,
         )
-        new_status, events = status_compute.compute(status, obs)
-        self._write_status(body, status, new_status, events, stages)
-        outcome.requeue_after = self._requeue_after(new_status, error, obs)
-        outcome.transient_error = error is not None and error.transient
-        self._last[(namespace, name)] = (obs, outcome, error)
+        transient = error is not None and error.transient
+        new_status = self._write_status(body, status, obs)
+        outcome.requeue_after = status_compute.requeue_after(new_status, obs, transient)
+        outcome.transient_error = transient
+        outcome.observation, outcome.error = obs, error
         return outcome
 
-    def refresh_mirror(self, namespace: str, name: str) -> Outcome | None:
+    def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
         """Only the ForeignCluster changed: re-mirror it onto the last reconcile's observations.
 
         Two API reads and at most one write, so Liqo's view reaches the status well within a second.
-        Returns None when a full reconcile is needed instead (nothing cached, or the spec changed).
+        Returns None when a full reconcile is needed instead (nothing observed yet, or the spec changed).
         """
-        with self._serialized(namespace, name):
-            return self._refresh_mirror(namespace, name)
-
-    def _refresh_mirror(self, namespace: str, name: str) -> Outcome | None:
-        last = self._last.get((namespace, name))
+        previous = last.observation
         body = self.local.get(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
-        if last is None or last[0].generation != body["metadata"].get("generation"):
+        if previous is None or previous.generation != body["metadata"].get("generation"):
             return None
-        previous, outcome, error = last
         remote_id = previous.remote_cluster_id
         if remote_id is None:
             return None
         logs.bind_peering(namespace, name, remote_id)
         fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
         obs = dataclasses.replace(previous, now=self.now(), mirror=mirror_foreign_cluster(fc))
-        status = dict(body.get("status") or {})
-        new_status, events = status_compute.compute(status, obs)
-        self._write_status(body, status, new_status, events, obs.stages)
-        outcome = dataclasses.replace(outcome, requeue_after=self._requeue_after(new_status, error, obs))
-        self._last[(namespace, name)] = (obs, outcome, error)
-        return outcome
-
-    def forget(self, namespace: str, name: str) -> None:
-        self._last.pop((namespace, name), None)
+        new_status = self._write_status(body, dict(body.get("status") or {}), obs)
+        return dataclasses.replace(
+            last,
+            observation=obs,
+            requeue_after=status_compute.requeue_after(new_status, obs, last.transient_error),
+        )
 
     def _run_stages(self, run: PeeringRun) -> dict[str, StageResult]:
         spec = run.spec
@@ -252,10 +205,7 @@ class PeeringService:
             try:
                 return fn()
             except PeeringError as exc:
-                return StageResult.failed(stage, exc.reason, exc.message)
-            except ApiException as exc:
-                err = _api_error(exc, "consumer or provider")
-                return StageResult.failed(stage, err.reason, err.message)
+                return StageResult.failed(stage, exc.reason, exc.message, exc.transient)
 
         proxy = spec.authentication.proxy_url
         results: dict[str, StageResult] = {}
@@ -263,63 +213,33 @@ class PeeringService:
             # In-band authentication reaches the provider through the tunnel: networking first.
             results["networking"] = guarded("networking", lambda: networking.reconcile(run))
             if results["networking"].state == "ready":
-                in_band = functools.partial(authentication.reconcile_in_band, run, proxy)
+                in_band = lambda: authentication.reconcile_in_band(run, proxy)  # noqa: E731
                 results["authentication"] = guarded("authentication", in_band)
         else:
-            # Independent stages run concurrently, as liqoctl does not.
-            net = self._pool.submit(guarded, "networking", lambda: networking.reconcile(run))
-            auth = self._pool.submit(guarded, "authentication", lambda: authentication.reconcile(run, proxy))
-            results["networking"], results["authentication"] = net.result(), auth.result()
+            # Independent stages run concurrently (liqoctl runs them one after the other): authentication
+            # in a thread of its own for this pass, so no peering waits for another one's stages.
+            auth: dict[str, StageResult] = {}
+            worker = threading.Thread(
+                target=lambda: auth.update(
+                    authentication=guarded("authentication", lambda: authentication.reconcile(run, proxy))
+                ),
+                name="stage-authentication",
+            )
+            worker.start()
+            results["networking"] = guarded("networking", lambda: networking.reconcile(run))
+            worker.join()
+            results["authentication"] = auth["authentication"]
         if results.get("authentication") and results["authentication"].state == "ready":
             results["offloading"] = guarded("offloading", lambda: offloading.reconcile(run))
         return results
 
-    def _watch_list(self, outcome: Outcome, ctx: PeeringContext) -> None:
-        """What wakes this peering: its stage objects on both sides, the ForeignCluster, the nonce Secrets.
-
-        Only the nonce Secrets are watched by name, so the operator needs no list/watch on every Secret of
-        a tenant namespace (gateway key Secrets show up through their gateway's status.secretRef).
-        """
-        outcome.watch_local.append((r.FOREIGN_CLUSTER, None, f"metadata.name={ctx.provider.cluster_id}"))
-        outcome.watch_local.append((r.SECRET, ctx.consumer_tenant_ns, f"metadata.name={naming.SIGNED_NONCE_SECRET}"))
-        for res in (
-            r.CONFIGURATION,
-            r.GATEWAY_CLIENT,
-            r.CONNECTION,
-            r.DEPLOYMENT,
-            r.IDENTITY,
-            r.RESOURCE_SLICE,
-            r.VIRTUAL_NODE,
-            r.PUBLIC_KEY,
-        ):
-            outcome.watch_local.append((res, ctx.consumer_tenant_ns, None))
-        outcome.watch_remote.append((r.SECRET, ctx.provider_tenant_ns, f"metadata.name={naming.NONCE_SECRET}"))
-        for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.CONNECTION, r.DEPLOYMENT, r.TENANT):
-            outcome.watch_remote.append((res, ctx.provider_tenant_ns, None))
-
-    def _requeue_after(
-        self, status: dict[str, Any], error: PeeringError | None, obs: status_compute.Observation
-    ) -> float | None:
-        if error is not None and error.transient:
-            return TRANSIENT_RETRY_SECONDS  # unreachable clusters, Liqo not ready: retry soon; the runner backs off
-        if status["peerStatus"] == "establishing":
-            started = status_compute.parse_time(status["startedAt"])
-            if started is not None:
-                left = obs.timeout_seconds - (obs.now - started).total_seconds()
-                return max(left, 0.5)  # wake exactly when the timeout falls due
-        return None
-
     def _write_status(
-        self,
-        body: dict[str, Any],
-        old: dict[str, Any],
-        new: dict[str, Any],
-        events: list[status_compute.EventSpec],
-        stages: dict[str, StageResult],
-    ) -> None:
+        self, body: dict[str, Any], old: dict[str, Any], obs: status_compute.Observation
+    ) -> dict[str, Any]:
+        """The one status writer: compute, write only what changed, emit the transitions' Events."""
+        new, events = status_compute.compute(old, obs)
         meta = body["metadata"]
-        comparable = {k: v for k, v in new.items()}
-        if any(old.get(k) != v for k, v in comparable.items()):
+        if any(old.get(k) != v for k, v in new.items()):
             self.local.merge_patch(
                 r.LIQOPEERING, meta["name"], meta["namespace"], {"status": new}, subresource="status"
             )
@@ -327,20 +247,12 @@ class PeeringService:
             self.events.emit(body, event.type, event.reason, event.message)
             level = log.warning if event.type == "Warning" else log.info
             level(event.message, reason=event.reason)
-        self.metrics.observe(body, old, new, stages)
+        self.metrics.observe(body, old, new, obs.stages)
+        return new
 
     # -- teardown ---------------------------------------------------------------------------------
     def teardown(self, body: dict[str, Any]) -> list[str]:
         """One unpeering pass; returns what remains. Raises PeeringError while the provider is unreachable."""
-        key = (body["metadata"]["namespace"], body["metadata"]["name"])
-        with self._serialized(*key):
-            remaining = self._teardown(body)
-        if not remaining:
-            with self._lock:
-                self._peering_locks.pop(key, None)
-        return remaining
-
-    def _teardown(self, body: dict[str, Any]) -> list[str]:
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]
         logs.bind_peering(namespace, name, status.get("remoteClusterID"))
@@ -352,8 +264,6 @@ class PeeringService:
         remote: ClusterClient | None = None
         if not force:
             remote = self._remote_client(namespace, name, spec)
-        from liqo_peering.liqo.context import ClusterInfo
-
         consumer_ns = discovery.find_tenant_namespace(self.local, remote_id) or ""
         provider_ns = (discovery.find_tenant_namespace(remote, local_id) or "") if remote else ""
         ctx = PeeringContext(
@@ -371,17 +281,7 @@ class PeeringService:
     def report_teardown(self, body: dict[str, Any], reason: str, message: str) -> None:
         """Say in status why deletion is not finishing (e.g. the provider is unreachable)."""
         meta = body["metadata"]
-        now = self.now()
-        from liqo_peering.status.conditions import make_condition, set_condition
-
-        gen = int(meta.get("generation") or 0)
-        conds = list((body.get("status") or {}).get("conditions") or [])
-        conds = set_condition(conds, make_condition("Stalled", True, reason, message, gen, now))
-        conds = set_condition(conds, make_condition("Ready", False, reason, message, gen, now))
-        self.local.merge_patch(
-            r.LIQOPEERING,
-            meta["name"],
-            meta["namespace"],
-            {"status": {"conditions": conds, "peerStatus": "error", "stage": message}},
-            subresource="status",
+        patch = status_compute.teardown_blocked(
+            body.get("status"), reason, message, int(meta.get("generation") or 0), self.now()
         )
+        self.local.merge_patch(r.LIQOPEERING, meta["name"], meta["namespace"], {"status": patch}, subresource="status")

@@ -123,3 +123,8 @@ def identity(ctx: PeeringContext, tenant_status: dict[str, Any]) -> dict[str, An
 def identity_ready(obj: dict[str, Any] | None) -> bool:
     ref = ((obj or {}).get("status") or {}).get("kubeconfigSecretRef") or {}
     return bool(ref.get("name"))
+
+
+def has_labels(obj: dict[str, Any], labels: dict[str, str]) -> bool:
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())

@@ -21,6 +21,10 @@ REPLICATION = "liqo.io/replication"
 REMOTE_ID = "liqo.io/remoteID"
 CREATE_VIRTUAL_NODE = "liqo.io/create-virtual-node"
 VIRTUAL_NODE_TYPE = "liqo.io/type"
+VIRTUAL_NODE_TYPE_VALUE = "virtual-node"
+# The virtual kubelet's Pods (pkg/vkMachinery/forge in Liqo): Liqo judges a virtual node by them.
+VK_COMPONENT = "offloading.liqo.io/component"
+VK_COMPONENT_VALUE = "virtual-kubelet"
 SERVER_TEMPLATE = "wireguard-server"
 CLIENT_TEMPLATE = "wireguard-client"
 POD_SECURITY = ("enforce", "audit", "warn")

@@ -35,6 +35,7 @@ SECRET = Resource("", "v1", "secrets", "Secret")
 CONFIGMAP = Resource("", "v1", "configmaps", "ConfigMap")
 EVENT = Resource("", "v1", "events", "Event")
 NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
+POD = Resource("", "v1", "pods", "Pod")
 DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
 ROLE_BINDING = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 

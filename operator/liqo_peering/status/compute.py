@@ -10,15 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from liqo_peering.engine.result import STAGES, StageResult
+from liqo_peering.stages import STAGE_CONDITIONS, STAGES, StageResult
 from liqo_peering.status.conditions import format_time, get_condition, make_condition, set_condition
 from liqo_peering.status.foreigncluster import module_condition
-
-STAGE_CONDITIONS = {
-    "networking": "NetworkReady",
-    "authentication": "AuthenticationReady",
-    "offloading": "OffloadingReady",
-}
 
 
 @dataclass(frozen=True)
@@ -33,8 +27,9 @@ class Observation:
     local_cluster_id: str | None = None
     remote_cluster_id: str | None = None
     created_anything: bool = True
-    # Stages whose Liqo module must also look healthy on the ForeignCluster. Offloading without a
-    # virtual node has nothing for Liqo to report (its conditions are about virtual nodes).
+    # Stages whose Liqo module the ForeignCluster reports on (its lag is noted in the condition).
+    # Offloading without a virtual node has nothing for Liqo to report (its conditions are about
+    # virtual nodes).
     liqo_checked: frozenset[str] = frozenset(STAGES)
 
 
@@ -65,11 +60,12 @@ def _stage_condition(
         return "False", result.reason, result.message
     if not liqo_checked:
         return "True", "Established", result.message
-    # Our steps are done: Liqo's own view of the module must agree.
-    status, reason, message = module_condition(mirror or {}, stage, expected=True)
+    # Established from Liqo's earliest signals, read at their source. Liqo's ForeignCluster aggregates
+    # the same objects but refreshes only when its controller wakes: say so while it lags behind.
+    status, _reason, message = module_condition(mirror or {}, stage, expected=True)
     if status == "True":
         return "True", "Established", f"{result.message}; {message}"
-    return "False", reason, message
+    return "True", "Established", f"{result.message} (Liqo's ForeignCluster has not caught up yet: {message})"
 
 
 def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str, Any], list[EventSpec]]:
@@ -165,3 +161,29 @@ def prev_reason(prev: dict[str, Any]) -> str | None:
 def is_ready(status: dict[str, Any] | None) -> bool:
     cond = get_condition((status or {}).get("conditions"), "Ready")
     return bool(cond and cond.get("status") == "True")
+
+
+# Transient errors (an unreachable cluster, Liqo not ready yet) are retried this soon; the runner backs off.
+TRANSIENT_RETRY_SECONDS = 5.0
+
+
+def requeue_after(status: dict[str, Any], obs: Observation, transient_error: bool) -> float | None:
+    """When to look again without any event: soon after a transient error, exactly at the timeout."""
+    if transient_error:
+        return TRANSIENT_RETRY_SECONDS
+    if status["peerStatus"] == "establishing":
+        started = parse_time(status["startedAt"])
+        if started is not None:
+            left = obs.timeout_seconds - (obs.now - started).total_seconds()
+            return max(left, 0.5)
+    return None
+
+
+def teardown_blocked(
+    previous: dict[str, Any] | None, reason: str, message: str, generation: int, now: datetime
+) -> dict[str, Any]:
+    """The status patch while deletion cannot finish (e.g. the provider is unreachable)."""
+    conds = list((previous or {}).get("conditions") or [])
+    conds = set_condition(conds, make_condition("Stalled", True, reason, message, generation, now))
+    conds = set_condition(conds, make_condition("Ready", False, reason, message, generation, now))
+    return {"conditions": conds, "peerStatus": "error", "stage": message}

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from liqo_peering.stages import STAGES
+
 from .conditions import ConditionStatus
 
-MODULES: tuple[str, ...] = ("networking", "authentication", "offloading")
+MODULES: tuple[str, ...] = STAGES  # Liqo names its modules after the stages
 ROLES: tuple[str, ...] = ("Consumer", "Provider", "ConsumerAndProvider", "Unknown")
 
 Health = Literal["Healthy", "Unhealthy", "Disabled"]

@@ -1,4 +1,7 @@
-"""What a stage reports after one non-blocking pass."""
+"""The three Liqo stages, the condition each one reports, and what one pass of a stage found.
+
+Bottom layer: every other layer spells the stages through here.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,12 @@ from typing import Literal
 
 StageState = Literal["disabled", "progressing", "ready", "error"]
 STAGES = ("networking", "authentication", "offloading")
+# The LiqoPeering condition type of each stage.
+STAGE_CONDITIONS = {
+    "networking": "NetworkReady",
+    "authentication": "AuthenticationReady",
+    "offloading": "OffloadingReady",
+}
 
 
 @dataclass(frozen=True)
@@ -15,6 +24,8 @@ class StageResult:
     state: StageState
     reason: str
     message: str
+    # For errors: whether retrying can help (an unreachable cluster) or only a change can (a denial).
+    transient: bool = True
 
     @classmethod
     def ready(cls, stage: str, message: str) -> StageResult:
@@ -29,5 +40,5 @@ class StageResult:
         return cls(stage, "disabled", "Disabled", message)
 
     @classmethod
-    def failed(cls, stage: str, reason: str, message: str) -> StageResult:
-        return cls(stage, "error", reason, message)
+    def failed(cls, stage: str, reason: str, message: str, transient: bool = True) -> StageResult:
+        return cls(stage, "error", reason, message, transient)

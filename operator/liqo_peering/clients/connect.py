@@ -1,0 +1,39 @@
+"""Build a Kubernetes API client for a cluster from a vetted kubeconfig or the local configuration."""
+
+from __future__ import annotations
+
+import copy
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from liqo_peering import __version__
+from liqo_peering.kubeconfig import RemoteKubeconfig
+
+# Connections kept per cluster. Each request thread holds one while peerings reconcile and tear down
+# concurrently; urllib3's default of 10 made it discard connections (and warn) with a few peerings.
+CONNECTION_POOL_SIZE = 32
+# Names the operator in the API servers' audit logs and request metrics.
+USER_AGENT = f"liqo-peering-operator/{__version__}"
+
+
+def with_user_agent(api: k8s_client.ApiClient) -> k8s_client.ApiClient:
+    api.user_agent = USER_AGENT
+    return api
+
+
+def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
+    """Build a dedicated ApiClient (own Configuration, never the global default).
+
+    No file is written by this module. Note: the Kubernetes Python client itself materialises
+    ``*-data`` fields (CA, client cert/key) as temporary files, because Python's ``ssl`` needs paths.
+    """
+    configuration = k8s_client.Configuration()
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
+        config_dict=copy.deepcopy(remote.config),
+        context=remote.context_name,
+        persist_config=False,
+        client_configuration=configuration,
+    )
+    return with_user_agent(api_client)

@@ -1,0 +1,57 @@
+"""The provider clients, one per distinct kubeconfig, shared by the peerings that use it.
+
+A peering holds one client at a time. When its kubeconfig changes (a rotated Secret) or the peering
+goes, it lets go of the old one, and a client no peering holds any more is closed, with its
+connections (its informers stop when their last route goes, in the watch hub).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Hashable
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.connect import to_api_client
+from liqo_peering.kubeconfig import RemoteKubeconfig
+
+
+def connect_remote(kubeconfig: RemoteKubeconfig) -> ClusterClient:
+    return ClusterClient(to_api_client(kubeconfig), "provider", kubeconfig.server)
+
+
+class RemoteClients:
+    def __init__(self, connect: Callable[[RemoteKubeconfig], ClusterClient] = connect_remote) -> None:
+        self._connect = connect
+        self._lock = threading.Lock()
+        self._clients: dict[str, ClusterClient] = {}
+        self._held: dict[Hashable, str] = {}  # holder (a peering) -> the kubeconfig digest it uses
+
+    def get(self, holder: Hashable, kubeconfig: RemoteKubeconfig) -> ClusterClient:
+        digest = hashlib.sha256(json.dumps(kubeconfig.config, sort_keys=True, default=str).encode()).hexdigest()
+        with self._lock:
+            client = self._clients.get(digest)
+            if client is None:
+                client = self._clients[digest] = self._connect(kubeconfig)
+            previous = self._held.get(holder)
+            self._held[holder] = digest
+            stale = self._unused(previous) if previous not in (None, digest) else None
+        if stale is not None:
+            stale.close()
+        return client
+
+    def release(self, holder: Hashable) -> None:
+        with self._lock:
+            stale = self._unused(self._held.pop(holder, None))
+        if stale is not None:
+            stale.close()
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def _unused(self, digest: str | None) -> ClusterClient | None:
+        """Forget the client of ``digest`` when nobody holds it any more (call with the lock held)."""
+        if digest is None or digest in self._held.values():
+            return None
+        return self._clients.pop(digest, None)

@@ -1,0 +1,203 @@
+"""The watch hub: one informer per (cluster, kind, scope), shared by every peering, with events routed
+to the peerings they concern, as controller-runtime's shared informers and event handlers do.
+
+A peering declares its routes after each pass (``peering_routes``): which informer, and which objects
+of it concern the peering (by namespace, name or label). The hub starts an informer when its first
+route appears and stops it when its last route goes. Every (re)list wakes every peering routed to it
+once; and a route that joins an informer already running wakes its peering once, since the pass that
+declared it read the clusters before the route existed (the lost wake-up of issue "Ready in seconds").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.informer import Informer, Scope
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.context import PeeringContext
+
+Wake = Callable[[Hashable, str], None]  # (peering key, kind of the object that changed)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One informer, and which of its objects concern one peering."""
+
+    client: ClusterClient
+    scope: Scope
+    namespace: str | None = None  # the object's namespace
+    name: str | None = None  # the object's name
+    label: tuple[str, str] | None = None  # a label the object carries
+
+    def matches(self, obj: dict[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if self.name is not None and meta.get("name") != self.name:
+            return False
+        return self.label is None or (meta.get("labels") or {}).get(self.label[0]) == self.label[1]
+
+    @property
+    def informer_key(self) -> tuple[int, Scope]:
+        return (id(self.client), self.scope)
+
+
+def peering_routes(
+    local: ClusterClient,
+    remote: ClusterClient | None,
+    ctx: PeeringContext | None,
+    secret: tuple[str, str],
+    namespaced_tenant_reads: bool = False,
+) -> list[Route]:
+    """What wakes a peering: its kubeconfig Secret; once its context is known, its stage objects on both
+    clusters, the ForeignCluster, the nonce Secrets, the virtual Node and the virtual kubelet's Pods.
+
+    On the consumer, Liqo's kinds are watched cluster-wide (one informer each for all peerings), narrowed
+    by the label Liqo puts on all of them, and routed by tenant namespace. On a provider, the informers
+    cover the one tenant namespace this consumer has there. ``namespaced_tenant_reads``: the operator
+    may read Pods only inside tenant namespaces (watchNamespaces mode), so that informer is per namespace.
+    """
+    namespace, secret_name = secret
+    routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name)]
+    if ctx is None or remote is None:
+        return routes
+    provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
+    has_peer_label = naming.REMOTE_CLUSTER_ID
+    for res in (
+        r.CONFIGURATION,
+        r.GATEWAY_CLIENT,
+        r.CONNECTION,
+        r.IDENTITY,
+        r.RESOURCE_SLICE,
+        r.VIRTUAL_NODE,
+        r.PUBLIC_KEY,
+    ):
+        routes.append(Route(local, Scope(res, labels=has_peer_label), namespace=tenant_ns))
+    routes += [
+        # Gateway Deployments carry no label of Liqo's that selects them all.
+        Route(local, Scope(r.DEPLOYMENT), namespace=tenant_ns),
+        Route(local, Scope(r.FOREIGN_CLUSTER), name=provider),
+        # RBAC lets the operator list Secrets of this one name in every tenant namespace.
+        Route(
+            local,
+            Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"),
+            namespace=tenant_ns,
+        ),
+        Route(
+            local,
+            Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}"),
+            label=(naming.REMOTE_CLUSTER_ID, provider),
+        ),
+        Route(
+            local,
+            Scope(
+                r.POD,
+                namespace=tenant_ns if namespaced_tenant_reads else None,
+                labels=f"{naming.VK_COMPONENT}={naming.VK_COMPONENT_VALUE}",
+            ),
+            namespace=tenant_ns,
+        ),
+    ]
+    remote_ns = ctx.provider_tenant_ns
+    routes.append(
+        Route(remote, Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=remote_ns)
+    )
+    for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.CONNECTION, r.DEPLOYMENT, r.TENANT):
+        routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
+    return routes
+
+
+class WatchHub:
+    def __init__(self, wake: Wake) -> None:
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._informers: dict[tuple[int, Scope], Informer] = {}
+        self._routes: dict[tuple[int, Scope], dict[Hashable, list[Route]]] = {}
+        self._by_peering: dict[Hashable, set[Route]] = {}
+
+    def set_routes(self, key: Hashable, routes: list[Route]) -> None:
+        """Make ``routes`` the peering's routes: informers start and stop as needed."""
+        wanted = set(routes)
+        wake_now = False
+        to_start: list[Informer] = []
+        with self._lock:
+            old = self._by_peering.get(key, set())
+            for route in old - wanted:
+                self._unroute(key, route)
+            for route in wanted - old:
+                ikey = route.informer_key
+                self._routes.setdefault(ikey, {}).setdefault(key, []).append(route)
+                informer = self._informers.get(ikey)
+                if informer is None:
+                    informer = self._informers[ikey] = self._new_informer(route)
+                    to_start.append(informer)
+                elif informer.lists:
+                    wake_now = True  # it listed before this route joined: what it saw is unknown here
+            self._by_peering[key] = wanted
+            stopped = self._sweep()
+        for informer in stopped:
+            informer.stop()
+        for informer in to_start:
+            informer.start()
+        if wake_now:
+            self._wake(key, "watch")
+
+    def drop(self, key: Hashable) -> None:
+        self.set_routes(key, [])
+        with self._lock:
+            self._by_peering.pop(key, None)
+
+    def stop(self) -> None:
+        with self._lock:
+            informers = list(self._informers.values())
+            self._informers.clear()
+            self._routes.clear()
+            self._by_peering.clear()
+        for informer in informers:
+            informer.stop()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"informers": len(self._informers), "peerings": len(self._by_peering)}
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _new_informer(self, route: Route) -> Informer:
+        ikey = route.informer_key
+        kind = route.scope.res.kind
+
+        def on_list(_items: list[dict[str, Any]]) -> None:
+            for peering in self._peerings_of(ikey):
+                self._wake(peering, kind)
+
+        def on_event(_type: str, obj: dict[str, Any]) -> None:
+            with self._lock:
+                routed = list(self._routes.get(ikey, {}).items())
+            for peering, routes in routed:
+                if any(route.matches(obj) for route in routes):
+                    self._wake(peering, kind)
+
+        return Informer(route.client, route.scope, on_list, on_event)
+
+    def _peerings_of(self, ikey: tuple[int, Scope]) -> list[Hashable]:
+        with self._lock:
+            return list(self._routes.get(ikey, {}))
+
+    def _unroute(self, key: Hashable, route: Route) -> None:
+        routes = self._routes.get(route.informer_key, {})
+        mine = [x for x in routes.get(key, []) if x != route]
+        if mine:
+            routes[key] = mine
+        else:
+            routes.pop(key, None)
+
+    def _sweep(self) -> list[Informer]:
+        """Informers no route uses any more (call with the lock held)."""
+        idle = [ikey for ikey in self._informers if not self._routes.get(ikey)]
+        for ikey in idle:
+            self._routes.pop(ikey, None)
+        return [self._informers.pop(ikey) for ikey in idle]

@@ -1,0 +1,157 @@
+"""PeeringRunner: one pass per peering at a time, the ForeignCluster fast path, backoff, and the routes it
+gives the watch hub. The service is a stand-in object: these tests are about the runner's own jobs."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, cast
+
+from liqo_peering.engine.runner import PeeringRunner
+from liqo_peering.engine.service import Outcome, PeeringService
+from liqo_peering.engine.watches import WatchHub
+from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from unit.fakes import FakeClusterClient
+
+
+class Service:
+    """Records calls; ``reconcile`` and ``teardown`` can be replaced per test."""
+
+    def __init__(self) -> None:
+        self.local = FakeClusterClient("consumer")
+        self.calls: list[str] = []
+        self.released: list[tuple[str, str]] = []
+        self.mirror_result: Outcome | None = None
+
+    def reconcile(self, namespace: str, name: str) -> Outcome:
+        self.calls.append(f"reconcile {name}")
+        return Outcome(secret=(namespace, "kubeconfig"))
+
+    def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
+        self.calls.append(f"mirror {name}")
+        return self.mirror_result
+
+    def teardown(self, body: dict[str, Any]) -> list[str]:
+        self.calls.append("teardown")
+        return []
+
+    def release(self, namespace: str, name: str) -> None:
+        self.released.append((namespace, name))
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.routes: dict[Any, list[Any]] = {}
+
+    def set_routes(self, key: Any, routes: list[Any]) -> None:
+        self.routes[key] = routes
+
+    def drop(self, key: Any) -> None:
+        self.routes.pop(key, None)
+
+
+def runner(service: Service | None = None) -> tuple[PeeringRunner, Service, Hub]:
+    svc, hub = service or Service(), Hub()
+    return PeeringRunner(cast(PeeringService, svc), 60.0, hub=cast(WatchHub, hub)), svc, hub
+
+
+def test_teardown_waits_for_the_running_reconcile_of_the_same_peering() -> None:
+    run, svc, _ = runner()
+    order: list[str] = []
+    reconciling, release = threading.Event(), threading.Event()
+
+    def slow_reconcile(namespace: str, name: str) -> Outcome:
+        reconciling.set()
+        release.wait(10)
+        order.append("reconcile applied")
+        return Outcome()
+
+    svc.reconcile = slow_reconcile  # type: ignore[method-assign]
+    svc.teardown = lambda body: order.append("teardown") or []  # type: ignore[method-assign,func-returns-value]
+    worker = threading.Thread(target=run.reconcile, args=("ns", "p"))
+    worker.start()
+    assert reconciling.wait(10)
+    unpeer = threading.Thread(target=run.teardown, args=({"metadata": {"namespace": "ns", "name": "p"}},))
+    unpeer.start()
+    unpeer.join(0.3)
+    assert unpeer.is_alive() and order == []  # blocked behind the reconcile, not skipped
+    release.set()
+    worker.join(10)
+    unpeer.join(10)
+    assert order == ["reconcile applied", "teardown"]
+
+
+def test_other_peerings_are_not_blocked() -> None:
+    run, svc, _ = runner()
+    reconciling, release = threading.Event(), threading.Event()
+
+    def slow_reconcile(namespace: str, name: str) -> Outcome:
+        reconciling.set()
+        release.wait(10)
+        return Outcome()
+
+    svc.reconcile = slow_reconcile  # type: ignore[method-assign]
+    svc.teardown = lambda body: ["something"]  # type: ignore[method-assign]
+    worker = threading.Thread(target=run.reconcile, args=("ns", "p"))
+    worker.start()
+    try:
+        assert reconciling.wait(10)
+        assert run.teardown({"metadata": {"namespace": "ns", "name": "other"}}) == ["something"]
+    finally:
+        release.set()
+        worker.join(10)
+
+
+def test_the_foreign_cluster_fast_path_uses_the_last_outcome_and_falls_back() -> None:
+    run, svc, _ = runner()
+    run.reconcile("ns", "p", mirror_only=True)  # nothing observed yet: a full pass
+    assert svc.calls == ["reconcile p"]
+    run.reconcile("ns", "p", mirror_only=True)  # the service says a full pass is needed (None)
+    assert svc.calls[1:] == ["mirror p", "reconcile p"]
+    svc.mirror_result = Outcome(secret=("ns", "kubeconfig"))
+    run.reconcile("ns", "p", mirror_only=True)
+    assert svc.calls[3:] == ["mirror p"]
+
+
+def test_each_pass_gives_the_hub_its_routes_and_teardown_forgets_everything() -> None:
+    run, svc, hub = runner()
+    run.reconcile("ns", "p")
+    (route,) = hub.routes[("ns", "p")]  # no context yet: only the kubeconfig Secret
+    assert (route.scope.res, route.scope.namespace, route.name) == (r.SECRET, "ns", "kubeconfig")
+    run.teardown({"metadata": {"namespace": "ns", "name": "p"}})
+    assert ("ns", "p") not in hub.routes and svc.released == [("ns", "p")]
+    assert run._last == {} and run._locks == {}
+
+
+def test_a_gone_peering_gets_no_routes() -> None:
+    run, svc, hub = runner()
+    svc.reconcile = lambda namespace, name: Outcome(gone=True)  # type: ignore[method-assign]
+    assert run.reconcile("ns", "p").gone and hub.routes == {}
+
+
+def test_delay_backs_off_on_transient_errors_up_to_the_resync_interval() -> None:
+    run, _, _ = runner()
+    assert run.delay(Outcome(), 0) == 60.0
+    assert run.delay(Outcome(requeue_after=5.0), 0) == 5.0
+    assert [run.delay(Outcome(requeue_after=5.0), n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
+
+
+def test_routes_follow_the_peering_context() -> None:
+    run, svc, _ = runner()
+    consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
+    ctx = PeeringContext("ns", "p", consumer, provider, consumer_tenant_ns="liqo-tenant-p-id", provider_tenant_ns="t")
+    remote = FakeClusterClient("provider")
+    routes = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=ctx))
+    local_kinds = {x.scope.res.kind for x in routes if x.client is svc.local}
+    remote_kinds = {x.scope.res.kind for x in routes if x.client is remote}
+    assert {"Connection", "ResourceSlice", "ForeignCluster", "Node", "Pod", "Secret"} <= local_kinds
+    assert remote_kinds == {"Secret", "Configuration", "GatewayServer", "Connection", "Deployment", "Tenant"}
+    # Consumer informers are cluster-wide (shared by every peering); a provider's cover its tenant namespace.
+    assert all(x.scope.namespace is None for x in routes if x.client is svc.local and x.scope.res != r.SECRET)
+    assert all(x.scope.namespace == "t" for x in routes if x.client is remote)
+    pods = next(x for x in routes if x.scope.res == r.POD)
+    assert pods.matches({"metadata": {"namespace": "liqo-tenant-p-id"}})
+    assert not pods.matches({"metadata": {"namespace": "liqo-tenant-other"}})
+    node = next(x for x in routes if x.scope.res == r.NODE)
+    assert node.matches({"metadata": {"name": "p-id", "labels": {"liqo.io/remote-cluster-id": "p-id"}}})
+    assert not node.matches({"metadata": {"name": "x", "labels": {"liqo.io/remote-cluster-id": "other"}}})
