@@ -11,18 +11,18 @@ tools:           ## Build kube-apiserver, kube-controller-manager, etcd, helm in
 	hack/build-tools.sh
 
 clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig
-	PYTHONPATH=tests $(PY) -m localk8s up --dir .local/clusters consumer provider
+	PYTHONPATH=. $(PY) -m testenv.localk8s up --dir .local/clusters consumer provider
 
 clusters-down:   ## Stop the local clusters, leaving nothing behind
-	PYTHONPATH=tests $(PY) -m localk8s down --dir .local/clusters
+	PYTHONPATH=. $(PY) -m testenv.localk8s down --dir .local/clusters
 
 generate: venv   ## Regenerate the CRD and its copies from the pydantic model
 	$(PY) -m liqo_peering.api.crdgen
 
 lint: venv
-	.venv/bin/ruff check operator tests
-	.venv/bin/ruff format --check operator tests
-	.venv/bin/mypy operator tests
+	.venv/bin/ruff check operator tests testenv
+	.venv/bin/ruff format --check operator tests testenv
+	.venv/bin/mypy operator tests testenv
 
 unit: venv
 	.venv/bin/pytest tests/unit -q

@@ -2,7 +2,7 @@
 # Builds Liqo's control-plane commands and liqoctl from the published Go module pinned in
 # hack/versions.env (LIQO_VERSION), through the wrapper module hack/tools/liqo/, into
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/liqo-<version>/<binary>
-# Used by the `realliqo` e2e tests (tests/liqo_real). liqoctl is built only for the comparison
+# Used by the `realliqo` e2e tests (testenv/liqo_real). liqoctl is built only for the comparison
 # benchmark and the adoption test: the operator never runs it.
 # Idempotent (only missing binaries are built) and one build at a time: each `go build` already
 # uses every core. Prints each build's time. Usage: hack/build-liqo.sh [binary...]

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import yaml
-from operator_support import Peerings, api_client, install_crd, wait_for
 
-from liqo_env import install_liqo
-from liqo_env.pytest_plugin import LIQO_SETTINGS
-from liqo_standin.kube import Kube
-from localk8s.__main__ import down as clusters_down
-from localk8s.__main__ import up as clusters_up
+from testenv.kube import Kube
+from testenv.liqo_env import install_liqo
+from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
+from testenv.localk8s.__main__ import down as clusters_down
+from testenv.localk8s.__main__ import up as clusters_up
+from testenv.operator_support import Peerings, api_client, install_crd, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ROOT / ".local" / "clusters"
@@ -29,7 +29,7 @@ STATE = ROOT / ".local" / "demo"
 
 def start_background(name: str, cmd: list[str]) -> None:
     log = (STATE / f"{name}.log").open("ab")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT / "operator")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "operator")])}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=ROOT)
     (STATE / f"{name}.pid").write_text(str(proc.pid))
     print(f"started {name} (pid {proc.pid}, log .local/demo/{name}.log)")
@@ -57,10 +57,10 @@ def _alive(pid: int) -> bool:
 
 
 def real_liqo_up() -> tuple[Path, Path]:
-    """Two clusters running Liqo's real control plane (tests/liqo_real), in the background."""
+    """Two clusters running Liqo's real control plane (testenv/liqo_real), in the background."""
     start_background(
         "liqo-real",
-        [sys.executable, "-m", "liqo_real", "--dir", str(ROOT / ".local" / "liqo-real"), "--prefix", "demo"],
+        [sys.executable, "-m", "testenv.liqo_real", "--dir", str(ROOT / ".local" / "liqo-real"), "--prefix", "demo"],
     )
     log = STATE / "liqo-real.log"
 
@@ -91,7 +91,7 @@ def standin_liqo_up() -> tuple[Path, Path]:
         [
             sys.executable,
             "-m",
-            "liqo_standin",
+            "testenv.standin",
             "--consumer-kubeconfig",
             str(consumer_kc),
             "--provider-kubeconfig",

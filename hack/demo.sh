@@ -5,7 +5,7 @@
 # `make demo-down` (hack/demo.sh down) stops everything and removes .local/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/tests:$PWD/operator:$PWD/tests/e2e"
+export PYTHONPATH="$PWD:$PWD/operator"
 if [[ ${1:-} == down ]]; then
     exec .venv/bin/python hack/demo.py down
 fi

@@ -23,8 +23,8 @@ trap report EXIT
 phase venv hack/venv.sh
 phase tools hack/build-tools.sh
 if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh; fi
-# Liqo's control plane (and liqoctl) for the realliqo e2e tests (tests/liqo_real).
+# Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real).
 if [[ -x hack/build-liqo.sh ]]; then phase liqo hack/build-liqo.sh; fi
-phase lint bash -c '.venv/bin/ruff check operator tests hack && .venv/bin/ruff format --check operator tests hack && .venv/bin/mypy operator tests'
+phase lint bash -c '.venv/bin/ruff check operator tests testenv hack && .venv/bin/ruff format --check operator tests testenv hack && .venv/bin/mypy operator tests testenv'
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
 phase tests .venv/bin/pytest tests -p no:cacheprovider "$@"

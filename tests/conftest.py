@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["localk8s.pytest_plugin", "liqo_env.pytest_plugin"]
+pytest_plugins = ["testenv.localk8s.pytest_plugin", "testenv.liqo_env.pytest_plugin"]
 
 _E2E_DIR = Path(__file__).parent / "e2e"
 

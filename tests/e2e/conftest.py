@@ -12,9 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_support import ROOT, SECRET, OperatorEnv, OperatorProcess, PeeringCase, Peerings, api_client, install_crd
 
-from liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+from testenv.operator_support import (
+    ROOT,
+    SECRET,
+    OperatorEnv,
+    OperatorProcess,
+    PeeringCase,
+    Peerings,
+    api_client,
+    install_crd,
+)
 
 
 @pytest.fixture(scope="session")
@@ -48,14 +57,9 @@ def case(
     finally:
         operator_env.lc.ensure_installed()
         peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
-        custom = peerings.custom
-        for item in custom.list_namespaced_custom_object(
-            "peering.liqo-operator.io", "v1alpha1", namespace, "liqopeerings"
-        )["items"]:
+        for item in peerings.in_namespace(namespace):
             peerings.delete(namespace, item["metadata"]["name"])
-        for item in custom.list_namespaced_custom_object(
-            "peering.liqo-operator.io", "v1alpha1", namespace, "liqopeerings"
-        )["items"]:
+        for item in peerings.in_namespace(namespace):
             try:
                 peerings.wait_gone(namespace, item["metadata"]["name"], timeout=60)
             except AssertionError:

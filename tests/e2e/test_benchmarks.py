@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from operator_support import SECRET, PeeringCase, wait_for
+
+from testenv.operator_support import SECRET, PeeringCase, wait_for
 
 NAME = "bench"
 

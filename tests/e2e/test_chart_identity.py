@@ -23,7 +23,10 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
-from operator_support import (
+
+from testenv.liqo_env.pytest_plugin import StandInProcess
+from testenv.localk8s import LocalCluster, ToolMissingError, tool_path
+from testenv.operator_support import (
     GROUP,
     PLURAL,
     SECRET,
@@ -35,9 +38,6 @@ from operator_support import (
     install_crd,
     wait_for,
 )
-
-from liqo_env.pytest_plugin import StandInProcess
-from localk8s import LocalCluster, ToolMissingError, tool_path
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
@@ -223,7 +223,7 @@ def test_peering_ready_with_the_charts_service_account_only(
 
     # The identity reads the kubeconfig Secret next to the peering it watches, and nothing outside it and
     # Liqo's tenant namespaces: no Secret read, changed or deleted, no LiqoPeering read, changed or created.
-    assert sa.core.read_namespaced_secret(SECRET, PEERING_NS).data["kubeconfig"]
+    assert (sa.core.read_namespaced_secret(SECRET, PEERING_NS).data or {})["kubeconfig"]
     assert status_of(lambda: sa.core.read_namespaced_secret(SECRET, OTHER_NS)) == 403
     assert status_of(lambda: sa.core.list_namespaced_secret(OTHER_NS)) == 403
     assert status_of(lambda: sa.core.patch_namespaced_secret(SECRET, OTHER_NS, {"data": {"x": "eA=="}})) == 403

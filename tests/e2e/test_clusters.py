@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from kubernetes.client.exceptions import ApiException
 
-from localk8s import LocalCluster
-from localk8s.cluster import kubeconfig_dict
+from testenv.localk8s import LocalCluster
+from testenv.localk8s.cluster import kubeconfig_dict
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from localk8s import LocalCluster, ToolMissingError, start_clusters, tool_path
+from testenv.localk8s import LocalCluster, ToolMissingError, start_clusters, tool_path
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_support import api_client, free_port, install_crd, wait_for
 
-from localk8s import LocalCluster
+from testenv.localk8s import LocalCluster
+from testenv.operator_support import api_client, free_port, install_crd, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from operator_support import SECRET, PeeringCase, wait_for
 from test_kstatus import kstatus
+
+from testenv.operator_support import SECRET, PeeringCase, wait_for
 
 
 def test_kstatus_follows_live_peerings(case: PeeringCase, kstatus_check: Path) -> None:

@@ -8,9 +8,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from liqo_env import read_cluster_id
-from liqo_env.pytest_plugin import LIQO_SETTINGS, LiqoClusters
-from liqo_standin import kube as k
+from testenv import kube as k
+from testenv.liqo_env import read_cluster_id
+from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS, LiqoClusters
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
-from liqo_env.pytest_plugin import LiqoClusters, StandInProcess, wait_for
-from liqo_standin import kube as k
-from liqo_standin.kube import Kube, Obj
+from testenv import kube as k
+from testenv.kube import Kube, Obj
+from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -523,7 +523,7 @@ def test_liqo_missing_on_one_side(liqo_clusters: LiqoClusters, liqo_standin: Sta
 
 def test_in_process_start_stop(liqo_clusters: LiqoClusters) -> None:
     """The stand-in also runs inside the test process (StandIn.start()/stop())."""
-    from liqo_standin import StandIn
+    from testenv.standin import StandIn
 
     liqo_clusters.ensure_installed()
     c, p = liqo_clusters.kube("consumer"), liqo_clusters.kube("provider")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import urllib.request
 
-from operator_support import SECRET, PeeringCase, wait_for
 from prometheus_client.parser import text_string_to_metric_families
+
+from testenv.operator_support import SECRET, PeeringCase, wait_for
 
 NAME = "provider"
 

@@ -1,4 +1,4 @@
-"""The operator against Liqo's REAL control plane (tests/liqo_real): marker `realliqo`.
+"""The operator against Liqo's REAL control plane (testenv/liqo_real): marker `realliqo`.
 
 Two local clusters run Liqo v1.2.0's liqo-controller-manager, crd-replicator, ipam and (per VirtualNode)
 virtual-kubelet as processes; only the data plane (gateway pods, LoadBalancer address, Connections) is
@@ -28,7 +28,10 @@ from typing import Any, cast
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
-from operator_support import (
+
+from testenv.liqo_real import liqo_binary
+from testenv.liqo_real.pytest_plugin import RealLiqoPair, real_liqo, start_real_liqo_pair
+from testenv.operator_support import (
     SECRET,
     OperatorProcess,
     Peerings,
@@ -40,9 +43,6 @@ from operator_support import (
     tenant_ns,
     wait_for,
 )
-
-from liqo_real import liqo_binary
-from liqo_real.pytest_plugin import RealLiqoPair, real_liqo, start_real_liqo_pair
 
 __all__ = ["real_liqo"]  # the session fixture, imported so that pytest finds it
 
@@ -122,9 +122,7 @@ def _cleanup(env: RealEnv, namespace: str) -> None:
     env.set_connection_fault(None)
     if env.operator.proc is None or env.operator.proc.poll() is not None:
         env.operator.start()
-    for item in env.peerings.custom.list_namespaced_custom_object(
-        "peering.liqo-operator.io", "v1alpha1", namespace, "liqopeerings"
-    )["items"]:
+    for item in env.peerings.in_namespace(namespace):
         env.peerings.delete(namespace, item["metadata"]["name"])
         env.peerings.wait_gone(namespace, item["metadata"]["name"], timeout=180)
     env.peerings.core.delete_namespace(namespace)
@@ -532,8 +530,11 @@ def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, s
 
     def proxy_ip() -> str | None:
         with contextlib.suppress(ApiException):
-            ip = custom(env.provider_api).get_namespaced_custom_object(
-                "ipam.liqo.io", "v1alpha1", "liqo", "ips", "api-server-proxy"
+            ip = cast(
+                dict[str, Any],
+                custom(env.provider_api).get_namespaced_custom_object(
+                    "ipam.liqo.io", "v1alpha1", "liqo", "ips", "api-server-proxy"
+                ),
             )
             return cast(str | None, (ip.get("status") or {}).get("ip"))
         return None

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from liqo_real.dataplane import gateway_flags
-from liqo_real.install import container_binary
-from liqo_real.runner import UnmappedFlagError, expand, resolve_env, rewrite_args
+from testenv.liqo_real.dataplane import gateway_flags
+from testenv.liqo_real.install import container_binary
+from testenv.liqo_real.runner import UnmappedFlagError, expand, resolve_env, rewrite_args
 
 
 def values(kind: str) -> str:

@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
-from liqo_standin import kube as k
-from liqo_standin.standin import Side, StandIn, merge_conditions, strip_none
+from testenv import kube as k
+from testenv.standin.standin import Side, StandIn, merge_conditions, strip_none
 
 
 class _NoKube(k.Kube):

@@ -13,10 +13,10 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from localk8s import pki
-from localk8s.cluster import LocalCluster, kubeconfig_dict
-from localk8s.ports import free_port, is_listening
-from localk8s.tools import REPO_ROOT, TOOLS, ToolMissingError, parse_versions, read_versions, tool_path
+from testenv.localk8s import pki
+from testenv.localk8s.cluster import LocalCluster, kubeconfig_dict
+from testenv.localk8s.ports import free_port, is_listening
+from testenv.localk8s.tools import REPO_ROOT, TOOLS, ToolMissingError, parse_versions, read_versions, tool_path
 
 
 def test_parse_versions_handles_comments_quotes_and_export() -> None:

@@ -35,11 +35,11 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from liqo_standin import kube as k
-from liqo_standin.kube import Kube, Obj
+from testenv import kube as k
+from testenv.kube import Kube, Obj
 
 if TYPE_CHECKING:
-    from localk8s import LocalCluster
+    from testenv.localk8s import LocalCluster
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MANAGER = "liqo-env"
@@ -105,7 +105,7 @@ def helm_binary() -> Path:
     if os.environ.get("HELM"):
         return Path(os.environ["HELM"])
     try:
-        from localk8s import tool_path
+        from testenv.localk8s import tool_path
     except ImportError:  # without the harness: helm from PATH
         return Path("helm")
     return Path(tool_path("helm"))  # ToolMissingError says to run `make tools`

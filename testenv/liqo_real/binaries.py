@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from localk8s.tools import cache_dir, read_versions
+from testenv.localk8s.tools import cache_dir, read_versions
 
 # What hack/build-liqo.sh builds from github.com/liqotech/liqo/cmd/<name>.
 LIQO_BINARIES = ("liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet", "webhook", "liqoctl")

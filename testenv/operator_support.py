@@ -23,16 +23,16 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from liqo_env.pytest_plugin import wait_for as poll
+from testenv.liqo_env.pytest_plugin import wait_for as poll
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "crds" / "peering.liqo-operator.io_liqopeerings.yaml"
 GROUP, VERSION, PLURAL = "peering.liqo-operator.io", "v1alpha1", "liqopeerings"
 T = TypeVar("T")
 SECRET = "provider-kubeconfig"
 
 if TYPE_CHECKING:
-    from liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+    from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 
 
 def api_client(kubeconfig: Path | str) -> k8s.ApiClient:
@@ -199,6 +199,11 @@ class Peerings:
             if exc.status == 404:
                 return None
             raise
+
+    def in_namespace(self, namespace: str) -> list[dict[str, Any]]:
+        """Every LiqoPeering in the namespace."""
+        result: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        return list(result["items"])
 
     def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)

@@ -1,6 +1,6 @@
 """Two local clusters with Liqo's real control plane, in the foreground until Ctrl-C (or SIGTERM).
 
-    python -m liqo_real [--dir DIR] [--prefix rl]
+    python -m testenv.liqo_real [--dir DIR] [--prefix rl]
 
 Prints the kubeconfig paths; the component logs are under <dir>/<prefix>-<side>/liqo/logs.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m liqo_real")
+    parser = argparse.ArgumentParser(prog="python -m testenv.liqo_real")
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--prefix", default="rl")
     args = parser.parse_args()

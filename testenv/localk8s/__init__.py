@@ -1,9 +1,9 @@
 """Real Kubernetes control planes (etcd + kube-apiserver + kube-controller-manager) as local processes.
 
-    from localk8s import LocalCluster, start_clusters, tool_path
+    from testenv.localk8s import LocalCluster, start_clusters, tool_path
 
 Binaries come from the cache filled by `make tools` (hack/build-tools.sh).
-CLI: python -m localk8s up|down --dir DIR [NAMES...]
+CLI: python -m testenv.localk8s up|down --dir DIR [NAMES...]
 """
 
 from .cluster import ClusterStartError, LocalCluster, start_clusters

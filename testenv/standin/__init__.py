@@ -65,12 +65,13 @@ Knobs take effect at the next pass. To know they have, set annotation `liqo-stan
 value and wait until `liqo-standin/applied` equals it (`StandInProcess.set_faults` does so).
 "Liqo missing on one side": liqo_env.uninstall_liqo(); the stand-in then skips that cluster.
 
-Run: `python -m liqo_standin --consumer-kubeconfig A --provider-kubeconfig B [--liqo-namespace liqo]`, or
+Run: `python -m testenv.standin --consumer-kubeconfig A --provider-kubeconfig B [--liqo-namespace liqo]`, or
 in-process with `StandIn(Kube.from_kubeconfig(A), Kube.from_kubeconfig(B)).start()` / `.stop()`.
 
 """
 
-from .kube import Kube
+from testenv.kube import Kube
+
 from .standin import FAULTS_APPLIED, FAULTS_CONFIGMAP, FAULTS_REQUEST, StandIn
 
 __all__ = ["FAULTS_APPLIED", "FAULTS_CONFIGMAP", "FAULTS_REQUEST", "Kube", "StandIn"]

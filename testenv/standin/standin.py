@@ -19,8 +19,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
-from . import kube as k
-from .kube import Kube, KubeError, Obj
+from testenv import kube as k
+from testenv.kube import Kube, KubeError, Obj
 
 log = logging.getLogger("liqo_standin")
 
@@ -106,6 +106,8 @@ class Side:
         return [o for o in self.items(what) if labels(o).get(REMOTE) == peer_id]
 
 
+# The virtual kubelet's Pods (Liqo's VirtualKubeletLabels); Liqo judges a virtual node by their readiness.
+VK_POD = "offloading.liqo.io/component=virtual-kubelet"
 # What a pass reads on each side: name -> (kind, label selector).
 SNAPSHOT: dict[str, tuple[k.Res, str | None]] = {
     "configurations": (k.CONFIGURATION, None),
@@ -122,6 +124,7 @@ SNAPSHOT: dict[str, tuple[k.Res, str | None]] = {
     "kubeconfigs": (k.SECRET, f"{IDENTITY_TYPE}=ControlPlane"),
     "tenantnamespaces": (k.NAMESPACE, f"{TENANT_NS}=true"),
     "vnodes": (k.NODE, "liqo.io/type=virtual-node"),
+    "vkpods": (k.POD, VK_POD),
 }
 # Watched kinds (a change wakes the loop up); the periodic resync covers the rest.
 WATCHED: list[tuple[k.Res, str | None]] = [
@@ -853,6 +856,7 @@ class StandIn:
             ):
                 side.kube.delete(k.VIRTUALNODE, vmd["name"], vmd["namespace"])
                 side.kube.delete(k.NODE, vmd["name"])
+                side.kube.delete(k.POD, vk_pod_name(vmd["name"]), vmd["namespace"])
         vn_names = {n for (_, n) in wanted}
         for node in side.items("vnodes"):
             if labels(node).get("app.kubernetes.io/managed-by") == MANAGER and node["metadata"]["name"] not in vn_names:
@@ -893,6 +897,7 @@ class StandIn:
             )
         if vn["metadata"].get("deletionTimestamp"):
             return
+        self._ensure_vk_pod(side, ns, name, remote)
         self._ensure_node(side, name, remote, resources)
         conds = [
             {
@@ -914,6 +919,39 @@ class StandIn:
             vn,
             {"conditions": merge_conditions((vn.get("status") or {}).get("conditions"), conds)},
         )
+
+    def _ensure_vk_pod(self, side: Side, ns: str, name: str, remote: str) -> None:
+        """The virtual kubelet's Pod (Deployment vk-<name> in Liqo), made Ready: no kubelet runs here."""
+        pod_name = vk_pod_name(name)
+        pod = next((p for p in side.items("vkpods") if p["metadata"]["name"] == pod_name), None)
+        if pod is None:
+            pod = side.kube.get(k.POD, pod_name, ns)
+        if pod is None:
+            pod = side.kube.create(
+                k.POD,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": pod_name,
+                        "namespace": ns,
+                        "labels": {
+                            "offloading.liqo.io/component": "virtual-kubelet",
+                            REMOTE: remote,
+                            "liqo.io/virtual-node": name,
+                            **MANAGED,
+                        },
+                    },
+                    "spec": {"containers": [{"name": "virtual-kubelet", "image": "liqo-standin/virtual-kubelet"}]},
+                },
+                ns,
+            )
+        conds = (pod.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds):
+            return
+        t = now()
+        ready = [{"type": t_, "status": "True", "lastTransitionTime": t} for t_ in ("PodScheduled", "Ready")]
+        side.kube.patch(k.POD, pod_name, {"status": {"phase": "Running", "conditions": ready}}, ns, sub="status")
 
     def _ensure_node(self, side: Side, name: str, remote: str, resources: dict[str, str]) -> None:
         """The virtual Node, kept Ready by a heartbeat (else the node controller marks it Unknown)."""
@@ -1162,3 +1200,7 @@ class StandIn:
         # Replace (not merge) so keys that disappeared (apiServerUrl, conditions) go away.
         fc["status"] = desired
         side.kube.replace(k.FOREIGNCLUSTER, fc, sub="status")
+
+
+def vk_pod_name(virtual_node: str) -> str:
+    return f"vk-{virtual_node}-standin"

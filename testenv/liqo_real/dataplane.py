@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextlib
 from datetime import UTC, datetime
 
-from liqo_standin import kube as k
-from liqo_standin.kube import Kube, KubeError, Obj
+from testenv import kube as k
+from testenv.kube import Kube, KubeError, Obj
 
 from .loop import SyncLoop
 

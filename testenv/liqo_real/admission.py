@@ -24,8 +24,8 @@ import urllib.request
 import uuid
 from typing import Any
 
-from liqo_standin import kube as k
-from liqo_standin.kube import Kube, KubeError, Obj
+from testenv import kube as k
+from testenv.kube import Kube, KubeError, Obj
 
 from .loop import SyncLoop
 from .runner import ComponentRunner

@@ -1,4 +1,4 @@
-"""python -m liqo_standin --consumer-kubeconfig A --provider-kubeconfig B [--liqo-namespace liqo]"""
+"""python -m testenv.standin --consumer-kubeconfig A --provider-kubeconfig B [--liqo-namespace liqo]"""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import signal
 import sys
 from types import FrameType
 
-from .kube import Kube
+from testenv.kube import Kube
+
 from .standin import StandIn
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="liqo_standin", description="Liqo stand-in for two local clusters (NOT Liqo).")
+    p = argparse.ArgumentParser(
+        prog="python -m testenv.standin", description="Liqo stand-in for two local clusters (NOT Liqo)."
+    )
     p.add_argument("--consumer-kubeconfig", required=True)
     p.add_argument("--provider-kubeconfig", required=True)
     p.add_argument("--liqo-namespace", default="liqo")

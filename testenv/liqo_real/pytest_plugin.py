@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from liqo_standin.kube import Kube
-from localk8s import LocalCluster, start_clusters
+from testenv.kube import Kube
+from testenv.localk8s import LocalCluster, start_clusters
 
 from . import RUNNABLE, RealLiqo, missing_binaries
 
@@ -73,7 +73,7 @@ atexit.register(_stop_all)
 
 def _install_sigterm_handler() -> None:
     """SIGTERM (CI cancelling the job) would kill pytest without finalizers: the Liqo processes and the
-    clusters would be left running. Turn it into a normal exit (as localk8s.pytest_plugin does)."""
+    clusters would be left running. Turn it into a normal exit (as testenv.localk8s.pytest_plugin does)."""
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:

@@ -1,6 +1,6 @@
 """Pytest plugin: a session-scoped pair of local clusters, `consumer` and `provider`.
 
-Enable with `pytest_plugins = ["localk8s.pytest_plugin"]` in a conftest.py.
+Enable with `pytest_plugins = ["testenv.localk8s.pytest_plugin"]` in a conftest.py.
 The clusters are torn down at the end of the session, on failures, on Ctrl-C, on SIGTERM
 and, as a last resort, at interpreter exit.
 """

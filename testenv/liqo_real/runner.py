@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from liqo_standin import kube as k
-from liqo_standin.kube import Kube, KubeError, Obj
-from localk8s.ports import free_port
+from testenv import kube as k
+from testenv.kube import Kube, KubeError, Obj
+from testenv.localk8s.ports import free_port
 
 from .binaries import liqo_binary
 from .install import container_binary

@@ -1,4 +1,4 @@
-"""CLI: `python -m localk8s up --dir DIR NAME...` / `python -m localk8s down --dir DIR`."""
+"""CLI: `python -m testenv.localk8s up --dir DIR NAME...` / `python -m testenv.localk8s down --dir DIR`."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def up(base_dir: Path, names: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localk8s", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m testenv.localk8s", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up", help="start clusters (reused if already up) and write DIR/<name>.kubeconfig")
     p_up.add_argument("--dir", type=Path, required=True)

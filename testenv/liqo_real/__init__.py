@@ -1,4 +1,4 @@
-"""Liqo's real control plane on local clusters (localk8s): binaries built by hack/build-liqo.sh.
+"""Liqo's real control plane on local clusters (testenv.localk8s): binaries built by hack/build-liqo.sh.
 
     env = RealLiqo(cluster, "consumer-id", pod_cidr="10.100.0.0/16", external_cidr="10.110.0.0/16").up()
     ...
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from liqo_standin import kube as k
-from liqo_standin.kube import Kube
+from testenv import kube as k
+from testenv.kube import Kube
 
 from .admission import AdmissionStandIn, webhook_paths
 from .binaries import LIQO_BINARIES, LiqoBinaryMissingError, liqo_binary, missing_binaries
@@ -40,7 +40,7 @@ from .install import ChartValues, apply_chart, render
 from .runner import RUNNABLE, ComponentRunner
 
 if TYPE_CHECKING:
-    from localk8s import LocalCluster
+    from testenv.localk8s import LocalCluster
 
 __all__ = [
     "LIQO_BINARIES",

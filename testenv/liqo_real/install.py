@@ -4,7 +4,7 @@ Rendered with `helm template` from the pinned Liqo module (liqo_env.chart_dir / 
 values a local cluster needs (cluster ID, CIDRs, `apiServer.address` = the loopback API server).
 Applied: the CRDs, every non-workload object liqo_env keeps (RBAC, cluster-ID ConfigMap, gateway
 templates, Networks, VkOptionsTemplate), the Services and Secrets (EXTRA_KINDS), and the Deployments
-whose container runs a Liqo binary that tests/liqo_real runs as a local process (see runner.RUNNABLE).
+whose container runs a Liqo binary that testenv/liqo_real runs as a local process (see runner.RUNNABLE).
 Unlike liqo_env.install_liqo, nothing is written on Liqo's behalf: Network statuses come from Liqo's
 network controller and IPAM, Secret `authentication-keys` from the controller manager.
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from liqo_env import KEEP_KINDS, apply_crds, apply_rendered, chart_dir, helm_binary
-from liqo_standin.kube import Kube, Obj
+from testenv.kube import Kube, Obj
+from testenv.liqo_env import KEEP_KINDS, apply_crds, apply_rendered, chart_dir, helm_binary
 
 from .binaries import liqo_version
 

@@ -2,7 +2,7 @@
 
 - `liqo_clusters` (session): H1's `local_clusters` with Liqo's non-workload objects installed
   (liqo_env.install_liqo), each with its own cluster ID and non-overlapping CIDRs (see LIQO_SETTINGS).
-- `liqo_standin` (function): `python -m liqo_standin` against both clusters for the test, faults cleared
+- `liqo_standin` (function): `python -m testenv.standin` against both clusters for the test, faults cleared
   before and after; `liqo_standin.set_faults("provider", resourceslice="Denied")`.
 """
 
@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
-from liqo_env import LiqoInstall, install_liqo, read_cluster_id, uninstall_liqo
-from liqo_standin import FAULTS_APPLIED, FAULTS_CONFIGMAP, FAULTS_REQUEST
-from liqo_standin import kube as k
-from liqo_standin.kube import Kube
+from testenv import kube as k
+from testenv.kube import Kube
+from testenv.liqo_env import LiqoInstall, install_liqo, read_cluster_id, uninstall_liqo
+from testenv.standin import FAULTS_APPLIED, FAULTS_CONFIGMAP, FAULTS_REQUEST
 
 if TYPE_CHECKING:
-    from localk8s import LocalCluster
+    from testenv.localk8s import LocalCluster
 
 T = TypeVar("T")
 LIQO_NAMESPACE = "liqo"
@@ -36,7 +36,8 @@ LIQO_SETTINGS = {
     "consumer": ("consumer-cluster-id", "10.100.0.0/16", "10.110.0.0/16"),
     "provider": ("provider-cluster-id", "10.200.0.0/16", "10.210.0.0/16"),
 }
-TESTS_DIR = Path(__file__).resolve().parents[1]
+# The repository root: `testenv` is imported from there in the stand-in subprocess.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -79,16 +80,16 @@ def liqo_clusters(local_clusters: dict[str, LocalCluster]) -> LiqoClusters:
 
 
 class StandInProcess:
-    """A running `python -m liqo_standin`, with fault knobs (see the liqo_standin docstring)."""
+    """A running `python -m testenv.standin`, with fault knobs (see the testenv.standin docstring)."""
 
     def __init__(self, lc: LiqoClusters, log_path: Path) -> None:
         self.lc = lc
         self.log_path = log_path
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
         cmd = [
             sys.executable,
             "-m",
-            "liqo_standin",
+            "testenv.standin",
             "--consumer-kubeconfig",
             str(lc["consumer"].kubeconfig),
             "--provider-kubeconfig",
