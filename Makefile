@@ -25,7 +25,7 @@ lint: venv
 	.venv/bin/mypy operator tests testenv
 
 unit: venv
-	.venv/bin/pytest tests/unit -q
+	.venv/bin/pytest tests/unit testenv/tests -m "not e2e" -q
 
 test:            ## The whole suite: tools, lint, unit and e2e tests
 	hack/test.sh

@@ -27,4 +27,5 @@ if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-c
 if [[ -x hack/build-liqo.sh ]]; then phase liqo hack/build-liqo.sh; fi
 phase lint bash -c '.venv/bin/ruff check operator tests testenv hack && .venv/bin/ruff format --check operator tests testenv hack && .venv/bin/mypy operator tests testenv'
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
-phase tests .venv/bin/pytest tests -p no:cacheprovider "$@"
+# testenv/tests: the harness's own tests (pure ones, and e2e ones against the local clusters).
+phase tests .venv/bin/pytest tests testenv/tests -p no:cacheprovider "$@"

@@ -23,7 +23,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from testenv.liqo_env.pytest_plugin import wait_for as poll
+from testenv.wait import wait_for as poll
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "crds" / "peering.liqo-operator.io_liqopeerings.yaml"
@@ -40,7 +40,7 @@ def api_client(kubeconfig: Path | str) -> k8s.ApiClient:
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.25) -> T:
-    """liqo_env's poll-until-truthy, with the longer default timeout the operator scenarios need."""
+    """testenv.wait's poll-until-truthy, with the longer default timeout the operator scenarios need."""
     return poll(what, probe, timeout=timeout, interval=interval)
 
 

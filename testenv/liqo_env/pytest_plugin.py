@@ -14,10 +14,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,11 +25,11 @@ from testenv import kube as k
 from testenv.kube import Kube
 from testenv.liqo_env import LiqoInstall, install_liqo, read_cluster_id, uninstall_liqo
 from testenv.standin import FAULTS_APPLIED, FAULTS_CONFIGMAP, FAULTS_REQUEST
+from testenv.wait import wait_for
 
 if TYPE_CHECKING:
     from testenv.localk8s import LocalCluster
 
-T = TypeVar("T")
 LIQO_NAMESPACE = "liqo"
 # Per cluster: cluster ID, pod CIDR, external CIDR (non-overlapping, as a real peering needs).
 LIQO_SETTINGS = {
@@ -169,15 +169,3 @@ def liqo_standin(liqo_clusters: LiqoClusters, tmp_path: Path) -> Iterator[StandI
         proc.stop()
         sys.stderr.write(f"\n--- liqo-standin log ({proc.log_path}), last lines ---\n")
         sys.stderr.write("\n".join(proc.log_path.read_text(errors="replace").splitlines()[-30:]) + "\n")
-
-
-def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30, interval: float = 0.3) -> T:
-    """Poll fn() until it returns something truthy; that value is returned."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from testenv.liqo_real import liqo_binary
-from testenv.liqo_real.pytest_plugin import RealLiqoPair, real_liqo, start_real_liqo_pair
+from testenv.liqo_real.pytest_plugin import RealLiqoPair, start_real_liqo_pair
 from testenv.operator_support import (
     SECRET,
     OperatorProcess,
@@ -43,8 +43,6 @@ from testenv.operator_support import (
     tenant_ns,
     wait_for,
 )
-
-__all__ = ["real_liqo"]  # the session fixture, imported so that pytest finds it
 
 pytestmark = [pytest.mark.realliqo]
 

@@ -15,7 +15,8 @@ from cryptography.x509.oid import NameOID
 
 from testenv import kube as k
 from testenv.kube import Kube, Obj
-from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess, wait_for
+from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+from testenv.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,95 @@
+"""The test environment's pytest plugin: `pytest_plugins = ["testenv.pytest_plugin"]` in a conftest.py.
+
+Fixtures:
+- `local_clusters` (session): {"consumer", "provider"} LocalClusters (testenv.localk8s);
+- `liqo_clusters` (session): those with Liqo's CRDs and chart objects (testenv.liqo_env);
+- `liqo_standin` (function): the Liqo stand-in as a process, with fault knobs (testenv.standin);
+- `real_liqo` (session): two more clusters running Liqo's real control plane (testenv.liqo_real);
+- `operator_env` (session): the LiqoPeering CRD (read from crds/) installed on `liqo_clusters` and the
+  operator running as a process against the consumer (testenv.operator_support);
+- `case` (function): a namespace of its own with the provider's kubeconfig in a Secret, its peerings
+  unpeered afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from testenv.operator_support import (
+    SECRET,
+    OperatorEnv,
+    OperatorProcess,
+    PeeringCase,
+    Peerings,
+    api_client,
+    install_crd,
+)
+
+if TYPE_CHECKING:  # imported for real by pytest_plugins, after pytest has set up its assertion rewriting
+    from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+
+pytest_plugins = [
+    "testenv.localk8s.pytest_plugin",
+    "testenv.liqo_env.pytest_plugin",
+    "testenv.liqo_real.pytest_plugin",
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests in an `e2e` directory (tests/e2e, testenv/tests/e2e) need the local clusters: marked `e2e`,
+    # so that `-m "not e2e"` leaves them all out.
+    for item in items:
+        where = item.path.parent
+        if where.is_relative_to(config.rootpath):
+            where = where.relative_to(config.rootpath)
+        if "e2e" in where.parts:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def operator_env(liqo_clusters: LiqoClusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorEnv]:
+    consumer_api = api_client(liqo_clusters["consumer"].kubeconfig)
+    install_crd(consumer_api)
+    log_dir = tmp_path_factory.mktemp("operator")
+    operator = OperatorProcess(Path(liqo_clusters["consumer"].kubeconfig), log_dir).start()
+    env = OperatorEnv(liqo_clusters, operator, Peerings(consumer_api), api_client(liqo_clusters["provider"].kubeconfig))
+    try:
+        yield env
+    finally:
+        operator.stop()
+        sys.stderr.write(f"\n--- operator log: {operator.log_path}\n")
+
+
+@pytest.fixture
+def case(
+    operator_env: OperatorEnv, liqo_standin: StandInProcess, request: pytest.FixtureRequest
+) -> Iterator[PeeringCase]:
+    """A namespace of its own holding Secret provider-kubeconfig; its peerings are unpeered afterwards."""
+    namespace = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
+    peerings = operator_env.peerings
+    install_crd(peerings.api)  # idempotent; restores it if a chart test on these clusters removed it
+    peerings.make_namespace(namespace)
+    peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
+    if operator_env.operator.proc is None or operator_env.operator.proc.poll() is not None:
+        operator_env.operator.start()
+    try:
+        yield PeeringCase(operator_env, namespace, liqo_standin)
+    finally:
+        operator_env.lc.ensure_installed()
+        peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
+        for item in peerings.in_namespace(namespace):
+            peerings.delete(namespace, item["metadata"]["name"])
+        for item in peerings.in_namespace(namespace):
+            try:
+                peerings.wait_gone(namespace, item["metadata"]["name"], timeout=60)
+            except AssertionError:
+                # Leave no finalizer behind for the next test: release it by hand.
+                peerings.patch(namespace, item["metadata"]["name"], {"metadata": {"finalizers": None}})
+                raise
+        peerings.core.delete_namespace(namespace)
