@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from liqo_peering.stages import STAGE_CONDITIONS, StageResult
+from liqo_peering.stages import STAGE_CONDITIONS
 
 _CONDITION_STAGES = {cond: stage for stage, cond in STAGE_CONDITIONS.items()}
 BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
@@ -48,9 +48,7 @@ class Metrics:
     def serve(self, port: int) -> None:
         start_http_server(port, registry=self.registry)
 
-    def observe(
-        self, body: dict[str, Any], old: dict[str, Any], new: dict[str, Any], stages: dict[str, StageResult]
-    ) -> None:
+    def observe(self, body: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         meta = body["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         self._status[key] = str(new.get("peerStatus"))

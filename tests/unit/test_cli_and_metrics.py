@@ -12,7 +12,6 @@ from prometheus_client import generate_latest
 from liqo_peering.cli import build_parser, connection_info, local_configuration
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE
 from liqo_peering.metrics import Metrics
-from liqo_peering.stages import StageResult
 
 
 def test_run_flags_and_defaults() -> None:
@@ -74,12 +73,11 @@ def _cond(type_: str, status: str, when: str, reason: str = "Established") -> di
 
 def test_metrics_count_statuses_errors_time_to_ready_and_stage_durations() -> None:
     metrics = Metrics()
-    metrics.observe(_body("a"), {}, {"peerStatus": "establishing", "conditions": []}, {})
+    metrics.observe(_body("a"), {}, {"peerStatus": "establishing", "conditions": []})
     metrics.observe(
         _body("b"),
         {},
         {"peerStatus": "error", "conditions": [_cond("Ready", "False", "2026-01-01T00:00:01Z", "SecretNotFound")]},
-        {},
     )
     ready = {
         "peerStatus": "ready",
@@ -90,9 +88,7 @@ def test_metrics_count_statuses_errors_time_to_ready_and_stage_durations() -> No
             _cond("AuthenticationReady", "True", "2026-01-01T00:00:10Z"),
         ],
     }
-    metrics.observe(
-        _body("a"), {"peerStatus": "establishing"}, ready, {"networking": StageResult.ready("networking", "")}
-    )
+    metrics.observe(_body("a"), {"peerStatus": "establishing"}, ready)
     text = generate_latest(metrics.registry).decode()
     assert 'liqo_peering_peerings{status="ready"} 1.0' in text
     assert 'liqo_peering_peerings{status="error"} 1.0' in text
@@ -139,3 +135,15 @@ def test_local_configuration_pools_enough_connections_for_concurrent_watches(tmp
     cfg = local_configuration(str(kubeconfig), None)
     assert cfg.host == "https://consumer.example:6443"
     assert cfg.connection_pool_maxsize == CONNECTION_POOL_SIZE > 10
+
+
+def test_handlers_register_on_their_own_registry_not_kopfs_global_one() -> None:
+    import kopf
+
+    from liqo_peering import handlers
+
+    default = kopf.get_default_registry()
+    assert not list(default._spawning.get_all_handlers()) and not list(default._changing.get_all_handlers())
+    assert [h.id for h in handlers.registry._spawning.get_all_handlers()] == ["peering_loop"]
+    changing = {h.id for h in handlers.registry._changing.get_all_handlers()}
+    assert {"unpeer"} <= changing and any(i.startswith("spec_changed") for i in changing)

@@ -247,7 +247,7 @@ class PeeringService:
             self.events.emit(body, event.type, event.reason, event.message)
             level = log.warning if event.type == "Warning" else log.info
             level(event.message, reason=event.reason)
-        self.metrics.observe(body, old, new, obs.stages)
+        self.metrics.observe(body, old, new)
         return new
 
     # -- teardown ---------------------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""clients/: the error boundary (every answer becomes a PeeringError that says whether retrying helps),
+and the provider clients shared per kubeconfig and closed when no peering holds them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import pytest
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.remotes import RemoteClients
+from liqo_peering.errors import ApiError, ClusterForbidden, PeeringError
+from liqo_peering.kubeconfig import RemoteKubeconfig
+
+CLIENT = ClusterClient(cast(Any, None), "provider", "https://198.18.0.2:6443")
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "transient"),
+    [
+        (403, ClusterForbidden, True),
+        (404, ApiError, False),
+        (409, ApiError, True),
+        (422, ApiError, False),
+        (429, ApiError, True),
+        (500, ApiError, True),
+        (503, ApiError, True),
+    ],
+)
+def test_every_error_answer_becomes_a_peering_error(status: int, kind: type, transient: bool) -> None:
+    body = json.dumps({"kind": "Status", "message": "token: abcdef0123456789abcdef0123 refused"})
+    error = CLIENT._translate("PATCH", "/apis/x/v1/things/a", status, "Reason", body)
+    assert isinstance(error, PeeringError) and isinstance(error, kind)
+    assert error.transient is transient
+    assert "provider cluster at https://198.18.0.2:6443" in error.message
+    assert "abcdef0123456789abcdef0123" not in error.message  # redacted
+
+
+def test_a_404_for_a_missing_type_is_told_from_a_missing_object() -> None:
+    missing_object = CLIENT._translate("GET", "/p", 404, "NotFound", json.dumps({"details": {"name": "a"}}))
+    missing_type = CLIENT._translate("GET", "/p", 404, "NotFound", "404 page not found")
+    assert isinstance(missing_object, ApiError) and not CLIENT._is_missing_type(missing_object)
+    assert isinstance(missing_type, ApiError) and CLIENT._is_missing_type(missing_type)
+
+
+class Closing:
+    def __init__(self, name: str) -> None:
+        self.name, self.closed = name, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def kubeconfig(server: str) -> RemoteKubeconfig:
+    return RemoteKubeconfig(config={"server": server}, context_name="c", server=server)
+
+
+def test_remote_clients_are_shared_per_kubeconfig_and_closed_when_unheld() -> None:
+    made: list[Closing] = []
+
+    def connect(kc: RemoteKubeconfig) -> ClusterClient:
+        made.append(Closing(kc.server))
+        return cast(ClusterClient, made[-1])
+
+    remotes = RemoteClients(connect)
+    a = remotes.get(("ns", "a"), kubeconfig("https://one"))
+    assert remotes.get(("ns", "b"), kubeconfig("https://one")) is a and len(remotes) == 1  # shared
+    rotated = remotes.get(("ns", "a"), kubeconfig("https://two"))  # a's Secret rotated
+    assert rotated is not a and not made[0].closed  # b still holds the old one
+    remotes.release(("ns", "b"))
+    assert made[0].closed and len(remotes) == 1  # nobody holds it: closed, connections released
+    remotes.release(("ns", "a"))
+    assert made[1].closed and len(remotes) == 0
