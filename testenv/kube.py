@@ -1,4 +1,4 @@
-"""A tiny dict-in/dict-out REST layer over the kubernetes client's ApiClient.
+"""The harness's one raw REST client: a tiny dict-in/dict-out layer over the kubernetes client's ApiClient.
 
 Why not the typed APIs: they return models (not dicts), default to JSON-patch for built-in kinds and need
 discovery (DynamicClient) whose cache goes stale when the Liqo CRDs are removed and re-added by a test.
@@ -84,12 +84,15 @@ NETWORK = Res("ipam.liqo.io", "v1alpha1", "networks")
 class Kube:
     """One cluster, reached through an ApiClient."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, user_agent: str | None = None) -> None:
         self.api = api
+        if user_agent:
+            # Tells this client's requests apart from the operator's in the audit log (testenv.audit).
+            api.user_agent = user_agent
 
     @classmethod
-    def from_kubeconfig(cls, path: str) -> Kube:
-        return cls(config.new_client_from_config(config_file=path))
+    def from_kubeconfig(cls, path: str, user_agent: str | None = None) -> Kube:
+        return cls(config.new_client_from_config(config_file=path), user_agent)
 
     @property
     def server(self) -> str:
@@ -113,6 +116,7 @@ class Kube:
         content_type: str | None = None,
         timeout: float | tuple[float, float] = 30,
         stream: bool = False,
+        text: bool = False,
     ) -> Any:
         headers = {"Accept": "application/json"}
         if content_type:
@@ -137,7 +141,13 @@ class Kube:
         data = resp.read()
         if not 200 <= resp.status < 300:
             raise KubeError(resp.status, data, f"{method} {path}")
+        if text:
+            return data.decode(errors="replace")
         return json.loads(data) if data else None
+
+    def get_text(self, path: str, timeout: float = 30) -> str:
+        """A plain-text endpoint such as /readyz; KubeError unless the answer is 2xx."""
+        return self._call("GET", path, timeout=timeout, text=True)  # type: ignore[no-any-return]
 
     # --- verbs -------------------------------------------------------------------------------------------
     def get(self, res: Res, name: str, namespace: str | None = None) -> Obj | None:

@@ -29,6 +29,8 @@ import kubernetes.client
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from testenv.kube import Kube
+
 from . import pki
 from .ports import free_port, is_listening
 from .tools import tool_path
@@ -364,7 +366,7 @@ class LocalCluster:
         )
         admin = self.api_client()
         try:
-            self._wait("kube-apiserver /readyz", deadline, ["etcd", "kube-apiserver"], lambda: _readyz(admin))
+            self._wait("kube-apiserver /readyz", deadline, ["etcd", "kube-apiserver"], lambda: _readyz(Kube(admin)))
             # Started only now: it gives up if the API server is not healthy within seconds,
             # and it needs the bootstrap RBAC roles that /readyz waits for.
             kcm_kubeconfig = self.workdir / "kube-controller-manager.kubeconfig"
@@ -456,11 +458,10 @@ def _etcd_healthy(url: str, member: str) -> bool:
     return True
 
 
-def _readyz(client: kubernetes.client.ApiClient) -> bool:
+def _readyz(kc: Kube) -> bool:
     try:
-        resp = client.call_api("GET", f"{client.configuration.host}/readyz", _request_timeout=2)
-        resp.read()
-        return resp.status == 200
+        kc.get_text("/readyz", timeout=2)
+        return True
     except Exception:
         # Connection refused/reset while it starts, or 500 until every post-start hook is done.
         return False

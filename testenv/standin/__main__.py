@@ -12,6 +12,8 @@ from testenv.kube import Kube
 
 from .standin import StandIn
 
+USER_AGENT = "testenv-standin"  # its writes in the audit log (testenv.audit)
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
@@ -30,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # "pool is full" noise from the watch threads
     standin = StandIn(
-        Kube.from_kubeconfig(args.consumer_kubeconfig),
-        Kube.from_kubeconfig(args.provider_kubeconfig),
+        Kube.from_kubeconfig(args.consumer_kubeconfig, USER_AGENT),
+        Kube.from_kubeconfig(args.provider_kubeconfig, USER_AGENT),
         args.liqo_namespace,
         args.resync,
     )
