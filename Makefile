@@ -19,10 +19,8 @@ clusters-down:   ## Stop the local clusters, leaving nothing behind
 generate: venv   ## Regenerate the CRD and its copies from the pydantic model
 	$(PY) -m liqo_peering.api.crdgen
 
-lint: venv
-	.venv/bin/ruff check operator tests testenv
-	.venv/bin/ruff format --check operator tests testenv
-	.venv/bin/mypy operator tests testenv
+lint: venv       ## ruff, mypy and the layer contract (.importlinter)
+	hack/lint.sh
 
 unit: venv
 	.venv/bin/pytest tests/unit testenv/tests -m "not e2e" -q

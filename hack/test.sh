@@ -25,7 +25,7 @@ phase tools hack/build-tools.sh
 if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh; fi
 # Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real).
 if [[ -x hack/build-liqo.sh ]]; then phase liqo hack/build-liqo.sh; fi
-phase lint bash -c '.venv/bin/ruff check operator tests testenv hack && .venv/bin/ruff format --check operator tests testenv hack && .venv/bin/mypy operator tests testenv'
+phase lint hack/lint.sh
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
 # testenv/tests: the harness's own tests (pure ones, and e2e ones against the local clusters).
 phase tests .venv/bin/pytest tests testenv/tests -p no:cacheprovider "$@"
