@@ -1,6 +1,7 @@
 """The test environment of liqo-peering-operator, a package apart from the code it tests.
 
-- `testenv.kube`: the one raw REST client of the harness (dict in, dict out);
+- `testenv.kube`: the one raw REST client of the harness (dict in, dict out); `testenv.wait`: polling;
+- `testenv.audit`: the local API servers' audit logs (every write) read back, e.g. to count the operator's;
 - `testenv.localk8s`: real etcd + kube-apiserver + kube-controller-manager as local processes
   (`python -m testenv.localk8s up|down`);
 - `testenv.liqo_env`: Liqo's CRDs and chart objects rendered from its Helm chart and applied;

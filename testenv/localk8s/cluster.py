@@ -29,6 +29,7 @@ import kubernetes.client
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from testenv import audit
 from testenv.kube import Kube
 
 from . import pki
@@ -110,6 +111,7 @@ class LocalCluster:
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.ca_cert = self.workdir / "pki" / "ca.crt"
         self.ca_key = self.workdir / "pki" / "ca.key"
+        self.audit_log = self.workdir / "audit.log"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._allocate_ports()
 
@@ -162,6 +164,7 @@ class LocalCluster:
         cluster.kubeconfig = cluster.workdir / "admin.kubeconfig"
         cluster.ca_cert = cluster.workdir / "pki" / "ca.crt"
         cluster.ca_key = cluster.workdir / "pki" / "ca.key"
+        cluster.audit_log = cluster.workdir / "audit.log"
         cluster._procs = {}
         cluster.etcd_client_port = state["etcd_client_port"]
         cluster.etcd_peer_port = state["etcd_peer_port"]
@@ -277,6 +280,20 @@ class LocalCluster:
         _write_private(self.pki_dir / "sa.key", pki.key_pem(sa_key).decode())
         (self.pki_dir / "sa.pub").write_bytes(pki.public_key_pem(sa_key))
 
+    def _audit_flags(self) -> list[str]:
+        """Every write into audit.log as a JSON line (testenv.audit reads them back)."""
+        policy = audit.write_policy(self.workdir / "audit-policy.yaml")
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            # Written before the response completes, so a test sees its own writes at once.
+            "--audit-log-mode=blocking",
+            # No rotation during a session: 0 would mean the 100 MB default. No backups are compressed.
+            "--audit-log-maxsize=1000000",
+            "--audit-log-compress=false",
+        ]
+
     def _spawn(self, process: str, argv: list[str]) -> None:
         with open(self.log_path(process), "ab") as log:
             # New session: Ctrl-C in the caller's terminal does not reach it, `up` can return
@@ -361,6 +378,7 @@ class LocalCluster:
                 f"--service-cluster-ip-range={self.service_cidr}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                *self._audit_flags(),
                 "--v=1",
             ],
         )

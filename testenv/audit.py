@@ -1,0 +1,167 @@
+"""The API servers' audit logs: who wrote what, read back as small dataclasses.
+
+Every kube-apiserver that testenv.localk8s starts logs, as JSON lines in `LocalCluster.audit_log`, each
+write (create, update, patch, delete, deletecollection, subresources such as status included) at level
+Metadata, and nothing else (see POLICY). The log is written in blocking mode, so a write's line is in the
+file before its response is complete.
+
+    events = writes(cluster.audit_log, since=start, user_agent_prefix="liqo-peering-operator")
+    count_by(events, "verb")       # Counter({"patch": 12, "create": 7})
+    count_by(events, "resource")   # Counter({"liqopeerings/status": 9, "tenants": 1, ...})
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+# Writes at Metadata (no bodies: small lines, no Secret data in a test's temp dir); reads and the
+# background noise of every cluster (events, leases, token and access reviews) not at all.
+POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    # One line per request: only ResponseComplete (and Panic) carry the response code.
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {
+            "level": "None",
+            "resources": [
+                {"group": "", "resources": ["events"]},
+                {"group": "events.k8s.io", "resources": ["events"]},
+                {"group": "coordination.k8s.io", "resources": ["leases"]},
+                {"group": "authentication.k8s.io", "resources": ["tokenreviews"]},
+                {
+                    "group": "authorization.k8s.io",
+                    "resources": [
+                        "subjectaccessreviews",
+                        "selfsubjectaccessreviews",
+                        "localsubjectaccessreviews",
+                        "selfsubjectrulesreviews",
+                    ],
+                },
+            ],
+        },
+        # No `resources`: matches every resource and subresource (status, token, approval, ...).
+        {"level": "Metadata", "verbs": list(WRITE_VERBS)},
+        {"level": "None"},
+    ],
+}
+
+
+def write_policy(path: Path) -> Path:
+    """The audit policy file for --audit-policy-file."""
+    path.write_text(yaml.safe_dump(POLICY, sort_keys=False))
+    return path
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    resource: str
+    subresource: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    api_group: str = ""  # "" for the core group
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One completed request, from a ResponseComplete line."""
+
+    audit_id: str
+    received: datetime  # requestReceivedTimestamp
+    completed: datetime  # stageTimestamp
+    verb: str
+    username: str
+    user_agent: str
+    object_ref: ObjectRef | None
+    code: int | None  # responseStatus.code
+
+    @property
+    def resource(self) -> str | None:
+        """The resource, e.g. liqopeerings, or liqopeerings/status for a subresource; None for a non-resource URL."""
+        ref = self.object_ref
+        if ref is None:
+            return None
+        return f"{ref.resource}/{ref.subresource}" if ref.subresource else ref.resource
+
+    @property
+    def namespace(self) -> str | None:
+        return self.object_ref.namespace if self.object_ref else None
+
+    @property
+    def name(self) -> str | None:
+        return self.object_ref.name if self.object_ref else None
+
+
+def _timestamp(value: str) -> datetime:
+    return datetime.fromisoformat(value)  # RFC 3339 with a Z: fine for fromisoformat since 3.11
+
+
+def parse_line(line: str) -> AuditEvent | None:
+    """The event on one JSON line; None for other stages and blank lines."""
+    if not line.strip():
+        return None
+    raw = json.loads(line)
+    if raw.get("stage") != "ResponseComplete":
+        return None
+    ref = raw.get("objectRef")
+    return AuditEvent(
+        audit_id=raw.get("auditID", ""),
+        received=_timestamp(raw["requestReceivedTimestamp"]),
+        completed=_timestamp(raw["stageTimestamp"]),
+        verb=raw["verb"],
+        username=(raw.get("user") or {}).get("username", ""),
+        user_agent=raw.get("userAgent", ""),
+        object_ref=ObjectRef(
+            resource=ref.get("resource", ""),
+            subresource=ref.get("subresource"),
+            namespace=ref.get("namespace"),
+            name=ref.get("name"),
+            api_group=ref.get("apiGroup", ""),
+        )
+        if ref
+        else None,
+        code=(raw.get("responseStatus") or {}).get("code"),
+    )
+
+
+def read_events(path: Path) -> list[AuditEvent]:
+    """Every completed request in the log, oldest first; [] when the file does not exist yet."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    # The API server may be writing the last line right now: keep only the complete ones.
+    lines = text.split("\n")[:-1]
+    return [event for event in map(parse_line, lines) if event is not None]
+
+
+def writes(path: Path, since: datetime | None = None, user_agent_prefix: str | None = None) -> list[AuditEvent]:
+    """The writes in the log received at or after `since` (naive means UTC), from user agents that start
+    with `user_agent_prefix` (the operator's: "liqo-peering-operator")."""
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    return [
+        event
+        for event in read_events(path)
+        if event.verb in WRITE_VERBS
+        and (since is None or event.received >= since)
+        and (user_agent_prefix is None or event.user_agent.startswith(user_agent_prefix))
+    ]
+
+
+def count_by(events: Iterable[AuditEvent], key: str | Callable[[AuditEvent], Hashable]) -> Counter[Hashable]:
+    """How many events per value of `key`: an attribute name ("verb", "resource", "user_agent", ...) or a
+    function of the event, e.g. `lambda e: (e.verb, e.resource)`."""
+    if isinstance(key, str):
+        return Counter(getattr(event, key) for event in events)
+    return Counter(key(event) for event in events)

@@ -1,0 +1,48 @@
+"""A local cluster's audit log (LocalCluster.audit_log) holds every write, read back by testenv.audit."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from testenv import kube as k
+from testenv.audit import count_by, read_events, writes
+from testenv.kube import Kube
+from testenv.localk8s import LocalCluster
+
+
+def test_writes_show_up_with_verb_resource_and_user_agent(local_clusters: dict[str, LocalCluster]) -> None:
+    cluster = local_clusters["consumer"]
+    agent = f"testenv-audit-selftest/{uuid.uuid4().hex[:8]}"
+    kc = Kube(cluster.api_client(), user_agent=agent)
+    name = f"audit-{uuid.uuid4().hex[:8]}"
+    since = datetime.now(UTC)
+
+    kc.create(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    kc.create(k.CONFIGMAP, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}, name)
+    kc.patch(k.CONFIGMAP, "cm", {"data": {"a": "b"}}, name)
+    kc.patch(k.NAMESPACE, name, {"metadata": {"labels": {"audited": "yes"}}}, sub="status")
+    assert kc.get(k.CONFIGMAP, "cm", name) is not None  # a read: not logged
+    kc.delete(k.CONFIGMAP, "cm", name)
+    kc.delete(k.NAMESPACE, name)
+
+    # No polling: the log is written in blocking mode, before each response completes.
+    ours = writes(cluster.audit_log, since=since, user_agent_prefix=agent)
+    # (The API server puts a Namespace's own name in objectRef.namespace once the URL names it.)
+    assert [(e.verb, e.resource, e.namespace, e.name, e.code) for e in ours] == [
+        ("create", "namespaces", None, name, 201),
+        ("create", "configmaps", name, "cm", 201),
+        ("patch", "configmaps", name, "cm", 200),
+        ("patch", "namespaces/status", name, name, 200),
+        ("delete", "configmaps", name, "cm", 200),
+        ("delete", "namespaces", name, name, 200),
+    ]
+    assert {e.username for e in ours} == {"localk8s-admin"}
+    assert all(since <= e.received <= e.completed for e in ours)
+    assert count_by(ours, "verb") == {"create": 2, "patch": 2, "delete": 2}
+    # Reads and the background noise (leases, events) are not logged at all.
+    logged = {(e.verb, e.resource) for e in read_events(cluster.audit_log)}
+    assert not {verb for verb, _ in logged} & {"get", "list", "watch"}
+    assert not {res for _, res in logged} & {"leases", "events"}
+    # Each cluster has its own log.
+    assert not writes(local_clusters["provider"].audit_log, user_agent_prefix=agent)

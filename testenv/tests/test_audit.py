@@ -1,0 +1,146 @@
+"""testenv.audit on hand-written audit lines: the stage filter, the fields, writes() and count_by()."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testenv.audit import (
+    POLICY,
+    WRITE_VERBS,
+    AuditEvent,
+    ObjectRef,
+    count_by,
+    parse_line,
+    read_events,
+    write_policy,
+    writes,
+)
+
+OPERATOR = "liqo-peering-operator/0.1.0 (kopf)"
+
+
+def line(
+    verb: str,
+    resource: str | None,
+    *,
+    agent: str = OPERATOR,
+    at: str = "2026-03-01T10:00:00.000001Z",
+    stage: str = "ResponseComplete",
+    code: int = 200,
+    **ref: str,
+) -> str:
+    event: dict[str, Any] = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": "Metadata",
+        "auditID": f"id-{verb}-{resource}-{at}",
+        "stage": stage,
+        "requestURI": "/whatever",
+        "verb": verb,
+        "user": {"username": "system:serviceaccount:lpo:operator", "groups": ["system:authenticated"]},
+        "sourceIPs": ["127.0.0.1"],
+        "userAgent": agent,
+        "responseStatus": {"metadata": {}, "code": code},
+        "requestReceivedTimestamp": at,
+        "stageTimestamp": at.replace("00.000001Z", "00.250000Z"),
+    }
+    if resource is not None:
+        event["objectRef"] = {"resource": resource, "apiVersion": "v1", **ref}
+    return json.dumps(event)
+
+
+def test_parse_line_reads_the_fields() -> None:
+    event = parse_line(
+        line(
+            "patch",
+            "liqopeerings",
+            subresource="status",
+            namespace="team-a",
+            name="provider",
+            apiGroup="peering.liqo-operator.io",
+        )
+    )
+    assert event == AuditEvent(
+        audit_id="id-patch-liqopeerings-2026-03-01T10:00:00.000001Z",
+        received=datetime(2026, 3, 1, 10, 0, 0, 1, tzinfo=UTC),
+        completed=datetime(2026, 3, 1, 10, 0, 0, 250000, tzinfo=UTC),
+        verb="patch",
+        username="system:serviceaccount:lpo:operator",
+        user_agent=OPERATOR,
+        object_ref=ObjectRef("liqopeerings", "status", "team-a", "provider", "peering.liqo-operator.io"),
+        code=200,
+    )
+    assert event.resource == "liqopeerings/status"
+    assert (event.namespace, event.name) == ("team-a", "provider")
+
+
+def test_parse_line_core_group_and_non_resource() -> None:
+    core = parse_line(line("create", "namespaces", name="x"))
+    assert core is not None and core.object_ref is not None
+    assert core.object_ref.api_group == "" and core.resource == "namespaces" and core.namespace is None
+    bare = parse_line(line("create", None))
+    assert bare is not None and bare.resource is None and bare.name is None
+
+
+def test_only_response_complete_counts() -> None:
+    assert parse_line(line("create", "secrets", stage="RequestReceived")) is None
+    assert parse_line(line("create", "secrets", stage="Panic")) is None
+    assert parse_line("   ") is None
+
+
+def test_writes_filters_verbs_time_and_agent(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "\n".join(
+            [
+                line("create", "namespaces", at="2026-03-01T09:59:59.000000Z"),  # before `since`
+                line("create", "tenants", namespace="liqo-tenant-x", name="t"),
+                line("get", "tenants", namespace="liqo-tenant-x", name="t"),  # a read: not a write
+                line("patch", "liqopeerings", subresource="status", namespace="a", name="p"),
+                line("patch", "liqopeerings", subresource="status", namespace="a", name="p"),
+                line("delete", "secrets", namespace="a", name="s", agent="kubectl/v1.35.0"),
+                line("update", "foreignclusters", agent="liqo-controller-manager/v1.2.0"),
+            ]
+        )
+        + "\n"
+        + '{"stage": "ResponseComplete", "verb": "crea'  # a line the server is still writing
+    )
+    since = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    ops = writes(log, since=since, user_agent_prefix="liqo-peering-operator")
+    assert [(e.verb, e.resource) for e in ops] == [
+        ("create", "tenants"),
+        ("patch", "liqopeerings/status"),
+        ("patch", "liqopeerings/status"),
+    ]
+    assert count_by(ops, "verb") == {"create": 1, "patch": 2}
+    assert count_by(ops, lambda e: (e.verb, e.resource)) == {
+        ("create", "tenants"): 1,
+        ("patch", "liqopeerings/status"): 2,
+    }
+    everyone = writes(log)
+    assert len(everyone) == 6 and len(read_events(log)) == 7
+    assert count_by(everyone, "user_agent")["kubectl/v1.35.0"] == 1
+    # A naive `since` is UTC.
+    assert writes(log, since=since.replace(tzinfo=None)) == writes(log, since=since)
+
+
+def test_missing_log_is_empty(tmp_path: Path) -> None:
+    assert writes(tmp_path / "nope.log") == []
+
+
+def test_policy_logs_writes_only(tmp_path: Path) -> None:
+    policy = yaml.safe_load(write_policy(tmp_path / "policy.yaml").read_text())
+    assert policy == POLICY
+    rules = policy["rules"]
+    assert (
+        rules[0]["level"] == "None"
+        and {"group": "coordination.k8s.io", "resources": ["leases"]} in rules[0]["resources"]
+    )
+    # Writes on every resource and subresource (no `resources` key), everything else dropped.
+    assert rules[1] == {"level": "Metadata", "verbs": list(WRITE_VERBS)}
+    assert rules[-1] == {"level": "None"}
