@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,6 +29,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from testenv import audit
 from testenv.liqo_real import liqo_binary
 from testenv.liqo_real.pytest_plugin import RealLiqoPair, start_real_liqo_pair
 from testenv.operator_support import (
@@ -43,6 +44,7 @@ from testenv.operator_support import (
     tenant_ns,
     wait_for,
 )
+from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 
 pytestmark = [pytest.mark.realliqo]
 
@@ -161,6 +163,28 @@ def _object_uids(env: RealEnv) -> dict[str, str]:
     return uids
 
 
+def _generations(env: RealEnv, namespace: str) -> dict[str, int]:
+    """metadata.generation of the LiqoPeering and of every Liqo object in both tenant namespaces."""
+    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    kinds = [
+        ("networking.liqo.io", "configurations"),
+        ("networking.liqo.io", "gatewayservers"),
+        ("networking.liqo.io", "gatewayclients"),
+        ("networking.liqo.io", "publickeies"),
+        ("authentication.liqo.io", "tenants"),
+        ("authentication.liqo.io", "identities"),
+        ("authentication.liqo.io", "resourceslices"),
+        ("offloading.liqo.io", "virtualnodes"),
+    ]
+    found = {f"liqopeering/{namespace}/{NAME}": int(env.peerings.get(namespace, NAME)["metadata"]["generation"])}  # type: ignore[index]
+    for side, api, ns in (("consumer", env.consumer_api, c_ns), ("provider", env.provider_api, p_ns)):
+        for group, plural in kinds:
+            for obj in items(api, group, plural, ns):
+                found[f"{side}/{plural}/{obj['metadata']['name']}"] = int(obj["metadata"].get("generation") or 0)
+    assert any(key.startswith("consumer/resourceslices/") for key in found), found
+    return found
+
+
 def _seconds_between(start: str, end: str) -> float:
     """Seconds between two RFC 3339 timestamps such as status.startedAt and status.readyAt."""
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
@@ -269,6 +293,16 @@ class TestPeeredWithRealLiqo:
         def mirror_view() -> dict[str, Any]:
             return view(env.peerings.status(ns, NAME).get("foreignCluster") or {})
 
+        # Ready came from Liqo's earliest signals (the Connection, the Identity, the virtual Node); Liqo's
+        # ForeignCluster aggregate catches up when its controller next wakes (the virtual kubelet's Node
+        # status push, every 60 s).
+        healthy = {"networking": "Healthy", "authentication": "Healthy", "offloading": "Healthy"}
+
+        def mirrored_health() -> dict[str, str]:
+            mods = (env.peerings.status(ns, NAME).get("foreignCluster") or {}).get("modules") or {}
+            return {m: (mods.get(m) or {}).get("health", "") for m in healthy}
+
+        wait_for("the mirror to show every Liqo module Healthy", lambda: mirrored_health() == healthy, timeout=150)
         liqo = liqo_view()
         # Liqo itself wrote these (the ForeignCluster controller): every module enabled, with conditions.
         for m in ("networking", "authentication", "offloading"):
@@ -284,6 +318,47 @@ class TestPeeredWithRealLiqo:
             "authentication": "Healthy",
             "offloading": "Healthy",
         }, mirror
+
+    def test_each_step_follows_its_prerequisite_within_2s(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """From the API servers' audit logs: every step of the peering is written at most 2 s after the
+        last write (by Liqo) of what it waits for. A lost wake-up shows as one whole resync (60 s)."""
+        env, ns = peered
+        created = datetime.fromisoformat(env.peerings.get(ns, NAME)["metadata"]["creationTimestamp"])  # type: ignore[index]
+        events = {side: audit.writes(env.pair[side].audit_log, since=created) for side in ("consumer", "provider")}
+        steps = peering_steps(env.consumer_id, env.provider_id)
+        found = reactions(events, steps)
+        with capsys.disabled():
+            for r in found:
+                print(f"\nBENCH real Liqo reaction: {r.step}: {r.seconds * 1000:.0f} ms")
+        assert [r.step for r in found] == [s.name for s in steps]  # every step seen, in this order
+        slow = [(r.step, round(r.seconds, 2)) for r in found if r.seconds > 2.0]
+        assert not slow, slow
+
+    def test_quiet_at_rest(self, peered: tuple[RealEnv, str]) -> None:
+        """Once Ready (and Liqo's aggregate caught up), 60 s without a single write by the operator on
+        either cluster and without a generation change on any object of the peering."""
+        env, ns = peered
+        healthy = {"networking": "Healthy", "authentication": "Healthy", "offloading": "Healthy"}
+
+        def settled() -> bool:
+            mods = (env.peerings.status(ns, NAME).get("foreignCluster") or {}).get("modules") or {}
+            return {m: (mods.get(m) or {}).get("health") for m in healthy} == healthy
+
+        wait_for("Liqo's ForeignCluster to catch up (so the mirror has nothing left to write)", settled, timeout=150)
+        before = _generations(env, ns)
+        start = datetime.now(UTC)
+        time.sleep(60)  # the observation window, not a wait for something
+        ours = {
+            side: [
+                (e.verb, e.resource, e.name)
+                for e in audit.writes(env.pair[side].audit_log, since=start, user_agent_prefix=OPERATOR_AGENT)
+            ]
+            for side in ("consumer", "provider")
+        }
+        assert ours == {"consumer": [], "provider": []}
+        assert _generations(env, ns) == before
 
     def test_liqo_did_the_work_itself(self, peered: tuple[RealEnv, str]) -> None:
         """What the stand-in would have faked is here, written by Liqo's controllers."""
