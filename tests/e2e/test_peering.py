@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from datetime import datetime
 from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from testenv import audit
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
 from testenv.localk8s import tool_path
 from testenv.operator_support import SECRET, PeeringCase, custom, get, items, tenant_ns, wait_for
+from testenv.reactions import peering_steps, reactions
 
 NAME = "provider"
 
@@ -48,6 +51,14 @@ def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: Peer
 
     wait_for("the ForeignCluster mirror to report every module Healthy", lambda: mirrored_health() == healthy)
     assert case.peerings.status(ns, NAME)["foreignCluster"]["role"] in ("Provider", "ConsumerAndProvider")
+
+    # Each step followed what it waits for within 2 s (from the API servers' audit logs): no lost wake-up.
+    created = datetime.fromisoformat(case.peerings.get(ns, NAME)["metadata"]["creationTimestamp"])  # type: ignore[index]
+    events = {side: audit.writes(env.lc[side].audit_log, since=created) for side in ("consumer", "provider")}
+    steps = peering_steps(env.consumer_id, env.provider_id)
+    found = reactions(events, steps)
+    assert [r.step for r in found] == [s.name for s in steps]
+    assert not [(r.step, round(r.seconds, 2)) for r in found if r.seconds > 2.0]
 
     c_ns, p_ns = tenant_ns(consumer, env.provider_id), tenant_ns(provider, env.consumer_id)
     # Networking: each side's Configuration describes the other cluster.
