@@ -168,7 +168,9 @@ def test_options_render(helm: Path) -> None:
     assert any(a.startswith("--tenant-access-role=") for a in args), args
     cluster_roles = {r["metadata"]["name"]: r for r in find(docs, "ClusterRole")}
     (tenant_access,) = [r for name, r in cluster_roles.items() if name.endswith("-tenant-access")]
-    assert tenant_access["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    assert tenant_access["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets", "pods"], "verbs": ["get", "list", "watch"]}
+    ]
     (cluster_role,) = [r for name, r in cluster_roles.items() if not name.endswith("-tenant-access")]
     for rule in cluster_role["rules"]:
         if "liqopeerings" in rule["resources"]:
@@ -178,6 +180,8 @@ def test_options_render(helm: Path) -> None:
             # No cluster-wide Secret reads: only create, and the signed nonce by name (tenant namespaces
             # are read through the tenant-access ClusterRole the operator binds there).
             assert rule["verbs"] == ["create"] or rule.get("resourceNames") == ["liqo-signed-nonce"], rule
+        # No cluster-wide Pod reads either: the virtual kubelet's Pods are read in tenant namespaces.
+        assert "pods" not in rule["resources"], rule
         if "clusterroles" in rule["resources"]:
             assert rule["verbs"] == ["bind"] and rule["resourceNames"] == [tenant_access["metadata"]["name"]]
 
