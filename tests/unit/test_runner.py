@@ -6,11 +6,18 @@ from __future__ import annotations
 import threading
 from typing import Any, cast
 
+import pytest
+
+from liqo_peering.api.model import LiqoPeeringSpec
+from liqo_peering.engine import service as service_module
+from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import Outcome, PeeringService
 from liqo_peering.engine.watches import WatchHub
+from liqo_peering.errors import ResourceSliceDenied
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from liqo_peering.stages import StageResult
 from unit.fakes import FakeClusterClient
 
 
@@ -155,3 +162,24 @@ def test_routes_follow_the_peering_context() -> None:
     node = next(x for x in routes if x.scope.res == r.NODE)
     assert node.matches({"metadata": {"name": "p-id", "labels": {"liqo.io/remote-cluster-id": "p-id"}}})
     assert not node.matches({"metadata": {"name": "x", "labels": {"liqo.io/remote-cluster-id": "other"}}})
+
+
+def test_a_permanent_stage_error_is_not_retried_as_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ResourceSliceDenied waits for a change (a new spec); it used to be rebuilt as a transient error."""
+
+    def denied(_: PeeringRun) -> StageResult:
+        raise ResourceSliceDenied("the provider Denied ResourceSlice t1/p-id")
+
+    monkeypatch.setattr(service_module.offloading, "reconcile", denied)
+    monkeypatch.setattr(
+        service_module.authentication, "reconcile", lambda run, proxy: StageResult.ready("authentication", "ok")
+    )
+    svc = PeeringService(FakeClusterClient("consumer"), cast(Any, None), cast(Any, None), cast(Any, None))
+    consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
+    ctx = PeeringContext("ns", "p", consumer, provider, consumer_tenant_ns="t1", provider_tenant_ns="t2")
+    spec = LiqoPeeringSpec.model_validate(
+        {"remoteKubeconfigSecretRef": {"name": "k"}, "networking": {"enabled": False}}
+    )
+    results = svc._run_stages(PeeringRun(spec, svc.local, FakeClusterClient("provider"), ctx))
+    assert (results["offloading"].state, results["offloading"].reason) == ("error", "ResourceSliceDenied")
+    assert results["offloading"].transient is False
