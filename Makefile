@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: venv tools clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate
+.PHONY: venv tools clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench
 
 venv:            ## Python virtualenv with the operator and dev tools
 	hack/venv.sh
@@ -27,6 +27,10 @@ unit: venv
 
 test:            ## The whole suite: tools, lint, unit and e2e tests
 	hack/test.sh
+
+bench: venv tools  ## Benchmarks, not tests (not in `make test`): docs/performance.{json,png}; ARGS="--runs 1 --scale 1,10"
+	hack/build-liqo.sh
+	PYTHONPATH=. $(PY) -m bench $(ARGS)
 
 demo:            ## Two local clusters, Liqo, the operator and an example peering that becomes ready
 	hack/demo.sh

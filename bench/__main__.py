@@ -1,0 +1,97 @@
+"""python -m bench [--runs N] [--scale 1,10,25,50] [--skip-real] [--skip-scale] ...: see --help."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import real, report, scale
+from .procs import exit_on_sigterm, log
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def machine() -> dict[str, Any]:
+    def run(*cmd: str) -> str:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+    cpu = models[0] if models else platform.processor()
+    return {"nproc": run("nproc"), "free_g": run("free", "-g"), "cpu": cpu, "kernel": platform.release()}
+
+
+def load_average() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description="How fast and how light the operator is.")
+    p.add_argument("--runs", type=int, default=5, help="real-Liqo runs per contender (default 5)")
+    p.add_argument("--scale", default="1,10,25,50", help="concurrent peerings per scale level (default 1,10,25,50)")
+    p.add_argument("--idle-seconds", type=float, default=60.0, help="the quiet window at each scale level")
+    p.add_argument("--skip-real", action="store_true", help="keep the real-Liqo results already in --out")
+    p.add_argument("--skip-scale", action="store_true", help="keep the scale results already in --out")
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "performance.json")
+    p.add_argument("--plot", type=Path, default=REPO / "docs" / "performance.png")
+    p.add_argument("--workdir", type=Path, default=None, help="where clusters and logs go (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
+    args = p.parse_args(argv)
+    levels = [int(x) for x in args.scale.split(",") if x]
+
+    exit_on_sigterm()
+    results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    work = Path(tempfile.mkdtemp(prefix="liqo-bench-", dir=args.workdir))
+    started = time.time()
+    load_before = load_average()
+    try:
+        if not args.skip_real:
+            runs = real.run_all(args.runs, work)
+            results["real_runs"] = [r.to_json() for r in runs]
+            results["real_summary"] = report.summarize_real(results["real_runs"])
+        if not args.skip_scale:
+            levels_run = scale.run_all(levels, work, args.idle_seconds)
+            results["scale_runs"] = [lv.to_json() for lv in levels_run]
+            results["scale_summary"] = report.summarize_scale(results["scale_runs"])
+    except KeyboardInterrupt:
+        log("interrupted: everything started has been stopped")
+        return 130
+    finally:
+        if args.keep:
+            log(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    git = ["git", "-C", str(REPO)]
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    # Others may be editing the operator while this runs: say which version was measured.
+    dirty = subprocess.run([*git, "status", "--porcelain", "operator"], capture_output=True, text=True).stdout
+    results["meta"] = {
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.time() - started),
+        "commit": commit.strip(),
+        "operator_uncommitted_changes": dirty.split("\n")[:-1],
+        "machine": machine(),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "args": " ".join(sys.argv[1:] if argv is None else argv),
+    }
+    results["targets"] = report.targets(results.get("real_summary"), results.get("scale_summary"))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    report.plot(results, args.plot)
+    print(report.console(results))
+    log(f"results: {args.out}, plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

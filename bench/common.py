@@ -1,0 +1,28 @@
+"""What both benchmarks share: the LiqoPeering kind, and the operator started as users run it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from testenv import kube as k
+from testenv.operator_support import OperatorProcess
+
+from .procs import wait_http
+
+LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
+# The operator's production default; OperatorProcess passes 5 s, a test setting.
+RESYNC_ARGS = ["--resync-interval", "60"]
+SETTLE_SECONDS = 3.0
+
+
+def start_operator(kubeconfig: Path, work: Path) -> OperatorProcess:
+    """The operator as a process; returns once it serves /healthz and its start-up lists are done."""
+    operator = OperatorProcess(kubeconfig, work, RESYNC_ARGS).start()
+    try:
+        wait_http(f"http://127.0.0.1:{operator.health_port}/healthz", 60)
+        time.sleep(SETTLE_SECONDS)  # its informers list and watch: those requests are not a peering's
+    except BaseException:
+        operator.stop()
+        raise
+    return operator

@@ -1,0 +1,203 @@
+"""Scale: N concurrent peerings from one consumer to N distinct providers, N = 1, 10, 25, 50.
+
+The consumer is a full local cluster (testenv.localk8s); the providers are light API servers on one etcd
+(bench.lightk8s), each with the Liqo stand-in as its Liqo (bench.standins). Every level starts from fresh
+clusters. The operator runs as a process, with its production resync interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from testenv import audit
+from testenv.kube import Kube
+from testenv.liqo_env import install_liqo
+from testenv.localk8s import LocalCluster, start_clusters
+from testenv.operator_support import Peerings, api_client, install_crd
+from testenv.reactions import OPERATOR_AGENT
+
+from . import procstat
+from .common import LIQOPEERING, start_operator
+from .lightk8s import LightCluster, LightProviders, start_light_providers
+from .procs import Spawned, log, quietly
+from .tracker import Kind, Predicate, State, Tracker, condition
+
+CONSUMER_ID = "scale-consumer-id"
+NAMESPACE = "scale"
+STANDINS_PER_PROCESS = 10
+SETTLE_SECONDS = 15.0  # after the last Ready, before the quiet window: Liqo's (the stand-in's) follow-ups
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class ScaleRun:
+    peerings: int
+    all_ready: float = 0.0  # seconds from the first create to the last peering Ready
+    ready_times: list[float] = field(default_factory=list)  # each peering's, sorted
+    busy_cpu_seconds: float = 0.0  # the operator's CPU time while establishing
+    busy_cpu_percent: float = 0.0  # ... as a share of one core over that time
+    at_ready: dict[str, Any] = field(default_factory=dict)  # procstat.Sample when all were Ready
+    idle_seconds: float = 0.0
+    idle_cpu_percent: float = 0.0  # the operator's CPU over the quiet window, share of one core
+    at_rest: dict[str, Any] = field(default_factory=dict)  # procstat.Sample at the end of the quiet window
+    writes_at_rest: dict[str, int] = field(default_factory=dict)  # the operator's, "side verb resource"
+    others_writes_at_rest: int = 0  # everyone else's on the consumer (heartbeats of the stand-in, ...)
+    cpu_while_establishing: dict[str, float] = field(default_factory=dict)  # CPU seconds per component
+    machine_busy_percent: dict[str, float] = field(default_factory=dict)  # all cores, establishing/quiet
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ready_count(state: State) -> int:
+    return sum(1 for obj in state.get("consumer/liqopeerings", {}).values() if condition(obj, "Ready") == "True")
+
+
+def _is_ready(key: str) -> Predicate:
+    return lambda state: condition(state["consumer/liqopeerings"].get(key) or {}, "Ready") == "True"
+
+
+def _start_standins(
+    consumer: LocalCluster, providers: LightProviders, ids: dict[str, str], work: Path
+) -> list[Spawned]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    procs = []
+    clusters = providers.clusters
+    for first in range(0, len(clusters), STANDINS_PER_PROCESS):
+        group = clusters[first : first + STANDINS_PER_PROCESS]
+        argv = [
+            sys.executable,
+            "-m",
+            "bench.standins",
+            "--consumer-kubeconfig",
+            str(consumer.kubeconfig),
+            "--consumer-id",
+            CONSUMER_ID,
+            "--ca-dir",
+            str(providers.clusters[0].pki.dir),
+        ]
+        for cluster in group:
+            argv += ["--provider", f"{cluster.kubeconfig}={ids[cluster.name]}"]
+        procs.append(Spawned("standins", argv, work / f"standins-{first // STANDINS_PER_PROCESS}.log", env))
+    return procs
+
+
+def _install_providers(clusters: list[LightCluster], ids: dict[str, str]) -> None:
+    def install(index_cluster: tuple[int, LightCluster]) -> None:
+        i, cluster = index_cluster
+        kc = Kube(cluster.api_client())
+        pod, external = f"10.{100 + i}.0.0/16", f"10.{180 + i}.0.0/16"
+        install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(install, enumerate(clusters, start=1)))
+
+
+def _operator_writes(logs: dict[str, Path], start: float, end: float) -> dict[str, int]:
+    since, until = datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC)
+    out: dict[str, int] = {}
+    for side, path in logs.items():
+        for e in audit.writes(path, since=since, user_agent_prefix=OPERATOR_AGENT):
+            if e.received <= until:
+                key = f"{side} {e.verb} {e.resource}"
+                out[key] = out.get(key, 0) + 1
+    return out
+
+
+def run_level(count: int, base_dir: Path, idle_seconds: float) -> ScaleRun:
+    result = ScaleRun(count)
+    work = base_dir / f"scale-{count}"
+    work.mkdir(parents=True)
+    log(f"scale {count}: starting a consumer and {count} light providers")
+    with contextlib.ExitStack() as stack:
+        consumer = start_clusters(["sc-consumer"], work / "consumer")["sc-consumer"]
+        stack.callback(quietly, consumer.stop, "the consumer cluster")
+        providers = start_light_providers(count, work / "providers")
+        stack.callback(quietly, providers.stop, "the providers")
+        ids = {c.name: f"{c.name}-cluster-id" for c in providers.clusters}
+        install_liqo(consumer, CONSUMER_ID, "10.90.0.0/16", "10.91.0.0/16")
+        started = time.monotonic()
+        _install_providers(providers.clusters, ids)
+        log(f"scale {count}: Liqo's objects installed on the providers in {time.monotonic() - started:.0f}s")
+        standins = _start_standins(consumer, providers, ids, work)
+        for proc in standins:
+            stack.callback(quietly, proc.stop, "a stand-in process")
+
+        admin = api_client(consumer.kubeconfig)
+        install_crd(admin)
+        peerings = Peerings(admin)
+        peerings.make_namespace(NAMESPACE)
+        for cluster in providers.clusters:
+            peerings.put_kubeconfig_secret(NAMESPACE, f"{cluster.name}-kubeconfig", cluster.kubeconfig.read_bytes())
+        operator = start_operator(consumer.kubeconfig, work)
+        stack.callback(quietly, operator.stop, "the operator")
+        assert operator.proc is not None
+        pid = operator.proc.pid
+
+        tracker = Tracker({"consumer": Kube(consumer.api_client())}, [Kind("consumer", LIQOPEERING)]).start()
+        stack.callback(tracker.stop)
+        tracker.expect("all", lambda state: _ready_count(state) >= count)
+        for cluster in providers.clusters:
+            tracker.expect(f"{NAMESPACE}/{cluster.name}", _is_ready(f"{NAMESPACE}/{cluster.name}"))
+        components = {
+            "operator": [pid],
+            "stand-ins": [p.pid for p in standins],
+            "consumer control plane": list(consumer.recorded_pids().values()),
+            "provider API servers": [c.proc.pid for c in providers.clusters if c.proc],
+            "providers' etcd": [providers.etcd.proc.pid] if providers.etcd.proc else [],
+        }
+        cpu0 = {name: procstat.total_cpu(pids) for name, pids in components.items()}
+        machine0 = procstat.machine_busy_seconds()
+        start = time.time()
+        for cluster in providers.clusters:
+            spec = {"remoteKubeconfigSecretRef": {"name": f"{cluster.name}-kubeconfig"}, "timeout": "30m"}
+            peerings.create(NAMESPACE, cluster.name, spec)
+        done = tracker.wait(["all"], max(600.0, 30.0 * count))["all"]
+        elapsed = time.time() - start
+        result.all_ready = done - start
+        reached = [tracker.reached(f"{NAMESPACE}/{c.name}") or done for c in providers.clusters]
+        result.ready_times = sorted(t - start for t in reached)
+        cpu1 = {name: procstat.total_cpu(pids) for name, pids in components.items()}
+        result.cpu_while_establishing = {name: round(cpu1[name] - cpu0[name], 2) for name in components}
+        result.machine_busy_percent["establishing"] = 100 * (procstat.machine_busy_seconds() - machine0) / elapsed
+        result.busy_cpu_seconds = cpu1["operator"] - cpu0["operator"]
+        result.busy_cpu_percent = 100 * result.busy_cpu_seconds / elapsed
+        result.at_ready = procstat.sample(pid).to_json()
+        median = statistics.median(result.ready_times)
+        log(f"scale {count}: all Ready after {result.all_ready:.1f}s (median {median:.1f}s)")
+
+        time.sleep(SETTLE_SECONDS)
+        cpu_before, machine_before = procstat.cpu_seconds(pid), procstat.machine_busy_seconds()
+        quiet_start = time.time()
+        time.sleep(idle_seconds)
+        quiet_end = time.time()
+        result.idle_seconds = quiet_end - quiet_start
+        result.idle_cpu_percent = 100 * (procstat.cpu_seconds(pid) - cpu_before) / result.idle_seconds
+        result.machine_busy_percent["quiet"] = (
+            100 * (procstat.machine_busy_seconds() - machine_before) / result.idle_seconds
+        )
+        result.at_rest = procstat.sample(pid).to_json()
+        logs = {"consumer": consumer.audit_log} | {c.name: c.audit_log for c in providers.clusters}
+        result.writes_at_rest = _operator_writes(logs, quiet_start, quiet_end)
+        since = datetime.fromtimestamp(quiet_start, UTC)
+        result.others_writes_at_rest = sum(
+            1 for e in audit.writes(consumer.audit_log, since=since) if not e.user_agent.startswith(OPERATOR_AGENT)
+        )
+        log(
+            f"scale {count}: quiet {result.idle_seconds:.0f}s: operator CPU {result.idle_cpu_percent:.2f}%, "
+            f"RSS {result.at_rest['rss_mb']:.0f} MB, writes {sum(result.writes_at_rest.values())}"
+        )
+    return result
+
+
+def run_all(levels: list[int], base_dir: Path, idle_seconds: float) -> list[ScaleRun]:
+    return [run_level(count, base_dir, idle_seconds) for count in levels]
