@@ -173,11 +173,17 @@ def install_liqo(
     external_cidr: str,
     namespace: str = "liqo",
     service_cidr: str | None = None,
+    rendered: list[Obj] | None = None,
 ) -> LiqoInstall:
-    """Install Liqo's CRDs and non-workload objects; idempotent (server-side apply)."""
+    """Install Liqo's CRDs and non-workload objects; idempotent (server-side apply).
+
+    `rendered`: render_chart's output for these same values, for callers installing many clusters (helm
+    takes seconds per rendering); it is modified."""
     kc = cluster if isinstance(cluster, Kube) else Kube(cluster.api_client())
     service_cidr = service_cidr or getattr(cluster, "service_cidr", None) or "10.96.0.0/16"
-    docs = render_chart(cluster_id, pod_cidr, external_cidr, service_cidr, namespace)
+    docs = (
+        rendered if rendered is not None else render_chart(cluster_id, pod_cidr, external_cidr, service_cidr, namespace)
+    )
 
     plurals = apply_crds(kc, docs, namespace)
     for obj in docs:
