@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "docs" / "performance.json")
     p.add_argument("--plot", type=Path, default=REPO / "docs" / "performance.png")
     p.add_argument("--workdir", type=Path, default=None, help="where clusters and logs go (default: a temp dir)")
-    p.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
+    p.add_argument("--keep", action="store_true", help="keep the work directory afterwards, with the audit logs")
     args = p.parse_args(argv)
     levels = [int(x) for x in args.scale.split(",") if x]
 
@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     try:
         if not args.skip_real:
-            runs = real.run_all(args.runs, work)
+            runs = real.run_all(args.runs, work, args.keep)
             results["real_runs"] = [r.to_json() for r in runs]
             results["real_summary"] = report.summarize_real(results["real_runs"])
         if not args.skip_scale:
-            levels_run = scale.run_all(levels, work, args.idle_seconds)
+            levels_run = scale.run_all(levels, work, args.idle_seconds, args.keep)
             results["scale_runs"] = [lv.to_json() for lv in levels_run]
             results["scale_summary"] = report.summarize_scale(results["scale_runs"])
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,3 +85,11 @@ def wait_http(url: str, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{url} did not answer in {timeout:.0f}s") from None
             time.sleep(0.2)
+
+
+def save_logs(logs: dict[str, Path], dest: Path) -> None:
+    """Copy logs out of directories that their clusters remove on stop (for --keep)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, path in logs.items():
+        if path.exists():
+            shutil.copy(path, dest / f"{name}.log")

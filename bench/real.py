@@ -27,7 +27,7 @@ from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 
 from . import requests
 from .common import LIQOPEERING, start_operator
-from .procs import log, quietly
+from .procs import log, quietly, save_logs
 from .tracker import Kind, Tracker, all_gone, any_with
 
 CONTENDER = "bench-contender"  # the user both contenders act as (bench.requests counts its requests)
@@ -152,7 +152,7 @@ def _timeline(events: dict[str, list[audit.AuditEvent]], start: float, end: floa
     ]
 
 
-def run_once(contender: str, index: int, base_dir: Path) -> RealRun:
+def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False) -> RealRun:
     result = RealRun(contender, index)
     work = Path(tempfile.mkdtemp(prefix=f"{contender}-{index}-", dir=base_dir))
     log(f"real Liqo, {contender} run {index}: starting a fresh cluster pair")
@@ -239,15 +239,17 @@ def run_once(contender: str, index: int, base_dir: Path) -> RealRun:
         result.delete = gone - start
         result.gone = {kind.key: (tracker.reached(f"gone {kind.key}") or gone) - start for kind in kinds}
         result.delete_timeline = _timeline(_audit(pair, start), start, gone)
+        if keep_logs:
+            save_logs({f"audit-{side}": pair[side].audit_log for side in SIDES}, work / "logs")
         log(f"{contender} run {index}: deletion {result.delete:.1f}s")
     return result
 
 
-def run_all(runs: int, base_dir: Path) -> list[RealRun]:
+def run_all(runs: int, base_dir: Path, keep_logs: bool = False) -> list[RealRun]:
     """Runs alternate between the contenders, so that load from other work on the machine hits both alike."""
     check_binaries()
     results = []
     for index in range(1, runs + 1):
         for contender in ("liqoctl", "operator"):
-            results.append(run_once(contender, index, base_dir))
+            results.append(run_once(contender, index, base_dir, keep_logs))
     return results

@@ -105,6 +105,11 @@ def summarize_scale(levels: list[Run]) -> list[dict[str, Any]]:
                 "open_fds": lv["at_rest"]["open_fds"],
                 "tcp_established": lv["at_rest"]["tcp_established"],
                 "idle_cpu_percent": lv["idle_cpu_percent"],
+                "reaction_p50": percentile(lv.get("reactions", []), 50),
+                "reaction_p95": percentile(lv.get("reactions", []), 95),
+                "standin_p50": percentile(lv.get("standin_turns", []), 50),
+                "standin_p95": percentile(lv.get("standin_turns", []), 95),
+                "cpu_while_establishing": lv["cpu_while_establishing"],
                 "writes_at_rest": sum(lv["writes_at_rest"].values()),
                 "machine_busy_percent": lv["machine_busy_percent"],
             }
@@ -140,6 +145,10 @@ def targets(real: dict[str, Any] | None, scale: list[dict[str, Any]] | None) -> 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
 
 def console(results: dict[str, Any]) -> str:
@@ -182,15 +191,18 @@ def console(results: dict[str, Any]) -> str:
             "Scale (stand-in Liqo, light providers):",
             "",
             "| peerings | all Ready (s) | vs one | median Ready (s) | CPU establishing | RSS MB | peak RSS MB "
-            "| threads | fds | TCP conns | idle CPU | writes at rest |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| threads | fds | TCP conns | idle CPU | writes at rest | operator reaction p50 / p95 (ms) "
+            "| stand-in answer p50 / p95 (ms) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for row in scale:
             lines.append(
                 f"| {row['peerings']} | {_fmt(row['all_ready'], 1)} | {_fmt(row['vs_one'])} "
                 f"| {_fmt(row['median_ready'], 1)} | {_fmt(row['busy_cpu_percent'], 0)} % "
                 f"| {_fmt(row['rss_mb'], 0)} | {_fmt(row['peak_rss_mb'], 0)} | {row['threads']} | {row['open_fds']} "
-                f"| {row['tcp_established']} | {_fmt(row['idle_cpu_percent'])} % | {row['writes_at_rest']} |"
+                f"| {row['tcp_established']} | {_fmt(row['idle_cpu_percent'])} % | {row['writes_at_rest']} "
+                f"| {_ms(row['reaction_p50'])} / {_ms(row['reaction_p95'])} "
+                f"| {_ms(row['standin_p50'])} / {_ms(row['standin_p95'])} |"
             )
         lines.append("")
     if results.get("targets"):

@@ -8,6 +8,7 @@ clusters. The operator runs as a process, with its production resync interval.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import statistics
 import sys
@@ -20,20 +21,22 @@ from typing import Any
 
 from testenv import audit
 from testenv.kube import Kube
-from testenv.liqo_env import install_liqo
+from testenv.liqo_env import install_liqo, render_chart
 from testenv.localk8s import LocalCluster, start_clusters
 from testenv.operator_support import Peerings, api_client, install_crd
-from testenv.reactions import OPERATOR_AGENT
+from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET, Step, Target, peering_steps, reactions
 
 from . import procstat
 from .common import LIQOPEERING, start_operator
 from .lightk8s import LightCluster, LightProviders, start_light_providers
-from .procs import Spawned, log, quietly
+from .procs import Spawned, log, quietly, save_logs
+from .standins import USER_AGENT as STANDIN_AGENT
 from .tracker import Kind, Predicate, State, Tracker, condition
 
 CONSUMER_ID = "scale-consumer-id"
+PLACEHOLDER_ID = "bench-placeholder-cluster-id"
 NAMESPACE = "scale"
-STANDINS_PER_PROCESS = 10
+STANDINS_PER_PROCESS = 5  # Python threads share one core per process
 SETTLE_SECONDS = 15.0  # after the last Ready, before the quiet window: Liqo's (the stand-in's) follow-ups
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,6 +53,8 @@ class ScaleRun:
     idle_cpu_percent: float = 0.0  # the operator's CPU over the quiet window, share of one core
     at_rest: dict[str, Any] = field(default_factory=dict)  # procstat.Sample at the end of the quiet window
     writes_at_rest: dict[str, int] = field(default_factory=dict)  # the operator's, "side verb resource"
+    reactions: list[float] = field(default_factory=list)  # every step of every peering (testenv.reactions)
+    standin_turns: list[float] = field(default_factory=list)  # the stand-in's answers to the operator's writes
     others_writes_at_rest: int = 0  # everyone else's on the consumer (heartbeats of the stand-in, ...)
     cpu_while_establishing: dict[str, float] = field(default_factory=dict)  # CPU seconds per component
     machine_busy_percent: dict[str, float] = field(default_factory=dict)  # all cores, establishing/quiet
@@ -92,14 +97,24 @@ def _start_standins(
 
 
 def _install_providers(clusters: list[LightCluster], ids: dict[str, str]) -> None:
-    def install(index_cluster: tuple[int, LightCluster]) -> None:
-        i, cluster = index_cluster
+    """Liqo's objects on every provider, from one rendering of the chart (helm takes seconds each time).
+
+    The providers differ in their cluster ID, which the chart puts in one ConfigMap only; they share pod
+    and external CIDRs, which nothing here remaps or routes."""
+    pod, external = "10.200.0.0/16", "10.210.0.0/16"
+    rendered = render_chart(PLACEHOLDER_ID, pod, external, "10.20.0.0/16")
+
+    def install(cluster: LightCluster) -> None:
+        docs = copy.deepcopy(rendered)
+        cluster_id_maps = [d for d in docs if (d.get("data") or {}).get("CLUSTER_ID") == PLACEHOLDER_ID]
+        if len(cluster_id_maps) != 1:
+            raise RuntimeError("Liqo's chart no longer renders the cluster ID into exactly one ConfigMap")
+        cluster_id_maps[0]["data"]["CLUSTER_ID"] = ids[cluster.name]
         kc = Kube(cluster.api_client())
-        pod, external = f"10.{100 + i}.0.0/16", f"10.{180 + i}.0.0/16"
-        install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr)
+        install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(install, enumerate(clusters, start=1)))
+        list(pool.map(install, clusters))
 
 
 def _operator_writes(logs: dict[str, Path], start: float, end: float) -> dict[str, int]:
@@ -113,7 +128,45 @@ def _operator_writes(logs: dict[str, Path], start: float, end: float) -> dict[st
     return out
 
 
-def run_level(count: int, base_dir: Path, idle_seconds: float) -> ScaleRun:
+def standin_steps(consumer_id: str, provider_id: str) -> list[Step]:
+    """The other half of a peering: what Liqo (here the stand-in) writes in answer to the operator."""
+    c, p = "consumer", "provider"
+    answers = [
+        ("Configuration accepted", Target(c, "configurations/status", provider_id), "configurations"),
+        ("Configuration accepted", Target(p, "configurations/status", consumer_id), "configurations"),
+        ("GatewayServer endpoint", Target(p, "gatewayservers/status", consumer_id), "gatewayservers"),
+        ("nonce filled", Target(p, "secrets", NONCE_SECRET), "secrets"),
+        ("nonce signed", Target(c, "secrets", SIGNED_NONCE_SECRET), "secrets"),
+        ("Tenant credentials", Target(p, "tenants/status", consumer_id), "tenants"),
+        ("Identity kubeconfig", Target(c, "identities/status", f"controlplane-{provider_id}"), "identities"),
+        ("ResourceSlice accepted", Target(c, "resourceslices/status", provider_id), "resourceslices"),
+    ]
+    return [Step(name, answer, (Target(answer.side, asked, answer.name),)) for name, answer, asked in answers]
+
+
+def _turns(
+    consumer: Path, providers: list[LightCluster], ids: dict[str, str], start: float
+) -> tuple[list[float], list[float]]:
+    """Every peering's steps against their prerequisites, both ways: the operator's reactions to the
+    stand-in, and the stand-in's to the operator. The consumer holds every peering's objects, some under
+    the same name (liqo-signed-nonce): each peering is judged on its own tenant namespace there."""
+    since = datetime.fromtimestamp(start, UTC)
+    on_consumer = audit.writes(consumer, since=since)
+    operator, standin = [], []
+    for cluster in providers:
+        provider_id = ids[cluster.name]
+        tenant = f"liqo-tenant-{provider_id}"
+        events = {
+            "consumer": [e for e in on_consumer if e.namespace == tenant],
+            "provider": audit.writes(cluster.audit_log, since=since),
+        }
+        operator += [r.seconds for r in reactions(events, peering_steps(CONSUMER_ID, provider_id))]
+        steps = standin_steps(CONSUMER_ID, provider_id)
+        standin += [r.seconds for r in reactions(events, steps, operator_agent=STANDIN_AGENT)]
+    return operator, standin
+
+
+def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> ScaleRun:
     result = ScaleRun(count)
     work = base_dir / f"scale-{count}"
     work.mkdir(parents=True)
@@ -175,6 +228,7 @@ def run_level(count: int, base_dir: Path, idle_seconds: float) -> ScaleRun:
         median = statistics.median(result.ready_times)
         log(f"scale {count}: all Ready after {result.all_ready:.1f}s (median {median:.1f}s)")
 
+        result.reactions, result.standin_turns = _turns(consumer.audit_log, providers.clusters, ids, start)
         time.sleep(SETTLE_SECONDS)
         cpu_before, machine_before = procstat.cpu_seconds(pid), procstat.machine_busy_seconds()
         quiet_start = time.time()
@@ -188,6 +242,8 @@ def run_level(count: int, base_dir: Path, idle_seconds: float) -> ScaleRun:
         result.at_rest = procstat.sample(pid).to_json()
         logs = {"consumer": consumer.audit_log} | {c.name: c.audit_log for c in providers.clusters}
         result.writes_at_rest = _operator_writes(logs, quiet_start, quiet_end)
+        if keep_logs:
+            save_logs({f"audit-{name}": path for name, path in logs.items()}, work / "logs")
         since = datetime.fromtimestamp(quiet_start, UTC)
         result.others_writes_at_rest = sum(
             1 for e in audit.writes(consumer.audit_log, since=since) if not e.user_agent.startswith(OPERATOR_AGENT)
@@ -199,5 +255,5 @@ def run_level(count: int, base_dir: Path, idle_seconds: float) -> ScaleRun:
     return result
 
 
-def run_all(levels: list[int], base_dir: Path, idle_seconds: float) -> list[ScaleRun]:
-    return [run_level(count, base_dir, idle_seconds) for count in levels]
+def run_all(levels: list[int], base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> list[ScaleRun]:
+    return [run_level(count, base_dir, idle_seconds, keep_logs) for count in levels]
