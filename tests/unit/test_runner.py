@@ -30,8 +30,8 @@ class Service:
         self.released: list[tuple[str, str]] = []
         self.mirror_result: Outcome | None = None
 
-    def reconcile(self, namespace: str, name: str) -> Outcome:
-        self.calls.append(f"reconcile {name}")
+    def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+        self.calls.append(f"reconcile {name}" + (" reusing" if known is not None else ""))
         return Outcome(secret=(namespace, "kubeconfig"))
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
@@ -67,7 +67,7 @@ def test_teardown_waits_for_the_running_reconcile_of_the_same_peering() -> None:
     order: list[str] = []
     reconciling, release = threading.Event(), threading.Event()
 
-    def slow_reconcile(namespace: str, name: str) -> Outcome:
+    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         reconciling.set()
         release.wait(10)
         order.append("reconcile applied")
@@ -92,7 +92,7 @@ def test_other_peerings_are_not_blocked() -> None:
     run, svc, _ = runner()
     reconciling, release = threading.Event(), threading.Event()
 
-    def slow_reconcile(namespace: str, name: str) -> Outcome:
+    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         reconciling.set()
         release.wait(10)
         return Outcome()
@@ -120,11 +120,20 @@ def test_the_foreign_cluster_fast_path_uses_the_last_outcome_and_falls_back() ->
     assert svc.calls[3:] == ["mirror p"]
 
 
+def test_a_pass_woken_by_liqos_objects_only_reuses_the_last_discovery() -> None:
+    run, svc, _ = runner()
+    run.reconcile("ns", "p", full=False)  # nothing known yet
+    run.reconcile("ns", "p", full=False)
+    run.reconcile("ns", "p", full=True)
+    assert svc.calls == ["reconcile p", "reconcile p reusing", "reconcile p"]
+
+
 def test_each_pass_gives_the_hub_its_routes_and_teardown_forgets_everything() -> None:
     run, svc, hub = runner()
     run.reconcile("ns", "p")
     (route,) = hub.routes[("ns", "p")]  # no context yet: only the kubeconfig Secret
     assert (route.scope.res, route.scope.namespace, route.name) == (r.SECRET, "ns", "kubeconfig")
+    assert route.wake_as == "kubeconfig"  # a rotated kubeconfig makes the next pass discover again
     run.teardown({"metadata": {"namespace": "ns", "name": "p"}})
     assert ("ns", "p") not in hub.routes and svc.released == [("ns", "p")]
     assert run._last == {} and run._locks == {}
@@ -132,7 +141,7 @@ def test_each_pass_gives_the_hub_its_routes_and_teardown_forgets_everything() ->
 
 def test_a_gone_peering_gets_no_routes() -> None:
     run, svc, hub = runner()
-    svc.reconcile = lambda namespace, name: Outcome(gone=True)  # type: ignore[method-assign]
+    svc.reconcile = lambda namespace, name, known=None: Outcome(gone=True)  # type: ignore[method-assign]
     assert run.reconcile("ns", "p").gone and hub.routes == {}
 
 

@@ -8,21 +8,24 @@ import threading
 from collections.abc import Hashable, Iterator
 from typing import Any, cast
 
-from liqo_peering.clients.cluster import ClusterClient
+import pytest
+
+from liqo_peering.clients.cluster import ClusterClient, selector_matches, selector_within
 from liqo_peering.clients.informer import Scope
 from liqo_peering.engine.watches import Route, WatchHub
-from liqo_peering.errors import ClusterUnreachable
+from liqo_peering.errors import ApiError, ClusterUnreachable
 from liqo_peering.liqo import resources as r
 
 WAIT = 10.0
 
 
-class ListWatch:
-    """List returns the current objects; a watch streams what ``emit`` sends until stopped or ``end``."""
-
-    side = "consumer"
+class ListWatch(ClusterClient):
+    """A ClusterClient whose API server is a list: list returns the current objects, a watch streams
+    what ``emit`` sends until stopped, and any other request is counted and answered from the list."""
 
     def __init__(self) -> None:
+        super().__init__(cast(Any, None), "consumer", "fake")
+        self.calls: list[tuple[str, str]] = []
         self.objects: list[dict[str, Any]] = []
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.lists = 0
@@ -54,6 +57,20 @@ class ListWatch:
 
     def emit(self, kind: str, obj: dict[str, Any]) -> None:
         self.events.put({"type": kind, "object": obj})
+
+    def _call(self, method: str, path: str, *, body: Any = None, query: Any = None, content_type: Any = None) -> Any:
+        self.calls.append((method, path))
+        name = path.rsplit("/", 1)[-1]
+        if method == "GET" and query is not None:  # a list
+            return {"items": list(self.objects), "metadata": {"resourceVersion": "1"}}
+        if method == "GET":
+            found = [o for o in self.objects if o["metadata"]["name"] == name]
+            if not found:
+                raise ApiError("not found", status=404, body={"details": {"name": name}})
+            return found[0]
+        if method == "DELETE":
+            return {}
+        return {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}}
 
 
 class Wakes:
@@ -123,6 +140,7 @@ def test_events_reach_only_the_peerings_they_concern() -> None:
         assert wakes.wait_for("a") and wakes.wait_for("b")
         cluster.emit("MODIFIED", obj("tenant-a", version="2"))
         assert wakes.wait_for("a", 2)
+        assert wakes.seen[0] == ("a", "relisted") and ("a", "Connection") in wakes.seen
         cluster.emit("MODIFIED", obj("tenant-b", version="3"))
         assert wakes.wait_for("b", 2)
         assert wakes.count("a") == 2
@@ -167,3 +185,60 @@ def test_an_informer_stops_when_its_last_route_goes() -> None:
     assert hub.stats() == {"informers": 0, "peerings": 0}
     informer._thread.join(WAIT)
     assert not informer.alive
+
+
+def labelled(namespace: str, name: str, peer: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name, "labels": {"liqo.io/remote-cluster-id": peer}}}
+
+
+def test_reads_come_from_the_informer_cache_and_writes_go_into_it() -> None:
+    cluster, wakes = ListWatch(), Wakes()
+    cluster.objects = [labelled("tenant-a", "p", "p"), labelled("tenant-b", "q", "q")]
+    hub = WatchHub(wakes)
+    try:
+        hub.set_routes("a", [route(cluster, "tenant-a")])
+        assert wakes.wait_for("a")
+        # Served from the cache: no request.
+        assert cluster.get(r.CONNECTION, "p", "tenant-a") == cluster.objects[0]
+        found = cluster.find(r.CONNECTION, "tenant-b", labels="liqo.io/remote-cluster-id=q")
+        assert [o["metadata"]["name"] for o in found] == ["q"]
+        assert cluster.find(r.CONNECTION, "tenant-a", labels="liqo.io/remote-cluster-id=q") == []
+        assert cluster.calls == []
+        # A read the informer does not cover (another kind, or a field selector) asks the server.
+        assert cluster.find(r.CONNECTION, "tenant-a", fields="metadata.name=p") is not None
+        assert cluster.calls[-1][0] == "GET"
+        # An apply's answer is cached at once: the next pass reads what it wrote.
+        cluster.apply(r.CONNECTION, {**labelled("tenant-a", "new", "p"), "spec": {"x": 1}})
+        calls = len(cluster.calls)
+        assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 1}  # type: ignore[index]
+        assert len(cluster.calls) == calls
+        # An answer older than what the watch already delivered never replaces it.
+        informer = next(iter(hub._informers.values()))
+        informer.remember(
+            {**labelled("tenant-a", "new", "p"), "spec": {"x": 0}}
+            | {"metadata": {"namespace": "tenant-a", "name": "new", "resourceVersion": "3"}}
+        )
+        assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 1}  # type: ignore[index]
+        # A delete forgets it: the object may linger (finalizers), so the next read asks the server.
+        cluster.delete(r.CONNECTION, "p", "tenant-a")
+        assert cluster.get(r.CONNECTION, "p", "tenant-a") is not None and cluster.calls[-1][0] == "GET"
+        # An event updates the cache before the peering wakes.
+        newer = labelled("tenant-a", "new", "p")
+        newer["metadata"]["resourceVersion"] = "10"  # after the apply's answer (9)
+        cluster.emit("MODIFIED", {**newer, "spec": {"x": 2}})
+        assert wakes.wait_for("a", 2)
+        assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 2}  # type: ignore[index]
+        # A miss asks the server (the cache never claims an object is absent).
+        with pytest.raises(ApiError):
+            cluster._call("GET", "/x/absent")
+        assert cluster.get(r.CONNECTION, "absent", "tenant-a") is None
+    finally:
+        hub.stop()
+    assert not cluster._covering(r.CONNECTION, "tenant-a")  # stopped informers serve nothing
+
+
+def test_selectors() -> None:
+    assert selector_within("liqo.io/remote-cluster-id", "liqo.io/remote-cluster-id=p,a=b")
+    assert selector_within(None, "a=b") and selector_within("a=b", "a=b,c=d")
+    assert not selector_within("a=b", "c=d") and not selector_within("a", "b=c")
+    assert selector_matches("a,b=c", {"a": "x", "b": "c"}) and not selector_matches("a", {"b": "c"})

@@ -1,7 +1,11 @@
 """A thin, generic REST client for one cluster: the operator's one error boundary towards Kubernetes.
 
 Every engine call goes through here, so timeouts, error wording and the side ("consumer" or
-"provider") live in one place. Nothing above this layer sees the Kubernetes client's exceptions: every
+"provider") live in one place. Reads are served from the informers' caches when an informer covers
+them (as controller-runtime's cached client does), and the client's own writes go into those caches,
+so a pass reads what it just wrote; a miss always asks the API server.
+
+Nothing above this layer sees the Kubernetes client's exceptions: every
 failure is a PeeringError (ClusterUnreachable, ClusterForbidden, LiqoNotInstalled or ApiError) that
 says whether retrying can help. Server-side apply makes repeated steps idempotent, and ``ensure``
 skips the apply when the stored object already holds what it would send.
@@ -10,6 +14,7 @@ skips the apply when the stored object already holds what it would send.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +36,8 @@ class ClusterClient:
         self.api = api
         self.side = side  # "consumer" or "provider", used in messages
         self.describe = describe  # e.g. the server URL, never credentials
+        self._informers: list[Any] = []  # clients.informer.Informer (attached by the informer itself)
+        self._informers_lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------------------
     def _request(
@@ -121,6 +128,10 @@ class ClusterClient:
 
     # -- reads ----------------------------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        for informer in self._covering(res, namespace):
+            hit = informer.cached(namespace if res.namespaced else None, name)
+            if hit is not None:
+                return dict(hit)
         try:
             return dict(self._call("GET", res.path(namespace, name)))
         except ApiError as exc:
@@ -133,6 +144,14 @@ class ClusterClient:
     def find(
         self, res: Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
     ) -> list[dict[str, Any]]:
+        if not fields:
+            for informer in self._covering(res, namespace, labels):
+                return [
+                    obj
+                    for obj in informer.cached_items()
+                    if (namespace is None or (obj.get("metadata") or {}).get("namespace") == namespace)
+                    and selector_matches(labels, (obj.get("metadata") or {}).get("labels") or {})
+                ]
         query = []
         if labels:
             query.append(("labelSelector", labels))
@@ -151,14 +170,15 @@ class ClusterClient:
         meta = body["metadata"]
         query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
         try:
-            return dict(
+            return self._remember(
+                res,
                 self._call(
                     "PATCH",
                     res.path(meta.get("namespace"), meta["name"]),
                     body=body,
                     query=query,
                     content_type="application/apply-patch+yaml",
-                )
+                ),
             )
         except ApiError as exc:
             if exc.status == 404:
@@ -172,7 +192,7 @@ class ClusterClient:
         if found is not None:
             return found, False
         try:
-            return dict(self._call("POST", res.path(meta.get("namespace")), body=body)), True
+            return self._remember(res, self._call("POST", res.path(meta.get("namespace")), body=body)), True
         except ApiError as exc:
             if exc.status == 409:
                 again = self.get(res, meta["name"], meta.get("namespace"))
@@ -184,13 +204,14 @@ class ClusterClient:
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None
     ) -> dict[str, Any] | None:
         try:
-            return dict(
+            return self._remember(
+                res,
                 self._call(
                     "PATCH",
                     res.path(namespace, name, subresource),
                     body=patch,
                     content_type="application/merge-patch+json",
-                )
+                ),
             )
         except ApiError as exc:
             if exc.status == 404:
@@ -199,6 +220,8 @@ class ClusterClient:
 
     def delete(self, res: Resource, name: str, namespace: str | None = None) -> bool:
         """Delete; True when the object is (already) gone or going. Missing types count as gone."""
+        for informer in self._covering(res, namespace):
+            informer.forget(namespace if res.namespaced else None, name)  # it may linger (finalizers): ask
         try:
             self._call("DELETE", res.path(namespace, name), query=[("propagationPolicy", "Background")])
         except ApiError as exc:
@@ -207,7 +230,42 @@ class ClusterClient:
         return True
 
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        return dict(self._call("POST", res.path(namespace), body=body))
+        return self._remember(res, self._call("POST", res.path(namespace), body=body))
+
+    # -- the informers' caches ------------------------------------------------------------------
+    def attach(self, informer: Any) -> None:
+        with self._informers_lock:
+            self._informers.append(informer)
+
+    def detach(self, informer: Any) -> None:
+        with self._informers_lock:
+            if informer in self._informers:
+                self._informers.remove(informer)
+
+    def _covering(self, res: Resource, namespace: str | None, labels: str | None = None) -> list[Any]:
+        """Synced informers of ``res`` whose scope holds every object a read of (namespace, labels) can see."""
+        with self._informers_lock:
+            informers = list(self._informers)
+        return [
+            i
+            for i in informers
+            if i.synced
+            and i.scope.res == res
+            and (i.scope.namespace is None or i.scope.namespace == namespace)
+            and (labels is None or selector_within(i.scope.labels, labels))
+            and (i.scope.fields is None or labels is None)
+        ]
+
+    def _remember(self, res: Resource, obj: Any) -> dict[str, Any]:
+        """Put what the server answered to our write into the caches that cover it (read-your-writes)."""
+        found = dict(obj)
+        meta = found.get("metadata") or {}
+        for informer in self._covering(res, meta.get("namespace")):
+            if selector_matches(informer.scope.labels, meta.get("labels") or {}) and _fields_match(
+                informer.scope.fields, meta
+            ):
+                informer.remember(found)
+        return found
 
     def ensure(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
         """Apply ``body`` unless the stored object already holds it as Liqo stores it: quiet at rest."""
@@ -278,3 +336,31 @@ class ClusterClient:
     def close(self) -> None:
         """Release this client's connections (a rotated or dropped kubeconfig)."""
         self.api.close()
+
+
+def _terms(selector: str | None) -> set[str]:
+    return {t.strip() for t in (selector or "").split(",") if t.strip()}
+
+
+def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
+    """Equality-based label selectors as the operator writes them: ``k=v`` and ``k`` (exists)."""
+    for term in _terms(selector):
+        key, eq, value = term.partition("=")
+        if (eq and labels.get(key) != value) or (not eq and key not in labels):
+            return False
+    return True
+
+
+def selector_within(scope: str | None, query: str) -> bool:
+    """True when every object ``query`` selects is also selected by ``scope`` (the informer's selector)."""
+    wanted = _terms(query)
+    return all(t in wanted or ("=" not in t and any(q.startswith(t + "=") for q in wanted)) for t in _terms(scope))
+
+
+def _fields_match(fields: str | None, meta: dict[str, Any]) -> bool:
+    """Field selectors the operator uses: ``metadata.name=<name>``."""
+    for term in _terms(fields):
+        key, _, value = term.partition("=")
+        if key == "metadata.name" and meta.get("name") != value:
+            return False
+    return True

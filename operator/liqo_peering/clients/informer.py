@@ -1,4 +1,5 @@
-"""One list-and-watch of one resource on one cluster, shared by every peering that needs it.
+"""One list-and-watch of one resource on one cluster, shared by every peering that needs it, and the
+cache of what it saw (the client reads from it: see ClusterClient.get and find).
 
 Informer semantics, as client-go's: every (re)list is reported through ``on_list``, because whatever
 changed before the watch began (or while a broken watch was down) is only visible in the list. The
@@ -9,6 +10,7 @@ the last event's version without a new list, and an expired version (410) lists 
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +49,9 @@ class Informer:
         self.on_list = on_list
         self.on_event = on_event
         self.lists = 0  # how many (re)lists ran: one per start or restart of the watch
+        self.synced = False  # the store holds everything in scope (a list ran and the watch is up)
+        self._store: dict[tuple[str | None, str], dict[str, Any]] = {}
+        self._store_lock = threading.Lock()
         self._stop = threading.Event()
         self._response: Any = None
         self._thread = threading.Thread(
@@ -54,10 +59,13 @@ class Informer:
         )
 
     def start(self) -> Informer:
+        self.client.attach(self)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        self.client.detach(self)
+        self.synced = False
         self._stop.set()
         response = self._response
         if response is not None:
@@ -79,6 +87,9 @@ class Informer:
         while not self._stop.is_set():
             try:
                 items, version = self.client.list_page(scope.res, scope.namespace, scope.labels, scope.fields)
+                with self._store_lock:
+                    self._store = {_key(obj): obj for obj in items}
+                self.synced = True
                 self.lists += 1
                 self.on_list(items)
                 backoff = 1.0
@@ -94,6 +105,7 @@ class Informer:
                 backoff = min(backoff * 2, MAX_BACKOFF)
             finally:
                 self._response = None
+            self.synced = False  # a broken watch may have missed events: lists again before serving
 
     def _watch(self, version: str) -> str:
         """One watch request; returns the version to resume from, or "" to list again."""
@@ -109,5 +121,43 @@ class Informer:
                 return ""  # 410 Gone (expired version) or similar: list again
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
+                self.remember(obj, deleted=kind == "DELETED")
                 self.on_event(str(kind), obj)
         return version
+
+    # -- the cache ---------------------------------------------------------------------------------
+    def remember(self, obj: dict[str, Any], deleted: bool = False) -> None:
+        """Record an object seen by the watch, or written by this client (read-your-writes)."""
+        with self._store_lock:
+            if deleted:
+                self._store.pop(_key(obj), None)
+            elif _version(obj) >= _version(self._store.get(_key(obj))):
+                # Never older over newer: our write's answer can arrive after the watch delivered a
+                # later change (Liqo's status), and that change would otherwise be lost until a relist.
+                self._store[_key(obj)] = obj
+
+    def forget(self, namespace: str | None, name: str) -> None:
+        with self._store_lock:
+            self._store.pop((namespace, name), None)
+
+    def cached(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        with self._store_lock:
+            obj = self._store.get((namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def cached_items(self) -> list[dict[str, Any]]:
+        with self._store_lock:
+            return copy.deepcopy(list(self._store.values()))
+
+
+def _key(obj: dict[str, Any]) -> tuple[str | None, str]:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace"), str(meta.get("name")))
+
+
+def _version(obj: dict[str, Any] | None) -> int:
+    """resourceVersion as a number (etcd's revision; opaque to clients in general, ordered in practice)."""
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0

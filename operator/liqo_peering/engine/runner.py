@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import structlog
 
 from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
-from liqo_peering.engine.watches import Route, WatchHub, peering_routes
+from liqo_peering.engine.watches import KUBECONFIG, RELISTED, Route, WatchHub, peering_routes
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
@@ -69,8 +69,9 @@ class PeeringRunner:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def reconcile(self, namespace: str, name: str, mirror_only: bool = False) -> Outcome:
-        """One pass (synchronous): the ForeignCluster fast path when only it changed, else a reconcile.
+    def reconcile(self, namespace: str, name: str, mirror_only: bool = False, full: bool = True) -> Outcome:
+        """One pass (synchronous): the ForeignCluster fast path when only it changed, else a reconcile;
+        ``full=False`` (only Liqo's objects changed) lets it reuse the last pass's discovery.
 
         The lock matters because kopf cancelling a daemon on deletion does not stop its worker thread:
         a reconcile already past its deletionTimestamp check would re-apply objects while, or after,
@@ -83,7 +84,7 @@ class PeeringRunner:
             if mirror_only and last is not None:
                 outcome = self.service.refresh_mirror(namespace, name, last)
             if outcome is None:
-                outcome = self.service.reconcile(namespace, name)
+                outcome = self.service.reconcile(namespace, name, None if full else last)
             if outcome.gone:
                 return outcome
             self._last[key] = outcome
@@ -123,13 +124,13 @@ class PeeringRunner:
         trigger = self._triggers[key] = asyncio.Event()
         kinds = self._kinds.setdefault(key, set())
         failures = 0
-        mirror_only = False
+        mirror_only, full = False, True
         try:
             while not stopped:
                 trigger.clear()
                 kinds.clear()
                 try:
-                    outcome = await self.in_thread(self.reconcile, namespace, name, mirror_only)
+                    outcome = await self.in_thread(self.reconcile, namespace, name, mirror_only, full)
                 except Exception:
                     failures += 1
                     log.exception("reconcile crashed; retrying", peering=f"{namespace}/{name}")
@@ -141,6 +142,8 @@ class PeeringRunner:
                 await self._wait(trigger, stopped, self.delay(outcome, failures))
                 await asyncio.sleep(DEBOUNCE_SECONDS)
                 mirror_only = kinds == {"ForeignCluster"}
+                # A timer (resync, timeout), a spec change, the kubeconfig Secret or an error: discover again.
+                full = not kinds or bool(kinds & {"spec", KUBECONFIG, RELISTED}) or failures > 0
         finally:
             # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake.
             self._triggers.pop(key, None)

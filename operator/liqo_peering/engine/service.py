@@ -98,7 +98,11 @@ class PeeringService:
                 )
 
     # -- reconcile ---------------------------------------------------------------------------------
-    def reconcile(self, namespace: str, name: str) -> Outcome:
+    def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+        """One pass. ``known``: the last pass, when it succeeded and nothing but Liqo's objects changed since;
+        its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
+        none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
+        change, Secret change, error and resync)."""
         body = self.local.get(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
@@ -121,26 +125,16 @@ class PeeringService:
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             remote = self._remote_client(namespace, name, spec)
             outcome.remote = remote
-            consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
-            provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
-            ids = (consumer.cluster_id, provider.cluster_id)
-            logs.bind_peering(namespace, name, provider.cluster_id)
-            self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
-            owner = naming.owner_labels(namespace, name)
-            ctx = PeeringContext(
-                namespace,
-                name,
-                consumer,
-                provider,
-                consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, provider.cluster_id, owner),
-                provider_tenant_ns=discovery.ensure_tenant_namespace(remote, consumer.cluster_id, owner),
-            )
+            if known is not None and known.error is None and known.remote is remote and known.ctx is not None:
+                ctx = known.ctx
+            else:
+                ctx = self._discover(namespace, name, meta, spec, remote)
+            ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
+            logs.bind_peering(namespace, name, ctx.provider.cluster_id)
             created_anything = True
-            if self.tenant_access is not None:
-                discovery.ensure_tenant_access(self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner)
             outcome.ctx = ctx
             stages = self._run_stages(PeeringRun(spec, self.local, remote, ctx))
-            mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, provider.cluster_id))
+            mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
                 error = PeeringError(failed.message, reason=failed.reason, transient=failed.transient)
@@ -172,6 +166,27 @@ class PeeringService:
         outcome.transient_error = transient
         outcome.observation, outcome.error = obs, error
         return outcome
+
+    def _discover(
+        self, namespace: str, name: str, meta: dict[str, Any], spec: LiqoPeeringSpec, remote: ClusterClient
+    ) -> PeeringContext:
+        """Both clusters' IDs and CIDRs, the duplicate check, and both tenant namespaces (made if absent)."""
+        consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
+        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
+        logs.bind_peering(namespace, name, provider.cluster_id)
+        self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
+        owner = naming.owner_labels(namespace, name)
+        ctx = PeeringContext(
+            namespace,
+            name,
+            consumer,
+            provider,
+            consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, provider.cluster_id, owner),
+            provider_tenant_ns=discovery.ensure_tenant_namespace(remote, consumer.cluster_id, owner),
+        )
+        if self.tenant_access is not None:
+            discovery.ensure_tenant_access(self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner)
+        return ctx
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
         """Only the ForeignCluster changed: re-mirror it onto the last reconcile's observations.

@@ -22,6 +22,8 @@ from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
 Wake = Callable[[Hashable, str], None]  # (peering key, kind of the object that changed)
+# What a wake says when the kubeconfig Secret changed, or when an informer (re)listed (anything may have).
+KUBECONFIG, RELISTED = "kubeconfig", "relisted"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Route:
     namespace: str | None = None  # the object's namespace
     name: str | None = None  # the object's name
     label: tuple[str, str] | None = None  # a label the object carries
+    wake_as: str | None = None  # what the peering is told changed (default: the kind)
 
     def matches(self, obj: dict[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
@@ -63,7 +66,7 @@ def peering_routes(
     may read Pods only inside tenant namespaces (watchNamespaces mode), so that informer is per namespace.
     """
     namespace, secret_name = secret
-    routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name)]
+    routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name, wake_as=KUBECONFIG)]
     if ctx is None or remote is None:
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
@@ -145,7 +148,7 @@ class WatchHub:
         for informer in to_start:
             informer.start()
         if wake_now:
-            self._wake(key, "watch")
+            self._wake(key, RELISTED)
 
     def drop(self, key: Hashable) -> None:
         self.set_routes(key, [])
@@ -172,14 +175,15 @@ class WatchHub:
 
         def on_list(_items: list[dict[str, Any]]) -> None:
             for peering in self._peerings_of(ikey):
-                self._wake(peering, kind)
+                self._wake(peering, RELISTED)
 
         def on_event(_type: str, obj: dict[str, Any]) -> None:
             with self._lock:
                 routed = list(self._routes.get(ikey, {}).items())
             for peering, routes in routed:
-                if any(route.matches(obj) for route in routes):
-                    self._wake(peering, kind)
+                matched = next((route for route in routes if route.matches(obj)), None)
+                if matched is not None:
+                    self._wake(peering, matched.wake_as or kind)
 
         return Informer(route.client, route.scope, on_list, on_event)
 
