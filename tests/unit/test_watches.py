@@ -92,6 +92,17 @@ class Wakes:
             return sum(1 for k, _ in self.seen if k == key)
 
 
+@pytest.fixture
+def watched() -> Iterator[tuple[ListWatch, Wakes, WatchHub]]:
+    """A cluster, the wakes its hub reports, and the hub (stopped afterwards)."""
+    cluster, wakes = ListWatch(), Wakes()
+    hub = WatchHub(wakes)
+    try:
+        yield cluster, wakes, hub
+    finally:
+        hub.stop()
+
+
 def obj(namespace: str, name: str = "x", version: str = "1") -> dict[str, Any]:
     return {"metadata": {"namespace": namespace, "name": name, "resourceVersion": version}}
 
@@ -102,75 +113,55 @@ def route(client: ListWatch, namespace: str) -> Route:
     )
 
 
-def test_a_change_before_the_watch_starts_wakes_the_peering() -> None:
+def test_a_change_before_the_watch_starts_wakes_the_peering(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
     """The lost wake-up: a pass reads the clusters, the change lands, then the watch starts. Listing
     without signalling (the old code) slept a whole resync interval; the list must count as an event."""
-    cluster, wakes = ListWatch(), Wakes()
-    hub = WatchHub(wakes)
+    cluster, wakes, hub = watched
     # The pass saw nothing; now Liqo writes the Connection; only then does the peering's route exist.
     cluster.objects.append(obj("tenant-a", "connected"))
     hub.set_routes("a", [route(cluster, "tenant-a")])
-    try:
-        assert wakes.wait_for("a")
-    finally:
-        hub.stop()
+    assert wakes.wait_for("a")
 
 
-def test_a_route_joining_a_running_informer_wakes_its_peering_once() -> None:
-    cluster, wakes = ListWatch(), Wakes()
-    hub = WatchHub(wakes)
-    try:
-        hub.set_routes("a", [route(cluster, "tenant-a")])
-        assert wakes.wait_for("a")
-        hub.set_routes("b", [route(cluster, "tenant-b")])  # the informer listed before b's route existed
-        assert wakes.wait_for("b")
-        hub.set_routes("b", [route(cluster, "tenant-b")])  # the same routes again: nothing new to learn
-        assert wakes.count("b") == 1
-        assert cluster.lists == 1 and hub.stats() == {"informers": 1, "peerings": 2}  # shared
-    finally:
-        hub.stop()
+def test_a_route_joining_a_running_informer_wakes_its_peering_once(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    cluster, wakes, hub = watched
+    hub.set_routes("a", [route(cluster, "tenant-a")])
+    assert wakes.wait_for("a")
+    hub.set_routes("b", [route(cluster, "tenant-b")])  # the informer listed before b's route existed
+    assert wakes.wait_for("b")
+    hub.set_routes("b", [route(cluster, "tenant-b")])  # the same routes again: nothing new to learn
+    assert wakes.count("b") == 1
+    assert cluster.lists == 1 and hub.stats() == {"informers": 1, "peerings": 2}  # shared
 
 
-def test_events_reach_only_the_peerings_they_concern() -> None:
-    cluster, wakes = ListWatch(), Wakes()
-    hub = WatchHub(wakes)
-    try:
-        hub.set_routes("a", [route(cluster, "tenant-a")])
-        hub.set_routes("b", [route(cluster, "tenant-b")])
-        assert wakes.wait_for("a") and wakes.wait_for("b")
-        cluster.emit("MODIFIED", obj("tenant-a", version="2"))
-        assert wakes.wait_for("a", 2)
-        assert wakes.seen[0] == ("a", "relisted") and ("a", "Connection") in wakes.seen
-        cluster.emit("MODIFIED", obj("tenant-b", version="3"))
-        assert wakes.wait_for("b", 2)
-        assert wakes.count("a") == 2
-    finally:
-        hub.stop()
+def test_events_reach_only_the_peerings_they_concern(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    cluster, wakes, hub = watched
+    hub.set_routes("a", [route(cluster, "tenant-a")])
+    hub.set_routes("b", [route(cluster, "tenant-b")])
+    assert wakes.wait_for("a") and wakes.wait_for("b")
+    cluster.emit("MODIFIED", obj("tenant-a", version="2"))
+    assert wakes.wait_for("a", 2)
+    assert wakes.seen[0] == ("a", "relisted") and ("a", "Connection") in wakes.seen
+    cluster.emit("MODIFIED", obj("tenant-b", version="3"))
+    assert wakes.wait_for("b", 2)
+    assert wakes.count("a") == 2
 
 
-def test_a_restarted_watch_lists_again_and_wakes_everyone_routed() -> None:
-    cluster, wakes = ListWatch(), Wakes()
-    hub = WatchHub(wakes)
-    try:
-        hub.set_routes("a", [route(cluster, "tenant-a")])
-        assert wakes.wait_for("a")
-        cluster.events.put({"type": "ERROR", "object": {"code": 410}})  # expired version: list again
-        assert wakes.wait_for("a", 2)
-        assert cluster.lists == 2
-    finally:
-        hub.stop()
+def test_a_restarted_watch_lists_again_and_wakes_everyone_routed(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    cluster, wakes, hub = watched
+    hub.set_routes("a", [route(cluster, "tenant-a")])
+    assert wakes.wait_for("a")
+    cluster.events.put({"type": "ERROR", "object": {"code": 410}})  # expired version: list again
+    assert wakes.wait_for("a", 2)
+    assert cluster.lists == 2
 
 
-def test_an_unreachable_cluster_is_retried_and_its_first_list_wakes() -> None:
-    cluster, wakes = ListWatch(), Wakes()
+def test_an_unreachable_cluster_is_retried_and_its_first_list_wakes(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    cluster, wakes, hub = watched
     cluster.fail_lists = 1
-    hub = WatchHub(wakes)
-    try:
-        hub.set_routes("a", [route(cluster, "tenant-a")])
-        assert wakes.wait_for("a")  # after one backoff (1 s)
-        assert cluster.lists == 1
-    finally:
-        hub.stop()
+    hub.set_routes("a", [route(cluster, "tenant-a")])
+    assert wakes.wait_for("a")  # after one backoff (1 s)
+    assert cluster.lists == 1
 
 
 def test_an_informer_stops_when_its_last_route_goes() -> None:
@@ -191,49 +182,46 @@ def labelled(namespace: str, name: str, peer: str) -> dict[str, Any]:
     return {"metadata": {"namespace": namespace, "name": name, "labels": {"liqo.io/remote-cluster-id": peer}}}
 
 
-def test_reads_come_from_the_informer_cache_and_writes_go_into_it() -> None:
-    cluster, wakes = ListWatch(), Wakes()
+def test_reads_come_from_the_informer_cache_and_writes_go_into_it(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    cluster, wakes, hub = watched
     cluster.objects = [labelled("tenant-a", "p", "p"), labelled("tenant-b", "q", "q")]
-    hub = WatchHub(wakes)
-    try:
-        hub.set_routes("a", [route(cluster, "tenant-a")])
-        assert wakes.wait_for("a")
-        # Served from the cache: no request.
-        assert cluster.get(r.CONNECTION, "p", "tenant-a") == cluster.objects[0]
-        found = cluster.find(r.CONNECTION, "tenant-b", labels="liqo.io/remote-cluster-id=q")
-        assert [o["metadata"]["name"] for o in found] == ["q"]
-        assert cluster.find(r.CONNECTION, "tenant-a", labels="liqo.io/remote-cluster-id=q") == []
-        assert cluster.calls == []
-        # A read the informer does not cover (another kind, or a field selector) asks the server.
-        assert cluster.find(r.CONNECTION, "tenant-a", fields="metadata.name=p") is not None
-        assert cluster.calls[-1][0] == "GET"
-        # An apply's answer is cached at once: the next pass reads what it wrote.
-        cluster.apply(r.CONNECTION, {**labelled("tenant-a", "new", "p"), "spec": {"x": 1}})
-        calls = len(cluster.calls)
-        assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 1}  # type: ignore[index]
-        assert len(cluster.calls) == calls
-        # An answer older than what the watch already delivered never replaces it.
-        informer = next(iter(hub._informers.values()))
-        informer.remember(
-            {**labelled("tenant-a", "new", "p"), "spec": {"x": 0}}
-            | {"metadata": {"namespace": "tenant-a", "name": "new", "resourceVersion": "3"}}
-        )
-        assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 1}  # type: ignore[index]
-        # A delete forgets it: the object may linger (finalizers), so the next read asks the server.
-        cluster.delete(r.CONNECTION, "p", "tenant-a")
-        assert cluster.get(r.CONNECTION, "p", "tenant-a") is not None and cluster.calls[-1][0] == "GET"
-        # An event updates the cache before the peering wakes.
-        newer = labelled("tenant-a", "new", "p")
-        newer["metadata"]["resourceVersion"] = "10"  # after the apply's answer (9)
-        cluster.emit("MODIFIED", {**newer, "spec": {"x": 2}})
-        assert wakes.wait_for("a", 2)
-        assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 2}  # type: ignore[index]
-        # A miss asks the server (the cache never claims an object is absent).
-        with pytest.raises(ApiError):
-            cluster._call("GET", "/x/absent")
-        assert cluster.get(r.CONNECTION, "absent", "tenant-a") is None
-    finally:
-        hub.stop()
+    hub.set_routes("a", [route(cluster, "tenant-a")])
+    assert wakes.wait_for("a")
+    # Served from the cache: no request.
+    assert cluster.get(r.CONNECTION, "p", "tenant-a") == cluster.objects[0]
+    found = cluster.find(r.CONNECTION, "tenant-b", labels="liqo.io/remote-cluster-id=q")
+    assert [o["metadata"]["name"] for o in found] == ["q"]
+    assert cluster.find(r.CONNECTION, "tenant-a", labels="liqo.io/remote-cluster-id=q") == []
+    assert cluster.calls == []
+    # A read the informer does not cover (another kind, or a field selector) asks the server.
+    assert cluster.find(r.CONNECTION, "tenant-a", fields="metadata.name=p") is not None
+    assert cluster.calls[-1][0] == "GET"
+    # An apply's answer is cached at once: the next pass reads what it wrote.
+    cluster.apply(r.CONNECTION, {**labelled("tenant-a", "new", "p"), "spec": {"x": 1}})
+    calls = len(cluster.calls)
+    assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 1}  # type: ignore[index]
+    assert len(cluster.calls) == calls
+    # An answer older than what the watch already delivered never replaces it.
+    informer = next(iter(hub._informers.values()))
+    informer.remember(
+        {**labelled("tenant-a", "new", "p"), "spec": {"x": 0}}
+        | {"metadata": {"namespace": "tenant-a", "name": "new", "resourceVersion": "3"}}
+    )
+    assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 1}  # type: ignore[index]
+    # A delete forgets it: the object may linger (finalizers), so the next read asks the server.
+    cluster.delete(r.CONNECTION, "p", "tenant-a")
+    assert cluster.get(r.CONNECTION, "p", "tenant-a") is not None and cluster.calls[-1][0] == "GET"
+    # An event updates the cache before the peering wakes.
+    newer = labelled("tenant-a", "new", "p")
+    newer["metadata"]["resourceVersion"] = "10"  # after the apply's answer (9)
+    cluster.emit("MODIFIED", {**newer, "spec": {"x": 2}})
+    assert wakes.wait_for("a", 2)
+    assert cluster.get(r.CONNECTION, "new", "tenant-a")["spec"] == {"x": 2}  # type: ignore[index]
+    # A miss asks the server (the cache never claims an object is absent).
+    with pytest.raises(ApiError):
+        cluster._call("GET", "/x/absent")
+    assert cluster.get(r.CONNECTION, "absent", "tenant-a") is None
+    hub.stop()
     assert not cluster._covering(r.CONNECTION, "tenant-a")  # stopped informers serve nothing
 
 
