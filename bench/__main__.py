@@ -45,8 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, default=REPO / "docs" / "performance.png")
     p.add_argument("--workdir", type=Path, default=None, help="where clusters and logs go (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the work directory afterwards, with the audit logs")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="real Liqo: also audit the contender's reads and write each run's request timeline (implies --keep; "
+        "slows the contender down, so not for the headline numbers)",
+    )
     args = p.parse_args(argv)
     levels = [int(x) for x in args.scale.split(",") if x]
+    args.keep = args.keep or args.trace
 
     exit_on_sigterm()
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -55,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     try:
         if not args.skip_real:
-            runs = real.run_all(args.runs, work, args.keep)
+            runs = real.run_all(args.runs, work, args.keep, args.trace)
             results["real_runs"] = [r.to_json() for r in runs]
             results["real_summary"] = report.summarize_real(results["real_runs"])
         if not args.skip_scale:

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,12 +153,40 @@ def _timeline(events: dict[str, list[audit.AuditEvent]], start: float, end: floa
     ]
 
 
-def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False) -> RealRun:
+@contextlib.contextmanager
+def audited_reads(user: str) -> Iterator[None]:
+    """Clusters started inside also audit every request of `user`, reads included (testenv.audit's policy
+    is read when an API server starts). For finding where the time goes, not for the headline numbers:
+    each audited request costs a blocking write to the log."""
+    rule = {"level": "Metadata", "users": [user]}
+    audit.POLICY["rules"].insert(0, rule)
+    try:
+        yield
+    finally:
+        audit.POLICY["rules"].remove(rule)
+
+
+def _write_trace(pair: RealLiqoPair, start: float, path: Path) -> None:
+    """Every request of the contender and every write of the others, both clusters, from `start`."""
+    since = datetime.fromtimestamp(start, UTC)
+    rows = []
+    for side in SIDES:
+        for e in audit.read_events(pair[side].audit_log):
+            if e.received >= since and (e.username == CONTENDER or e.verb in audit.WRITE_VERBS):
+                who = "CONTENDER" if e.username == CONTENDER else e.user_agent.split(" ")[0]
+                took = (e.completed - e.received).total_seconds() * 1000
+                rows.append((e.received, f"{side:8} {who:40} {e.verb:6} {e.resource}/{e.name} {took:.0f}ms"))
+    lines = [f"{(at - since).total_seconds():8.3f} {text}" for at, text in sorted(rows, key=lambda r: r[0])]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False, trace: bool = False) -> RealRun:
     result = RealRun(contender, index)
     work = Path(tempfile.mkdtemp(prefix=f"{contender}-{index}-", dir=base_dir))
     log(f"real Liqo, {contender} run {index}: starting a fresh cluster pair")
     with contextlib.ExitStack() as stack:
-        pair = start_real_liqo_pair(work / "clusters", prefix=f"b{contender[0]}{index}")
+        with audited_reads(CONTENDER) if trace else contextlib.nullcontext():
+            pair = start_real_liqo_pair(work / "clusters", prefix=f"b{contender[0]}{index}")
         stack.callback(quietly, pair.stop, "the cluster pair")
         kubes = _kubes(pair)
         ids = pair.ids
@@ -187,7 +216,7 @@ def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False
                 tracker.expect(stage, any_with("consumer/liqopeerings", stage, "True"))
 
         before = _counts(kubes)
-        start = time.time()
+        start = establishing = time.time()
         if peerings:
             peerings.create(NAMESPACE, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "10m"})
             times = tracker.wait(["m1", "m2", "m3", *STAGES], ESTABLISH_TIMEOUT)
@@ -241,15 +270,18 @@ def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False
         result.delete_timeline = _timeline(_audit(pair, start), start, gone)
         if keep_logs:
             save_logs({f"audit-{side}": pair[side].audit_log for side in SIDES}, work / "logs")
+        if trace:
+            _write_trace(pair, establishing, work / "trace.txt")
+            log(f"{contender} run {index}: trace in {work / 'trace.txt'}")
         log(f"{contender} run {index}: deletion {result.delete:.1f}s")
     return result
 
 
-def run_all(runs: int, base_dir: Path, keep_logs: bool = False) -> list[RealRun]:
+def run_all(runs: int, base_dir: Path, keep_logs: bool = False, trace: bool = False) -> list[RealRun]:
     """Runs alternate between the contenders, so that load from other work on the machine hits both alike."""
     check_binaries()
     results = []
     for index in range(1, runs + 1):
         for contender in ("liqoctl", "operator"):
-            results.append(run_once(contender, index, base_dir, keep_logs))
+            results.append(run_once(contender, index, base_dir, keep_logs, trace))
     return results

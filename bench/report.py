@@ -87,6 +87,13 @@ def summarize_real(runs: list[Run]) -> dict[str, Any]:
     return out
 
 
+def _per_min(counts: dict[str, int] | int | None, seconds: float) -> float | None:
+    if counts is None or not seconds:
+        return None
+    total = counts if isinstance(counts, int) else sum(counts.values())
+    return 60 * total / seconds
+
+
 def summarize_scale(levels: list[Run]) -> list[dict[str, Any]]:
     one = next((lv["all_ready"] for lv in levels if lv["peerings"] == 1), None)
     rows = []
@@ -111,6 +118,12 @@ def summarize_scale(levels: list[Run]) -> list[dict[str, Any]]:
                 "standin_p95": percentile(lv.get("standin_turns", []), 95),
                 "cpu_while_establishing": lv["cpu_while_establishing"],
                 "writes_at_rest": sum(lv["writes_at_rest"].values()),
+                # What goes on at rest: the operator's requests on the consumer, and the others' writes there
+                # (each may wake a peering), per minute.
+                "requests_at_rest_per_min": _per_min(lv.get("requests_at_rest"), lv["idle_seconds"]),
+                "others_writes_at_rest_per_min": _per_min(lv.get("others_writes_at_rest"), lv["idle_seconds"]),
+                "still_cpu_percent": lv.get("still_cpu_percent"),
+                "requests_still_per_min": _per_min(lv.get("requests_still"), lv.get("still_seconds", 0)),
                 "machine_busy_percent": lv["machine_busy_percent"],
             }
         )
@@ -188,21 +201,35 @@ def console(results: dict[str, Any]) -> str:
     scale = results.get("scale_summary")
     if scale:
         lines += [
-            "Scale (stand-in Liqo, light providers):",
+            "Scale (stand-in Liqo, light providers): establishing, and the operator's footprint at rest",
             "",
-            "| peerings | all Ready (s) | vs one | median Ready (s) | CPU establishing | RSS MB | peak RSS MB "
-            "| threads | fds | TCP conns | idle CPU | writes at rest | operator reaction p50 / p95 (ms) "
-            "| stand-in answer p50 / p95 (ms) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| peerings | all Ready (s) | vs one | median Ready (s) | operator CPU establishing "
+            "| operator reaction p50 / p95 (ms) | stand-in answer p50 / p95 (ms) | RSS MB (peak) | threads | fds "
+            "| TCP conns |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for row in scale:
             lines.append(
                 f"| {row['peerings']} | {_fmt(row['all_ready'], 1)} | {_fmt(row['vs_one'])} "
                 f"| {_fmt(row['median_ready'], 1)} | {_fmt(row['busy_cpu_percent'], 0)} % "
-                f"| {_fmt(row['rss_mb'], 0)} | {_fmt(row['peak_rss_mb'], 0)} | {row['threads']} | {row['open_fds']} "
-                f"| {row['tcp_established']} | {_fmt(row['idle_cpu_percent'])} % | {row['writes_at_rest']} "
                 f"| {_ms(row['reaction_p50'])} / {_ms(row['reaction_p95'])} "
-                f"| {_ms(row['standin_p50'])} / {_ms(row['standin_p95'])} |"
+                f"| {_ms(row['standin_p50'])} / {_ms(row['standin_p95'])} "
+                f"| {_fmt(row['rss_mb'], 0)} ({_fmt(row['peak_rss_mb'], 0)}) | {row['threads']} | {row['open_fds']} "
+                f"| {row['tcp_established']} |"
+            )
+        lines += [
+            "",
+            "At rest, all Ready:",
+            "",
+            "| peerings | idle CPU | operator writes | operator requests /min | others' writes /min "
+            "| idle CPU, stand-ins stopped | operator requests /min, stand-ins stopped |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in scale:
+            lines.append(
+                f"| {row['peerings']} | {_fmt(row['idle_cpu_percent'])} % | {row['writes_at_rest']} "
+                f"| {_fmt(row['requests_at_rest_per_min'], 0)} | {_fmt(row['others_writes_at_rest_per_min'], 0)} "
+                f"| {_fmt(row['still_cpu_percent'])} % | {_fmt(row['requests_still_per_min'], 0)} |"
             )
         lines.append("")
     if results.get("targets"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import signal
 import statistics
 import sys
 import time
@@ -26,7 +27,7 @@ from testenv.localk8s import LocalCluster, start_clusters
 from testenv.operator_support import Peerings, api_client, install_crd
 from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET, Step, Target, peering_steps, reactions
 
-from . import procstat
+from . import procstat, requests
 from .common import LIQOPEERING, start_operator
 from .lightk8s import LightCluster, LightProviders, start_light_providers
 from .procs import Spawned, log, quietly, save_logs
@@ -34,10 +35,16 @@ from .standins import USER_AGENT as STANDIN_AGENT
 from .tracker import Kind, Predicate, State, Tracker, condition
 
 CONSUMER_ID = "scale-consumer-id"
+# The operator's user on the consumer, so that bench.requests counts its requests there (the light
+# providers run without API Priority and Fairness, so only their audit logs tell, and only of writes).
+OPERATOR_USER = "bench-operator"
 PLACEHOLDER_ID = "bench-placeholder-cluster-id"
 NAMESPACE = "scale"
 STANDINS_PER_PROCESS = 5  # Python threads share one core per process
-SETTLE_SECONDS = 15.0  # after the last Ready, before the quiet window: Liqo's (the stand-in's) follow-ups
+SETTLE_SECONDS = 15.0
+# Shorter than kube-controller-manager's node grace period (50 s): without the stand-in's heartbeats it
+# would then mark the virtual Nodes unknown.
+STILL_SECONDS = 30.0  # after the last Ready, before the quiet window: Liqo's (the stand-in's) follow-ups
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -55,7 +62,14 @@ class ScaleRun:
     writes_at_rest: dict[str, int] = field(default_factory=dict)  # the operator's, "side verb resource"
     reactions: list[float] = field(default_factory=list)  # every step of every peering (testenv.reactions)
     standin_turns: list[float] = field(default_factory=list)  # the stand-in's answers to the operator's writes
-    others_writes_at_rest: int = 0  # everyone else's on the consumer (heartbeats of the stand-in, ...)
+    others_writes_at_rest: dict[str, int] = field(default_factory=dict)  # everyone else's on the consumer
+    requests_establishing: dict[str, int] = field(default_factory=dict)  # the operator's on the consumer, by verb
+    requests_at_rest: dict[str, int] = field(default_factory=dict)
+    # The same with the stand-ins stopped (SIGSTOP): nothing changes on any cluster, what is left is the
+    # operator's own cost at rest.
+    still_seconds: float = 0.0
+    still_cpu_percent: float = 0.0
+    requests_still: dict[str, int] = field(default_factory=dict)
     cpu_while_establishing: dict[str, float] = field(default_factory=dict)  # CPU seconds per component
     machine_busy_percent: dict[str, float] = field(default_factory=dict)  # all cores, establishing/quiet
 
@@ -185,18 +199,20 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         for proc in standins:
             stack.callback(quietly, proc.stop, "a stand-in process")
 
+        consumer_kube = Kube(consumer.api_client())
+        requests.install_counters(consumer_kube, OPERATOR_USER)
         admin = api_client(consumer.kubeconfig)
         install_crd(admin)
         peerings = Peerings(admin)
         peerings.make_namespace(NAMESPACE)
         for cluster in providers.clusters:
             peerings.put_kubeconfig_secret(NAMESPACE, f"{cluster.name}-kubeconfig", cluster.kubeconfig.read_bytes())
-        operator = start_operator(consumer.kubeconfig, work)
+        operator = start_operator(consumer.user_kubeconfig(OPERATOR_USER), work)
         stack.callback(quietly, operator.stop, "the operator")
         assert operator.proc is not None
         pid = operator.proc.pid
 
-        tracker = Tracker({"consumer": Kube(consumer.api_client())}, [Kind("consumer", LIQOPEERING)]).start()
+        tracker = Tracker({"consumer": consumer_kube}, [Kind("consumer", LIQOPEERING)]).start()
         stack.callback(tracker.stop)
         tracker.expect("all", lambda state: _ready_count(state) >= count)
         for cluster in providers.clusters:
@@ -210,6 +226,7 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         }
         cpu0 = {name: procstat.total_cpu(pids) for name, pids in components.items()}
         machine0 = procstat.machine_busy_seconds()
+        counted = requests.counts(consumer_kube, OPERATOR_USER)
         start = time.time()
         for cluster in providers.clusters:
             spec = {"remoteKubeconfigSecretRef": {"name": f"{cluster.name}-kubeconfig"}, "timeout": "30m"}
@@ -220,6 +237,7 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         reached = [tracker.reached(f"{NAMESPACE}/{c.name}") or done for c in providers.clusters]
         result.ready_times = sorted(t - start for t in reached)
         cpu1 = {name: procstat.total_cpu(pids) for name, pids in components.items()}
+        result.requests_establishing = dict(requests.counts(consumer_kube, OPERATOR_USER) - counted)
         result.cpu_while_establishing = {name: round(cpu1[name] - cpu0[name], 2) for name in components}
         result.machine_busy_percent["establishing"] = 100 * (procstat.machine_busy_seconds() - machine0) / elapsed
         result.busy_cpu_seconds = cpu1["operator"] - cpu0["operator"]
@@ -231,9 +249,11 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         result.reactions, result.standin_turns = _turns(consumer.audit_log, providers.clusters, ids, start)
         time.sleep(SETTLE_SECONDS)
         cpu_before, machine_before = procstat.cpu_seconds(pid), procstat.machine_busy_seconds()
+        counted = requests.counts(consumer_kube, OPERATOR_USER)
         quiet_start = time.time()
         time.sleep(idle_seconds)
         quiet_end = time.time()
+        result.requests_at_rest = dict(requests.counts(consumer_kube, OPERATOR_USER) - counted)
         result.idle_seconds = quiet_end - quiet_start
         result.idle_cpu_percent = 100 * (procstat.cpu_seconds(pid) - cpu_before) / result.idle_seconds
         result.machine_busy_percent["quiet"] = (
@@ -242,17 +262,39 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         result.at_rest = procstat.sample(pid).to_json()
         logs = {"consumer": consumer.audit_log} | {c.name: c.audit_log for c in providers.clusters}
         result.writes_at_rest = _operator_writes(logs, quiet_start, quiet_end)
+        _still_window(result, standins, pid, consumer_kube)
         if keep_logs:
             save_logs({f"audit-{name}": path for name, path in logs.items()}, work / "logs")
-        since = datetime.fromtimestamp(quiet_start, UTC)
-        result.others_writes_at_rest = sum(
-            1 for e in audit.writes(consumer.audit_log, since=since) if not e.user_agent.startswith(OPERATOR_AGENT)
-        )
+        since, until = datetime.fromtimestamp(quiet_start, UTC), datetime.fromtimestamp(quiet_end, UTC)
+        others = [
+            e
+            for e in audit.writes(consumer.audit_log, since=since)
+            if e.received <= until and not e.user_agent.startswith(OPERATOR_AGENT)
+        ]
+        result.others_writes_at_rest = {
+            str(key): n for key, n in audit.count_by(others, lambda e: f"{e.verb} {e.resource}").items()
+        }
         log(
             f"scale {count}: quiet {result.idle_seconds:.0f}s: operator CPU {result.idle_cpu_percent:.2f}%, "
             f"RSS {result.at_rest['rss_mb']:.0f} MB, writes {sum(result.writes_at_rest.values())}"
         )
     return result
+
+
+def _still_window(result: ScaleRun, standins: list[Spawned], pid: int, consumer: Kube) -> None:
+    """The operator's CPU and requests while no Liqo (stand-in) runs at all."""
+    for proc in standins:
+        os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        cpu_before, counted = procstat.cpu_seconds(pid), requests.counts(consumer, OPERATOR_USER)
+        started = time.time()
+        time.sleep(STILL_SECONDS)
+        result.still_seconds = time.time() - started
+        result.still_cpu_percent = 100 * (procstat.cpu_seconds(pid) - cpu_before) / result.still_seconds
+        result.requests_still = dict(requests.counts(consumer, OPERATOR_USER) - counted)
+    finally:
+        for proc in standins:
+            os.killpg(proc.pid, signal.SIGCONT)
 
 
 def run_all(levels: list[int], base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> list[ScaleRun]:
