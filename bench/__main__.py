@@ -34,6 +34,26 @@ def load_average() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
+def save(results: dict[str, Any], out: Path, meta: dict[str, Any]) -> None:
+    git = ["git", "-C", str(REPO)]
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    # Others may be editing the operator while this runs: say which version was measured.
+    dirty = subprocess.run([*git, "status", "--porcelain", "operator"], capture_output=True, text=True).stdout
+    results["meta"] = {
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.time() - meta["started"]),
+        "commit": commit.strip(),
+        "operator_uncommitted_changes": dirty.split("\n")[:-1],
+        "machine": machine(),
+        "load_average_before": meta["load_average_before"],
+        "load_average_after": load_average(),
+        "args": meta["args"],
+    }
+    results["targets"] = report.targets(results.get("real_summary"), results.get("scale_summary"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description="How fast and how light the operator is.")
     p.add_argument("--runs", type=int, default=5, help="real-Liqo runs per contender (default 5)")
@@ -58,17 +78,25 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
     work = Path(tempfile.mkdtemp(prefix="liqo-bench-", dir=args.workdir))
-    started = time.time()
-    load_before = load_average()
+    meta = {
+        "started": time.time(),
+        "load_average_before": load_average(),
+        "args": " ".join(sys.argv[1:] if argv is None else argv),
+    }
     try:
+        # Saved after every run and level: a failure (or Ctrl-C) late in an hour-long run keeps the rest.
         if not args.skip_real:
-            runs = real.run_all(args.runs, work, args.keep, args.trace)
-            results["real_runs"] = [r.to_json() for r in runs]
-            results["real_summary"] = report.summarize_real(results["real_runs"])
+            results["real_runs"] = []
+            for run in real.run_all(args.runs, work, args.keep, args.trace):
+                results["real_runs"].append(run.to_json())
+                results["real_summary"] = report.summarize_real(results["real_runs"])
+                save(results, args.out, meta)
         if not args.skip_scale:
-            levels_run = scale.run_all(levels, work, args.idle_seconds, args.keep)
-            results["scale_runs"] = [lv.to_json() for lv in levels_run]
-            results["scale_summary"] = report.summarize_scale(results["scale_runs"])
+            results["scale_runs"] = []
+            for level in scale.run_all(levels, work, args.idle_seconds, args.keep):
+                results["scale_runs"].append(level.to_json())
+                results["scale_summary"] = report.summarize_scale(results["scale_runs"])
+                save(results, args.out, meta)
     except KeyboardInterrupt:
         log("interrupted: everything started has been stopped")
         return 130
@@ -77,23 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    git = ["git", "-C", str(REPO)]
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    # Others may be editing the operator while this runs: say which version was measured.
-    dirty = subprocess.run([*git, "status", "--porcelain", "operator"], capture_output=True, text=True).stdout
-    results["meta"] = {
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "duration_s": round(time.time() - started),
-        "commit": commit.strip(),
-        "operator_uncommitted_changes": dirty.split("\n")[:-1],
-        "machine": machine(),
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "args": " ".join(sys.argv[1:] if argv is None else argv),
-    }
-    results["targets"] = report.targets(results.get("real_summary"), results.get("scale_summary"))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    save(results, args.out, meta)
     report.plot(results, args.plot)
     print(report.console(results))
     log(f"results: {args.out}, plot: {args.plot}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
 import time
 from pathlib import Path
 
@@ -14,6 +16,16 @@ LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
 # The operator's production default; OperatorProcess passes 5 s, a test setting.
 RESYNC_ARGS = ["--resync-interval", "60"]
 SETTLE_SECONDS = 3.0
+REPO = Path(__file__).resolve().parents[1]
+
+
+def operator_version() -> str:
+    """The commit, and a hash of uncommitted changes under operator/: others may be editing it meanwhile,
+    and each run starts the operator from the working tree."""
+    git = ["git", "-C", str(REPO)]
+    commit = subprocess.run([*git, "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True).stdout.strip()
+    diff = subprocess.run([*git, "diff", "HEAD", "--", "operator"], capture_output=True, text=True).stdout
+    return f"{commit}+{hashlib.sha256(diff.encode()).hexdigest()[:8]}" if diff else commit
 
 
 def start_operator(kubeconfig: Path, work: Path) -> OperatorProcess:

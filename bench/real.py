@@ -27,7 +27,7 @@ from testenv.operator_support import SECRET, Peerings, api_client, install_crd
 from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 
 from . import requests
-from .common import LIQOPEERING, start_operator
+from .common import LIQOPEERING, operator_version, start_operator
 from .procs import log, quietly, save_logs
 from .tracker import Kind, Tracker, all_gone, any_with
 
@@ -58,6 +58,7 @@ ESTABLISH_TIMEOUT = 600.0
 class RealRun:
     contender: str
     run: int
+    operator_version: str = ""  # common.operator_version() when the run started
     m1: float | None = None  # ResourceSlice Authentication=Accepted (watch event), seconds from start
     m2: float | None = None  # virtual Node Ready (operator: event; liqoctl: 1 s polls after it returned)
     m2_event: float | None = None  # virtual Node Ready, watch event (both)
@@ -181,7 +182,7 @@ def _write_trace(pair: RealLiqoPair, start: float, path: Path) -> None:
 
 
 def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False, trace: bool = False) -> RealRun:
-    result = RealRun(contender, index)
+    result = RealRun(contender, index, operator_version())
     work = Path(tempfile.mkdtemp(prefix=f"{contender}-{index}-", dir=base_dir))
     log(f"real Liqo, {contender} run {index}: starting a fresh cluster pair")
     with contextlib.ExitStack() as stack:
@@ -277,11 +278,9 @@ def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False
     return result
 
 
-def run_all(runs: int, base_dir: Path, keep_logs: bool = False, trace: bool = False) -> list[RealRun]:
+def run_all(runs: int, base_dir: Path, keep_logs: bool = False, trace: bool = False) -> Iterator[RealRun]:
     """Runs alternate between the contenders, so that load from other work on the machine hits both alike."""
     check_binaries()
-    results = []
     for index in range(1, runs + 1):
         for contender in ("liqoctl", "operator"):
-            results.append(run_once(contender, index, base_dir, keep_logs, trace))
-    return results
+            yield run_once(contender, index, base_dir, keep_logs, trace)

@@ -54,7 +54,10 @@ def _requests(runs: list[Run], key: str) -> dict[str, dict[str, float | None]]:
 
 
 def summarize_real(runs: list[Run]) -> dict[str, Any]:
-    out: dict[str, Any] = {"runs_per_contender": len(_of(runs, "operator"))}
+    out: dict[str, Any] = {
+        "runs_per_contender": len(_of(runs, "operator")),
+        "operator_versions": sorted({r.get("operator_version", "") for r in _of(runs, "operator")}),
+    }
     for contender in ("liqoctl", "operator"):
         mine = _of(runs, contender)
         fields = ("m1", "m2", "m2_event", "m3", "returned", "vk_pod_ready", "first_write", "delete", "unpeer_returned")

@@ -14,6 +14,7 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -21,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from testenv import audit
-from testenv.kube import Kube
+from testenv.kube import Kube, KubeError
 from testenv.liqo_env import install_liqo, render_chart
 from testenv.localk8s import LocalCluster, start_clusters
 from testenv.operator_support import Peerings, api_client, install_crd
 from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET, Step, Target, peering_steps, reactions
 
 from . import procstat, requests
-from .common import LIQOPEERING, start_operator
+from .common import LIQOPEERING, operator_version, start_operator
 from .lightk8s import LightCluster, LightProviders, start_light_providers
 from .procs import Spawned, log, quietly, save_logs
 from .standins import USER_AGENT as STANDIN_AGENT
@@ -39,6 +40,7 @@ CONSUMER_ID = "scale-consumer-id"
 # providers run without API Priority and Fairness, so only their audit logs tell, and only of writes).
 OPERATOR_USER = "bench-operator"
 PLACEHOLDER_ID = "bench-placeholder-cluster-id"
+INSTALL_ATTEMPTS = 4
 NAMESPACE = "scale"
 STANDINS_PER_PROCESS = 5  # Python threads share one core per process
 SETTLE_SECONDS = 15.0
@@ -51,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 @dataclass
 class ScaleRun:
     peerings: int
+    operator_version: str = ""  # common.operator_version() when the level started
     all_ready: float = 0.0  # seconds from the first create to the last peering Ready
     ready_times: list[float] = field(default_factory=list)  # each peering's, sorted
     busy_cpu_seconds: float = 0.0  # the operator's CPU time while establishing
@@ -125,7 +128,17 @@ def _install_providers(clusters: list[LightCluster], ids: dict[str, str]) -> Non
             raise RuntimeError("Liqo's chart no longer renders the cluster ID into exactly one ConfigMap")
         cluster_id_maps[0]["data"]["CLUSTER_ID"] = ids[cluster.name]
         kc = Kube(cluster.api_client())
-        install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
+        for attempt in range(1, INSTALL_ATTEMPTS + 1):
+            try:
+                install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
+                return
+            except KubeError as e:
+                # Fifty API servers on one etcd, on a busy machine: "etcdserver: request timed out" happens.
+                # Applying again is safe (server-side apply).
+                if e.status < 500 or attempt == INSTALL_ATTEMPTS:
+                    raise
+                log(f"{cluster.name}: installing Liqo's objects failed ({e}); again")
+                time.sleep(5)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(install, clusters))
@@ -181,7 +194,7 @@ def _turns(
 
 
 def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> ScaleRun:
-    result = ScaleRun(count)
+    result = ScaleRun(count, operator_version())
     work = base_dir / f"scale-{count}"
     work.mkdir(parents=True)
     log(f"scale {count}: starting a consumer and {count} light providers")
@@ -297,5 +310,6 @@ def _still_window(result: ScaleRun, standins: list[Spawned], pid: int, consumer:
             os.killpg(proc.pid, signal.SIGCONT)
 
 
-def run_all(levels: list[int], base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> list[ScaleRun]:
-    return [run_level(count, base_dir, idle_seconds, keep_logs) for count in levels]
+def run_all(levels: list[int], base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> Iterator[ScaleRun]:
+    for count in levels:
+        yield run_level(count, base_dir, idle_seconds, keep_logs)
