@@ -230,3 +230,11 @@ def test_selectors() -> None:
     assert selector_within(None, "a=b") and selector_within("a=b", "a=b,c=d")
     assert not selector_within("a=b", "c=d") and not selector_within("a", "b=c")
     assert selector_matches("a,b=c", {"a": "x", "b": "c"}) and not selector_matches("a", {"b": "c"})
+
+
+def test_a_relisted_kubeconfig_secret_says_so(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    """Discovery is redone only when the kubeconfig may have changed: its informer's list says so."""
+    cluster, wakes, hub = watched
+    hub.set_routes("a", [Route(cluster, Scope(r.SECRET, "ns"), name="kubeconfig", wake_as="kubeconfig")])
+    assert wakes.wait_for("a")
+    assert wakes.seen[0] == ("a", "kubeconfig")

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import structlog
 
 from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
-from liqo_peering.engine.watches import KUBECONFIG, RELISTED, Route, WatchHub, peering_routes
+from liqo_peering.engine.watches import KUBECONFIG, Route, WatchHub, peering_routes
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
@@ -143,7 +143,8 @@ class PeeringRunner:
                 await asyncio.sleep(DEBOUNCE_SECONDS)
                 mirror_only = kinds == {"ForeignCluster"}
                 # A timer (resync, timeout), a spec change, the kubeconfig Secret or an error: discover again.
-                full = not kinds or bool(kinds & {"spec", KUBECONFIG, RELISTED}) or failures > 0
+                # A relist alone does not: discovery reads nothing the informers hold but that Secret.
+                full = not kinds or bool(kinds & {"spec", KUBECONFIG}) or failures > 0
         finally:
             # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake.
             self._triggers.pop(key, None)

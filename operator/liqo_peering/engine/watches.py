@@ -174,8 +174,11 @@ class WatchHub:
         kind = route.scope.res.kind
 
         def on_list(_items: list[dict[str, Any]]) -> None:
-            for peering in self._peerings_of(ikey):
-                self._wake(peering, RELISTED)
+            with self._lock:
+                routed = list(self._routes.get(ikey, {}).items())
+            for peering, routes in routed:
+                # A relisted kubeconfig Secret may have changed: say so (the next pass discovers again).
+                self._wake(peering, next((r.wake_as for r in routes if r.wake_as), RELISTED))
 
         def on_event(_type: str, obj: dict[str, Any]) -> None:
             with self._lock:
