@@ -7,7 +7,7 @@ PY := .venv/bin/python
 venv:            ## Python virtualenv with the operator and dev tools
 	hack/venv.sh
 
-tools:           ## Build kube-apiserver, kube-controller-manager, etcd, helm into the cache (idempotent)
+tools:           ## Build the Kubernetes components, etcd, helm, CoreDNS into the cache (idempotent)
 	hack/build-tools.sh
 
 clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig

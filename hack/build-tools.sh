@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, etcd and helm from their published Go modules
-# (wrapper modules in hack/tools/<tool>/) into a cache outside the repo:
+# Builds the Kubernetes components (control plane, and kube-scheduler, kubelet, kube-proxy for local
+# clusters with nodes), etcd, helm and CoreDNS from their published Go modules (wrapper modules in
+# hack/tools/<tool>/) into a cache outside the repo:
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
 # Builds run one at a time on purpose: each `go build` already uses every core.
@@ -28,6 +29,7 @@ require_version hack/tools/kubernetes k8s.io/kubernetes "v$KUBERNETES_VERSION"
 require_version hack/tools/kubectl k8s.io/kubernetes "v$KUBERNETES_VERSION"
 require_version hack/tools/etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION"
 require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
+require_version hack/tools/coredns github.com/coredns/coredns "v$COREDNS_VERSION"
 staging="v0.${KUBERNETES_VERSION#*.}"
 if grep -E '^\s*k8s\.io/[a-z-]+ => ' hack/tools/kubernetes/go.mod | grep -vq " $staging\$"; then
     echo "error: hack/tools/kubernetes/go.mod replaces a staging module with a version other than $staging" >&2
@@ -69,6 +71,10 @@ k8s_out=$cache_dir/kubernetes-$KUBERNETES_VERSION
 build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$k8s_out/kube-apiserver" "$k8s_ldflags"
 build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-controller-manager \
     "$k8s_out/kube-controller-manager" "$k8s_ldflags"
+# The nodes of local clusters (testenv/localk8s, nodes > 0): scheduling, the node agent, Services.
+for cmd in kube-scheduler kubelet kube-proxy; do
+    build hack/tools/kubernetes "k8s.io/kubernetes/cmd/$cmd" "$k8s_out/$cmd" "$k8s_ldflags"
+done
 # kubectl, for the demo and the `kubectl wait` checks: a module of its own (see hack/tools/kubectl/tools.go).
 build hack/tools/kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_out/kubectl" "$k8s_ldflags"
 
@@ -84,4 +90,6 @@ for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
     helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm_k8s_minor"
 done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
+# Cluster DNS for local clusters with nodes; the version it reports comes from the module itself.
+build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
 echo "tools ready in $((SECONDS - script_start))s"

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Prints the cached path of a tool binary built by hack/build-tools.sh.
-# Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kubectl|etcd|helm
+# Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns
 set -euo pipefail
 here=$(dirname "$0")
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache_dir=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools
 case ${1:-} in
-    kube-apiserver | kube-controller-manager | kubectl) dir=kubernetes-$KUBERNETES_VERSION ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl)
+        dir=kubernetes-$KUBERNETES_VERSION
+        ;;
     etcd) dir=etcd-$ETCD_VERSION ;;
     helm) dir=helm-$HELM_VERSION ;;
+    coredns) dir=coredns-$COREDNS_VERSION ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kubectl|etcd|helm" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns" >&2
         exit 2
         ;;
 esac

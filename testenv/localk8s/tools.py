@@ -13,9 +13,13 @@ VERSIONS_FILE = REPO_ROOT / "hack" / "versions.env"
 TOOLS: dict[str, tuple[str, str]] = {
     "kube-apiserver": ("kubernetes", "KUBERNETES_VERSION"),
     "kube-controller-manager": ("kubernetes", "KUBERNETES_VERSION"),
+    "kube-scheduler": ("kubernetes", "KUBERNETES_VERSION"),
+    "kubelet": ("kubernetes", "KUBERNETES_VERSION"),
+    "kube-proxy": ("kubernetes", "KUBERNETES_VERSION"),
     "kubectl": ("kubernetes", "KUBERNETES_VERSION"),
     "etcd": ("etcd", "ETCD_VERSION"),
     "helm": ("helm", "HELM_VERSION"),
+    "coredns": ("coredns", "COREDNS_VERSION"),
 }
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
@@ -44,10 +48,14 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
     return parse_versions(path.read_text())
 
 
-def cache_dir() -> Path:
+def cache_root() -> Path:
+    """${LPO_CACHE_DIR:-~/.cache/liqo-peering-operator}: tools/ and images/ live under it."""
     env = os.environ.get("LPO_CACHE_DIR")
-    base = Path(env) if env else Path.home() / ".cache" / "liqo-peering-operator"
-    return base / "tools"
+    return Path(env) if env else Path.home() / ".cache" / "liqo-peering-operator"
+
+
+def cache_dir() -> Path:
+    return cache_root() / "tools"
 
 
 def tool_path(name: str, versions: dict[str, str] | None = None) -> Path:

@@ -46,7 +46,7 @@ def test_tool_path_uses_cache_dir_and_version(tmp_path: Path, monkeypatch: pytes
     binary.chmod(0o755)
     assert tool_path("kube-apiserver", versions) == binary
     with pytest.raises(ValueError, match="unknown tool"):
-        tool_path("kubelet", versions)
+        tool_path("kubeadm", versions)
 
 
 def _verify_signed_by(cert: x509.Certificate, ca: x509.Certificate) -> None:
