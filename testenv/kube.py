@@ -65,6 +65,9 @@ DEPLOYMENT = Res("apps", "v1", "deployments")
 CSR = Res("certificates.k8s.io", "v1", "certificatesigningrequests", namespaced=False)
 ROLEBINDING = Res("rbac.authorization.k8s.io", "v1", "rolebindings")
 CLUSTERROLE = Res("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
+CLUSTERROLEBINDING = Res("rbac.authorization.k8s.io", "v1", "clusterrolebindings", namespaced=False)
+SERVICE = Res("", "v1", "services")
+ENDPOINTSLICE = Res("discovery.k8s.io", "v1", "endpointslices")
 CRD = Res("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 
 # Liqo kinds (v1.2.0).

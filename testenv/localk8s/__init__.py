@@ -1,9 +1,10 @@
-"""Real Kubernetes control planes (etcd + kube-apiserver + kube-controller-manager) as local processes.
+"""Real Kubernetes control planes (etcd + kube-apiserver + kube-controller-manager) as local processes,
+optionally with real nodes (`start_clusters(names, base_dir, nodes=1)`: see README.md).
 
     from testenv.localk8s import LocalCluster, start_clusters, tool_path
 
 Binaries come from the cache filled by `make tools` (hack/build-tools.sh).
-CLI: python -m testenv.localk8s up|down --dir DIR [NAMES...]
+CLI: python -m testenv.localk8s up|down|load --dir DIR [--nodes] [NAMES...|ARCHIVES...]
 """
 
 from .cluster import ClusterStartError, LocalCluster, start_clusters

@@ -1,14 +1,19 @@
-"""CLI: `python -m testenv.localk8s up --dir DIR NAME...` / `python -m testenv.localk8s down --dir DIR`."""
+"""CLI: `python -m testenv.localk8s up --dir DIR [--nodes N] NAME...` / `... down --dir DIR` /
+`... load --dir DIR ARCHIVE...` (docker-archives into every node of the clusters in DIR) /
+`... archive ROOTFS.tar REF OUT.tar CONFIG-JSON` (a root filesystem tarball as a one-layer docker-archive,
+for hack/build-images.sh)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from .cluster import STATE_FILE, LocalCluster, start_clusters
+from .images import docker_archive
 
 
 def recorded_clusters(base_dir: Path) -> list[LocalCluster]:
@@ -25,22 +30,32 @@ def down(base_dir: Path) -> None:
     shutil.rmtree(base_dir, ignore_errors=True)
 
 
-def up(base_dir: Path, names: list[str]) -> None:
+def up(base_dir: Path, names: list[str], nodes: int = 0) -> None:
     existing = {c.name: c for c in recorded_clusters(base_dir)}
-    if set(existing) == set(names) and all(c.is_running() for c in existing.values()):
+    if set(existing) == set(names) and all(c.is_running() and c.nodes == nodes for c in existing.values()):
         print(f"already up: {', '.join(names)} (use `down` first for fresh clusters)")
         clusters = existing
     else:
-        # Anything else (other names, a dead process, a crashed earlier `up`): start clean.
+        # Anything else (other names or nodes, a dead process, a crashed earlier `up`): start clean.
         down(base_dir)
         started = time.monotonic()
-        clusters = start_clusters(names, base_dir)
+        clusters = start_clusters(names, base_dir, nodes=nodes)
         print(f"started {', '.join(names)} in {time.monotonic() - started:.1f}s")
     for name, cluster in clusters.items():
         target = base_dir / f"{name}.kubeconfig"
         shutil.copyfile(cluster.kubeconfig, target)
         target.chmod(0o600)
         print(f"{name}: {cluster.server}  KUBECONFIG={target}")
+        for spec in cluster.node_specs():
+            print(f"  node {spec.name}: {spec.ip}, Pods {spec.pod_subnet}")
+
+
+def load(base_dir: Path, archives: list[Path]) -> None:
+    for cluster in recorded_clusters(base_dir):
+        for archive in archives:
+            cluster.load_image(archive)
+        if cluster.nodes:
+            print(f"loaded {len(archives)} image(s) into {cluster.name}'s nodes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,12 +63,27 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up", help="start clusters (reused if already up) and write DIR/<name>.kubeconfig")
     p_up.add_argument("--dir", type=Path, required=True)
+    p_up.add_argument(
+        "--nodes", type=int, nargs="?", const=1, default=0, help="real nodes per cluster (--nodes alone: 1; default 0)"
+    )
     p_up.add_argument("names", nargs="+")
     p_down = sub.add_parser("down", help="stop every cluster recorded in DIR and remove DIR")
     p_down.add_argument("--dir", type=Path, required=True)
+    p_load = sub.add_parser("load", help="import docker-archives into every node of the clusters in DIR")
+    p_load.add_argument("--dir", type=Path, required=True)
+    p_load.add_argument("archives", nargs="+", type=Path)
+    p_archive = sub.add_parser("archive", help="a root filesystem tarball as a one-layer docker-archive")
+    p_archive.add_argument("rootfs", type=Path)
+    p_archive.add_argument("ref")
+    p_archive.add_argument("out", type=Path)
+    p_archive.add_argument("config", type=json.loads, help="the image's runtime config, as JSON")
     args = parser.parse_args(argv)
     if args.command == "up":
-        up(args.dir, args.names)
+        up(args.dir, args.names, args.nodes)
+    elif args.command == "load":
+        load(args.dir, args.archives)
+    elif args.command == "archive":
+        docker_archive(args.out, args.ref, args.rootfs, args.config, f"{args.rootfs.name} as one layer")
     else:
         down(args.dir)
     return 0

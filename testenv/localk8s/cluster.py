@@ -1,7 +1,12 @@
-"""A real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) as local processes.
+"""A real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) as local processes,
+and optionally real nodes.
 
-There is no kubelet: pods are never run, but everything the API server and the controllers do
-(RBAC, namespaces, garbage collection, service accounts and their tokens, CSR signing) is real.
+Without nodes (the default) no Pod ever runs, but everything the API server and the controllers do (RBAC,
+namespaces, garbage collection, service accounts and their tokens, CSR signing) is real, on 127.0.0.1.
+With nodes (`nodes=1`), the cluster also runs kube-scheduler, and each node (testenv.localk8s.node) is a
+network namespace on a LAN of the session's (testenv.localk8s.network) running containerd, a kubelet,
+kube-proxy and, on the first node, CoreDNS; the API server then listens on the host's LAN address, where
+the nodes (and Pods) reach it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +36,19 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from testenv import audit
+from testenv import kube as k
 from testenv.kube import Kube
 
-from . import pki
+from . import node, pki
+from .images import pause_image
+from .network import Lan
+from .node import Node, NodeSpec
 from .ports import free_port, is_listening
 from .tools import tool_path
 
 STATE_FILE = "cluster.json"
-# Order matters for stop(): clients of the API server first, etcd last.
 PROCESSES = ("kube-controller-manager", "kube-apiserver", "etcd")
+NODE_BINARIES = ("kube-scheduler", "kubelet", "kube-proxy", "coredns")
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 POLL_INTERVAL = 0.2
 STOP_TIMEOUT_SECONDS = 10.0
@@ -100,29 +110,69 @@ def _pid_is_ours(pid: int, workdir: Path) -> bool:
 
 
 class LocalCluster:
-    """One control plane. Construct, then start(); or load() one that a previous process started."""
+    """One control plane (and its nodes). Construct, then start(); or load() one that a previous process
+    started. With nodes, `lan` is the session's LAN and `index` this cluster's place on it."""
 
-    def __init__(self, name: str, workdir: Path, service_cidr: str = "10.96.0.0/16") -> None:
+    def __init__(
+        self,
+        name: str,
+        workdir: Path,
+        service_cidr: str = "10.96.0.0/16",
+        nodes: int = 0,
+        lan: Lan | None = None,
+        index: int = 0,
+        pod_cidr: str = "10.244.0.0/16",
+    ) -> None:
         if not _NAME.match(name):
             raise ValueError(f"cluster name {name!r} must be a short DNS label")
+        if nodes and lan is None:
+            raise ValueError("a cluster with nodes needs a LAN (start_clusters makes one)")
         self.name = name
         self.workdir = workdir.resolve()
         self.service_cidr = service_cidr
+        self.nodes = nodes
+        self.lan = lan
+        self.index = index
+        self.pod_cidr = pod_cidr
+        self._init_paths()
+        self._allocate_ports()
+
+    def _init_paths(self) -> None:
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.ca_cert = self.workdir / "pki" / "ca.crt"
         self.ca_key = self.workdir / "pki" / "ca.key"
         self.audit_log = self.workdir / "audit.log"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._allocate_ports()
 
     def __repr__(self) -> str:
         return f"LocalCluster(name={self.name!r}, server={self.server!r}, workdir={str(self.workdir)!r})"
+
+    @property
+    def host(self) -> str:
+        """Where the API server listens: loopback, or with nodes the host's address on the LAN."""
+        return self.lan.host_ip if self.lan is not None and self.nodes else "127.0.0.1"
 
     def _allocate_ports(self) -> None:
         self.etcd_client_port = free_port()
         self.etcd_peer_port = free_port()
         self.apiserver_port = free_port()
-        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        self.server = f"https://{self.host}:{self.apiserver_port}"
+
+    def node_specs(self) -> list[NodeSpec]:
+        if self.lan is None:
+            return []
+        return [
+            NodeSpec(self.name, self.index, i, self.lan, self.server, self.pod_cidr, self.service_cidr, self.workdir)
+            for i in range(self.nodes)
+        ]
+
+    def processes(self) -> list[str]:
+        """Every process this cluster runs, by the name of its pid and log files."""
+        names = list(PROCESSES)
+        if self.nodes:
+            names.append("kube-scheduler")
+        names += [spec.process(d) for spec in self.node_specs() for d in spec.daemons]
+        return names
 
     # ---- paths -------------------------------------------------------------------------------
 
@@ -151,6 +201,10 @@ class LocalCluster:
             "etcd_client_port": self.etcd_client_port,
             "etcd_peer_port": self.etcd_peer_port,
             "apiserver_port": self.apiserver_port,
+            "nodes": self.nodes,
+            "lan": self.lan.to_json() if self.lan is not None else None,
+            "index": self.index,
+            "pod_cidr": self.pod_cidr,
         }
         (self.workdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
@@ -161,11 +215,11 @@ class LocalCluster:
         cluster.name = state["name"]
         cluster.workdir = workdir.resolve()
         cluster.service_cidr = state["service_cidr"]
-        cluster.kubeconfig = cluster.workdir / "admin.kubeconfig"
-        cluster.ca_cert = cluster.workdir / "pki" / "ca.crt"
-        cluster.ca_key = cluster.workdir / "pki" / "ca.key"
-        cluster.audit_log = cluster.workdir / "audit.log"
-        cluster._procs = {}
+        cluster.nodes = state.get("nodes", 0)
+        cluster.lan = Lan.from_json(state["lan"]) if state.get("lan") else None
+        cluster.index = state.get("index", 0)
+        cluster.pod_cidr = state.get("pod_cidr", "10.244.0.0/16")
+        cluster._init_paths()
         cluster.etcd_client_port = state["etcd_client_port"]
         cluster.etcd_peer_port = state["etcd_peer_port"]
         cluster.apiserver_port = state["apiserver_port"]
@@ -174,15 +228,13 @@ class LocalCluster:
 
     def recorded_pids(self) -> dict[str, int]:
         pids: dict[str, int] = {}
-        for proc in PROCESSES:
-            f = self.pid_dir / f"{proc}.pid"
-            if f.exists():
-                pids[proc] = int(f.read_text().strip())
+        for f in sorted(self.pid_dir.glob("*.pid")):
+            pids[f.stem] = int(f.read_text().strip())
         return pids
 
     def is_running(self) -> bool:
         pids = self.recorded_pids()
-        return len(pids) == len(PROCESSES) and all(
+        return set(pids) == set(self.processes()) and all(
             _pid_alive(p) and _pid_is_ours(p, self.workdir) for p in pids.values()
         )
 
@@ -200,14 +252,23 @@ class LocalCluster:
 
     def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
         """Kubeconfig with a client cert for `user` in `groups`; RBAC grants it nothing by default."""
-        ca = pki.load_ca(self.ca_cert, self.ca_key)
-        cert = pki.new_client_cert(ca, user, groups)
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", user)
         path = self.workdir / "users" / f"{safe}.kubeconfig"
         path.parent.mkdir(exist_ok=True)
+        return self.component_kubeconfig(path, user, groups)
+
+    def component_kubeconfig(self, path: Path, user: str, groups: Sequence[str] = ()) -> Path:
+        """A self-contained kubeconfig at `path` authenticating as `user` (in `groups`) by client cert."""
+        ca = pki.load_ca(self.ca_cert, self.ca_key)
+        cert = pki.new_client_cert(ca, user, groups)
         cfg = kubeconfig_dict(self.name, self.server, pki.cert_pem(ca.cert), user, cert.cert_pem, cert.key_pem)
         _write_private(path, yaml.safe_dump(cfg, sort_keys=False))
         return path
+
+    def load_image(self, archive: Path) -> None:
+        """Import a docker-archive into every node's containerd (a no-op without nodes)."""
+        for spec in self.node_specs():
+            Node(self, spec).load_image(archive)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -217,10 +278,11 @@ class LocalCluster:
         Ready means: /readyz is ok and the `default` ServiceAccount exists in `default`, which
         proves the controller manager's token and service-account controllers are running.
         """
-        binaries = {p: tool_path(p) for p in PROCESSES}  # fail fast, before touching anything
+        # Fail fast, before touching anything.
+        binaries = {p: tool_path(p) for p in PROCESSES + (NODE_BINARIES if self.nodes else ())}
         deadline = time.monotonic() + timeout
         if self.workdir.exists():
-            self.stop()
+            self.stop(keep_lan=True)
         for attempt in range(3):
             self.workdir.mkdir(parents=True)
             for d in (self.pki_dir, self.log_dir, self.pid_dir):
@@ -232,10 +294,10 @@ class LocalCluster:
                 return
             except _PortConflict as e:
                 _log(f"{self.name}: {e}; retrying with new ports (attempt {attempt + 1})")
-                self.stop()
+                self.stop(keep_lan=True)
                 self._allocate_ports()
             except BaseException:
-                self.stop()
+                self.stop(keep_lan=True)
                 raise
         raise ClusterStartError(f"{self.name}: could not get free ports after 3 attempts")
 
@@ -253,9 +315,13 @@ class LocalCluster:
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
             ],
-            ips=["127.0.0.1", service_ip],
+            ips=sorted({"127.0.0.1", self.host, service_ip}),
         )
         serving.write(self.pki_dir / "apiserver.crt", self.pki_dir / "apiserver.key")
+        if self.nodes:
+            # How the API server authenticates to kubelets (logs, exec, port-forward).
+            kubelet_client = pki.new_client_cert(ca, "kube-apiserver-kubelet-client", ["system:masters"])
+            kubelet_client.write(self.pki_dir / "kubelet-client.crt", self.pki_dir / "kubelet-client.key")
         ca_pem = pki.cert_pem(ca.cert)
 
         admin = pki.new_client_cert(ca, "localk8s-admin", ["system:masters"])
@@ -267,15 +333,10 @@ class LocalCluster:
                 sort_keys=False,
             ),
         )
-        # The bootstrap RBAC policy binds this exact user name to its controller roles.
-        kcm = pki.new_client_cert(ca, "system:kube-controller-manager")
-        _write_private(
-            self.workdir / "kube-controller-manager.kubeconfig",
-            yaml.safe_dump(
-                kubeconfig_dict(self.name, self.server, ca_pem, "kube-controller-manager", kcm.cert_pem, kcm.key_pem),
-                sort_keys=False,
-            ),
-        )
+        # The bootstrap RBAC policy binds these exact user names to their roles.
+        self.component_kubeconfig(self.workdir / "kube-controller-manager.kubeconfig", "system:kube-controller-manager")
+        if self.nodes:
+            self.component_kubeconfig(self.workdir / "kube-scheduler.kubeconfig", "system:kube-scheduler")
         sa_key = pki.new_key()
         _write_private(self.pki_dir / "sa.key", pki.key_pem(sa_key).decode())
         (self.pki_dir / "sa.pub").write_bytes(pki.public_key_pem(sa_key))
@@ -361,11 +422,9 @@ class LocalCluster:
             [
                 str(binaries["kube-apiserver"]),
                 f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                # The `kubernetes` Service cannot get a loopback endpoint (Endpoints validation
-                # rejects 127.0.0.0/8) and there are no pods to use it anyway.
-                "--endpoint-reconciler-type=none",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
+                *self._node_flags(),
                 f"--secure-port={self.apiserver_port}",
                 f"--cert-dir={pki_dir}",
                 f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
@@ -419,11 +478,55 @@ class LocalCluster:
                 PROCESSES,
                 lambda: _default_service_account_exists(admin),
             )
+            if self.nodes:
+                self._start_nodes(binaries, deadline, Kube(admin))
         finally:
             admin.close()
 
-    def stop(self) -> None:
-        """Kill the processes (recorded pids, so it works from another process) and remove workdir."""
+    def _node_flags(self) -> list[str]:
+        if not self.nodes:
+            # The `kubernetes` Service cannot get a loopback endpoint (Endpoints validation
+            # rejects 127.0.0.0/8) and there are no pods to use it anyway.
+            return ["--endpoint-reconciler-type=none"]
+        pki_dir = self.pki_dir
+        return [
+            f"--kubelet-client-certificate={pki_dir / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={pki_dir / 'kubelet-client.key'}",
+            f"--kubelet-certificate-authority={self.ca_cert}",
+            # Node names resolve nowhere; their InternalIP is on the LAN.
+            "--kubelet-preferred-address-types=InternalIP",
+            "--enable-admission-plugins=NodeRestriction",
+        ]
+
+    def _start_nodes(self, binaries: dict[str, Path], deadline: float, kc: Kube) -> None:
+        """kube-scheduler, CoreDNS's RBAC and Service, then the nodes; returns when every Node is Ready,
+        kube-proxy has programmed each node and CoreDNS answers."""
+        scheduler_kubeconfig = self.workdir / "kube-scheduler.kubeconfig"
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(binaries["kube-scheduler"]),
+                f"--kubeconfig={scheduler_kubeconfig}",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
+        specs = self.node_specs()
+        for res, obj in [*node.coredns_rbac(), *node.kube_dns(specs[0])]:
+            kc.apply(res, obj, "localk8s", obj["metadata"].get("namespace"))
+        for spec in specs:
+            Node(self, spec).start(binaries, deadline)
+        daemons = [spec.process(d) for spec in specs for d in spec.daemons]
+        for spec in specs:
+            self._wait(f"Node {spec.name} to be Ready", deadline, daemons, partial(_node_ready, kc, spec.name))
+            healthz = partial(_http_ok, f"http://{spec.ip}:10256/healthz")
+            self._wait(f"kube-proxy on {spec.name}", deadline, daemons, healthz)
+        self._wait("CoreDNS", deadline, daemons, lambda: _http_ok(f"http://{specs[0].ip}:8181/ready"))
+
+    def stop(self, keep_lan: bool = False) -> None:
+        """Kill the processes (recorded pids, so it works from another process), remove what the nodes made
+        on the host, and remove workdir; the LAN goes with the last cluster on it, unless `keep_lan`."""
         # SIGKILL, not SIGTERM: the data is thrown away, and a graceful API server shutdown
         # costs seconds per cluster for nothing.
         pids = {p: pid for p, pid in self.recorded_pids().items() if _pid_is_ours(pid, self.workdir)}
@@ -434,7 +537,12 @@ class LocalCluster:
             if not _wait_exit(pid, self._procs.get(process), deadline):
                 raise RuntimeError(f"{self.name}: {process} (pid {pid}) survived SIGKILL")
         self._procs.clear()
+        for spec in self.node_specs():
+            node.cleanup(spec)
         shutil.rmtree(self.workdir, ignore_errors=True)
+        siblings = self.workdir.parent.iterdir() if self.workdir.parent.is_dir() else iter(())
+        if self.lan is not None and not keep_lan and not any((d / STATE_FILE).exists() for d in siblings):
+            self.lan.remove()
 
     def ports(self) -> list[int]:
         return [self.etcd_client_port, self.etcd_peer_port, self.apiserver_port]
@@ -485,6 +593,20 @@ def _readyz(kc: Kube) -> bool:
         return False
 
 
+def _node_ready(kc: Kube, name: str) -> bool:
+    found = kc.get(k.NODE, name)
+    conditions = ((found or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
 def _default_service_account_exists(client: kubernetes.client.ApiClient) -> bool:
     try:
         kubernetes.client.CoreV1Api(client).read_namespaced_service_account("default", "default", _request_timeout=2)
@@ -497,24 +619,42 @@ def _default_service_account_exists(client: kubernetes.client.ApiClient) -> bool
         return False
 
 
-def start_clusters(names: list[str], base_dir: Path, timeout: float = 120.0) -> dict[str, LocalCluster]:
-    """Start one cluster per name, in parallel, under base_dir/<name>; all or none come up."""
+def start_clusters(
+    names: list[str], base_dir: Path, timeout: float | None = None, nodes: int = 0
+) -> dict[str, LocalCluster]:
+    """Start one cluster per name, in parallel, under base_dir/<name>; all or none come up. With `nodes`,
+    each gets that many nodes, all on one LAN of their own (default timeout: 120 s, 300 s with nodes)."""
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate cluster names: {names}")
     base_dir.mkdir(parents=True, exist_ok=True)
-    # Distinct service ranges, so that objects copied between clusters never alias by accident.
+    lan = None
+    if nodes:
+        pause_image()  # built once here, not by each cluster's thread at the same time
+        lan = Lan.acquire()
+    # Distinct service and Pod ranges, so that objects copied between clusters never alias by accident.
     clusters = {
-        name: LocalCluster(name, base_dir / name, service_cidr=f"10.{96 + i}.0.0/16") for i, name in enumerate(names)
+        name: LocalCluster(
+            name,
+            base_dir / name,
+            service_cidr=f"10.{96 + i}.0.0/16",
+            nodes=nodes,
+            lan=lan,
+            index=i,
+            pod_cidr=f"10.{244 + i}.0.0/16",
+        )
+        for i, name in enumerate(names)
     }
     started = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=len(clusters) or 1) as pool:
-            futures = [pool.submit(c.start, timeout) for c in clusters.values()]
+            futures = [pool.submit(c.start, timeout or (300.0 if nodes else 120.0)) for c in clusters.values()]
             for f in futures:
                 f.result()  # re-raises the first failure
     except BaseException:
         for c in clusters.values():
             c.stop()
+        if lan is not None:
+            lan.remove()
         raise
     _log(f"{', '.join(names)} up in {time.monotonic() - started:.1f}s")
     return clusters

@@ -1,4 +1,8 @@
-"""Pytest plugin: a session-scoped pair of local clusters, `consumer` and `provider`.
+"""Pytest plugin: session-scoped pairs of local clusters, `consumer` and `provider`.
+
+- `local_clusters`: control planes only (no nodes): the fast suites;
+- `node_clusters`: each with one real node (containerd, kubelet, kube-proxy, CoreDNS), on a LAN of their
+  own, with the images `make images` built loaded into the nodes.
 
 Enable with `pytest_plugins = ["testenv.localk8s.pytest_plugin"]` in a conftest.py.
 The clusters are torn down at the end of the session, on failures, on Ctrl-C, on SIGTERM
@@ -8,6 +12,8 @@ and, as a last resort, at interpreter exit.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import os
 import shutil
 import signal
 import tempfile
@@ -19,6 +25,7 @@ from types import FrameType
 import pytest
 
 from .cluster import LocalCluster, start_clusters
+from .images import Image, ImagesMissingError, built_images
 
 CLUSTER_NAMES = ["consumer", "provider"]
 
@@ -58,9 +65,8 @@ def _install_sigterm_handler() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-@pytest.fixture(scope="session")
-def local_clusters() -> Iterator[dict[str, LocalCluster]]:
-    """{"consumer": LocalCluster, "provider": LocalCluster}, fresh for this test session."""
+@contextlib.contextmanager
+def _session_clusters(nodes: int) -> Iterator[dict[str, LocalCluster]]:
     _install_sigterm_handler()
     base_dir = Path(tempfile.mkdtemp(prefix="localk8s-"))
     # Registered before starting: start_clusters cleans up after itself on failure, but an
@@ -68,9 +74,38 @@ def local_clusters() -> Iterator[dict[str, LocalCluster]]:
     with _live_lock:
         _live[base_dir] = []
     try:
-        clusters = start_clusters(CLUSTER_NAMES, base_dir)
+        clusters = start_clusters(CLUSTER_NAMES, base_dir, nodes=nodes)
         with _live_lock:
             _live[base_dir] = list(clusters.values())
         yield clusters
     finally:
         _teardown(base_dir)
+
+
+@pytest.fixture(scope="session")
+def local_clusters() -> Iterator[dict[str, LocalCluster]]:
+    """{"consumer": LocalCluster, "provider": LocalCluster}, fresh for this test session."""
+    with _session_clusters(nodes=0) as clusters:
+        yield clusters
+
+
+@pytest.fixture(scope="session")
+def node_images() -> dict[str, Image]:
+    """The images `make images` built ("python-base", "operator"). Locally the tests that need them skip
+    until it has run; in CI (CI=true) their absence is a failure."""
+    try:
+        return built_images()
+    except ImagesMissingError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def node_clusters(node_images: dict[str, Image]) -> Iterator[dict[str, LocalCluster]]:
+    """{"consumer", "provider"}, each with one real node, and `node_images` in every node's containerd."""
+    with _session_clusters(nodes=1) as clusters:
+        for cluster in clusters.values():
+            for image in node_images.values():
+                cluster.load_image(image.archive)
+        yield clusters

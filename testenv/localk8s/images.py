@@ -1,0 +1,122 @@
+"""Container images for localk8s nodes, with no registry: docker-archive tarballs that each node's containerd
+imports (`ctr -n k8s.io images import`, the namespace the kubelet uses).
+
+- `docker_archive()`: one layer, its config and `manifest.json`, the layout `docker save` writes;
+- `pause_image()`: the Pods' sandbox (pause.c, compiled with gcc -static), cached by its source's hash;
+- `built_images()`: what `make images` (hack/build-images.sh) built for this checkout, from .local/images.json.
+
+Archives are cached under ${LPO_CACHE_DIR:-~/.cache/liqo-peering-operator}/images/, keyed by their inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .tools import REPO_ROOT, cache_root
+
+PAUSE_SOURCE = Path(__file__).with_name("pause.c")
+# Written by hack/build-images.sh: {"<name>": {"ref": ..., "archive": ..., "bytes": ...}}.
+BUILT_IMAGES = REPO_ROOT / ".local" / "images.json"
+
+
+class ImagesMissingError(FileNotFoundError):
+    """`make images` has not run in this checkout (or its archives were removed from the cache)."""
+
+
+@dataclass(frozen=True)
+class Image:
+    ref: str
+    archive: Path
+
+
+def images_dir() -> Path:
+    return cache_root() / "images"
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def docker_archive(out: Path, ref: str, layer: Path, config: dict[str, Any], created_by: str) -> Path:
+    """Write a one-layer image as a docker-archive: `layer` is an uncompressed tar of the root filesystem,
+    `config` the image's runtime config (Entrypoint, Env, User, ...)."""
+    diff_id = _sha256_file(layer)
+    image_config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
+        "history": [{"created_by": created_by}],
+    }
+    config_bytes = json.dumps(image_config, sort_keys=True).encode()
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    manifest = [{"Config": config_name, "RepoTags": [ref], "Layers": [f"{diff_id}/layer.tar"]}]
+    tmp = out.with_name(out.name + ".tmp")
+    with tarfile.open(tmp, "w") as tar:
+        tar.add(layer, arcname=f"{diff_id}/layer.tar")
+        for name, data in ((config_name, config_bytes), ("manifest.json", json.dumps(manifest).encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    # Renamed into place: an interrupted build never leaves an archive a later run would take as cached.
+    tmp.replace(out)
+    return out
+
+
+def pause_image() -> Image:
+    """The sandbox image every node's containerd runs Pods in (its `sandbox_image`), built on first use."""
+    source = PAUSE_SOURCE.read_bytes()
+    key = hashlib.sha256(source).hexdigest()[:16]
+    image = Image(f"localk8s.local/pause:{key}", images_dir() / f"pause-{key}.tar")
+    if image.archive.is_file():
+        return image
+    image.archive.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = Path(tmp) / "pause"
+        subprocess.run(["gcc", "-static", "-Os", "-s", "-o", str(binary), str(PAUSE_SOURCE)], check=True)
+        layer = Path(tmp) / "layer.tar"
+        with tarfile.open(layer, "w") as tar:
+            info = tar.gettarinfo(str(binary), arcname="pause")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            with binary.open("rb") as f:
+                tar.addfile(info, f)
+        # 65535, as Kubernetes' own pause image runs.
+        config = {"Entrypoint": ["/pause"], "User": "65535:65535"}
+        docker_archive(image.archive, image.ref, layer, config, "testenv/localk8s/pause.c, gcc -static")
+    return image
+
+
+def built_images() -> dict[str, Image]:
+    """The images `make images` built for this checkout: "python-base" and "operator"."""
+    if not BUILT_IMAGES.is_file():
+        raise ImagesMissingError(f"{BUILT_IMAGES} is missing; run 'make images' (hack/build-images.sh) first")
+    entries = json.loads(BUILT_IMAGES.read_text())
+    images = {name: Image(entry["ref"], Path(entry["archive"])) for name, entry in entries.items()}
+    for image in images.values():
+        if not image.archive.is_file():
+            raise ImagesMissingError(f"{image.archive} is missing; run 'make images' (hack/build-images.sh) again")
+    return images
+
+
+def ctr_binary() -> str:
+    """containerd's client, from Debian's containerd package (hack/install-node-runtime.sh)."""
+    found = shutil.which("ctr") or ("/usr/bin/ctr" if os.access("/usr/bin/ctr", os.X_OK) else None)
+    if found is None:
+        raise FileNotFoundError("ctr is missing; run hack/install-node-runtime.sh (make test and make demo do)")
+    return found
