@@ -21,17 +21,18 @@ LABEL org.opencontainers.image.title="liqo-peering-operator" \
       org.opencontainers.image.description="Declarative, GitOps-ready Liqo peerings (LiqoPeering operator)" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-ENV PATH=/opt/venv/bin:$PATH \
-    PYTHONDONTWRITEBYTECODE=1 \
+ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 # Install from the wheels only (no index), into a venv without pip; then drop pip, setuptools and
-# wheel from the base image so the runtime carries no installer.
+# wheel from the base image so the runtime carries no installer. The base image's python and pip do
+# this: /opt/venv/bin goes first on PATH only after this step (the new venv has no pip).
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m venv --without-pip /opt/venv \
     && python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links=/wheels /wheels/liqo_peering_operator-*.whl \
     && python -m pip uninstall --yes pip setuptools wheel \
     && rm -rf /root/.cache
+ENV PATH=/opt/venv/bin:$PATH
 USER 65532:65532
 WORKDIR /tmp
 # --metrics-port and --health-port defaults.
