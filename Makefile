@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: venv tools clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench
+.PHONY: venv tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench
+# Real nodes per cluster for `make clusters-up` (0: control planes only, as the fast suites use them).
+NODES ?= 0
 
 venv:            ## Python virtualenv with the operator and dev tools
 	hack/venv.sh
@@ -10,8 +12,15 @@ venv:            ## Python virtualenv with the operator and dev tools
 tools:           ## Build the Kubernetes components, etcd, helm, CoreDNS into the cache (idempotent)
 	hack/build-tools.sh
 
-clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig
-	PYTHONPATH=. $(PY) -m testenv.localk8s up --dir .local/clusters consumer provider
+runtime:         ## containerd, runc, CNI plugins, nftables, buildah, mmdebstrap from Debian (apt; skipped when present)
+	hack/install-node-runtime.sh
+
+images: venv     ## The operator image from the Dockerfile (on a base built from Debian), loaded into running nodes
+	hack/build-images.sh
+
+clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig (NODES=1: a real node each)
+	if [[ $(NODES) != 0 ]]; then hack/install-node-runtime.sh; fi
+	PYTHONPATH=. $(PY) -m testenv.localk8s up --dir .local/clusters --nodes $(NODES) consumer provider
 
 clusters-down:   ## Stop the local clusters, leaving nothing behind
 	PYTHONPATH=. $(PY) -m testenv.localk8s down --dir .local/clusters
