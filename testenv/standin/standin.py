@@ -43,6 +43,9 @@ REMOTE_TENANT_NS = "liqo.io/remote-tenant-namespace"
 GW_RESOURCE = "networking.liqo.io/gateway-resource"
 CREATE_VN = "liqo.io/create-virtual-node"
 GW_POD = "liqo-standin/gateway"
+# The Pods this process plays (gateways, the virtual kubelet) name a scheduler that does not exist: on a
+# cluster with real nodes, kube-scheduler would otherwise bind them and a kubelet try to run their images.
+SCHEDULER = "liqo-standin"
 
 DEFAULT_SLICE_RESOURCES = {"cpu": "4", "memory": "8Gi", "pods": "110"}
 NODE_HEARTBEAT = 10.0
@@ -630,6 +633,7 @@ class StandIn:
                             "spec": {
                                 "containers": [{"name": "gateway", "image": "liqo-standin.invalid/gateway:none"}],
                                 "automountServiceAccountToken": False,
+                                "schedulerName": SCHEDULER,
                             },
                         },
                     },
@@ -942,7 +946,10 @@ class StandIn:
                             **MANAGED,
                         },
                     },
-                    "spec": {"containers": [{"name": "virtual-kubelet", "image": "liqo-standin/virtual-kubelet"}]},
+                    "spec": {
+                        "containers": [{"name": "virtual-kubelet", "image": "liqo-standin/virtual-kubelet"}],
+                        "schedulerName": SCHEDULER,
+                    },
                 },
                 ns,
             )
