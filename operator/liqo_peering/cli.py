@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
+import socket
 
 import kopf
 import structlog
@@ -106,6 +108,14 @@ def connection_info(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
     )
 
 
+def peering_identity() -> str:
+    """This replica's name in kopf peering: its Pod's (the chart sets POD_NAME), else host and process.
+
+    kopf's default asks the password database for the user's name, which has no entry for the image's
+    uid 65532: getpwuid() raises and the operator exits at start-up."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
 def run(args: argparse.Namespace) -> None:
     tenant_access = None
     if args.tenant_access_role:
@@ -130,6 +140,7 @@ def run(args: argparse.Namespace) -> None:
         namespaces=args.namespaces,
         standalone=args.peering_name is None,
         peering_name=args.peering_name,
+        identity=peering_identity(),  # type: ignore[arg-type]  # kopf's Identity: a NewType of str it does not export
         # kopf pauses every replica that shares the top priority: give each replica its own.
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,

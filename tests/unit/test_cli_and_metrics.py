@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
-from liqo_peering.cli import build_parser, connection_info, local_configuration
+from liqo_peering.cli import build_parser, connection_info, local_configuration, peering_identity
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE
 from liqo_peering.metrics import Metrics
 
@@ -147,3 +148,12 @@ def test_handlers_register_on_their_own_registry_not_kopfs_global_one() -> None:
     assert [h.id for h in handlers.registry._spawning.get_all_handlers()] == ["peering_loop"]
     changing = {h.id for h in handlers.registry._changing.get_all_handlers()}
     assert {"unpeer"} <= changing and any(i.startswith("spec_changed") for i in changing)
+
+
+def test_peering_identity_needs_no_password_database_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The image runs as uid 65532, which /etc/passwd does not know: kopf's default identity (getpass) fails.
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    monkeypatch.setenv("POD_NAME", "lpo-liqo-peering-operator-5d4f-abcde")
+    assert peering_identity() == "lpo-liqo-peering-operator-5d4f-abcde"
+    monkeypatch.delenv("POD_NAME")
+    assert peering_identity().endswith(f"-{os.getpid()}")
