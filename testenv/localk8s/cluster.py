@@ -41,7 +41,7 @@ from testenv.kube import Kube
 
 from . import node, pki
 from .images import pause_image
-from .network import Lan
+from .network import Lan, ensure_inotify_instances
 from .node import Node, NodeSpec
 from .ports import free_port, is_listening
 from .tools import tool_path
@@ -629,6 +629,7 @@ def start_clusters(
     base_dir.mkdir(parents=True, exist_ok=True)
     lan = None
     if nodes:
+        ensure_inotify_instances()
         pause_image()  # built once here, not by each cluster's thread at the same time
         lan = Lan.acquire()
     # Distinct service and Pod ranges, so that objects copied between clusters never alias by accident.

@@ -16,6 +16,7 @@ import ipaddress
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,22 @@ def set_sysctls(netns: Path, values: dict[str, str]) -> None:
     """Per-namespace sysctls (the net.* ones are): written through /proc/sys from inside the namespace."""
     script = "".join(f"echo {v} > /proc/sys/{k.replace('.', '/')}\n" for k, v in values.items())
     run(["sh", "-euc", script], netns)
+
+
+# ---- host limits -------------------------------------------------------------------------------------------
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def ensure_inotify_instances(minimum: int = 1024) -> None:
+    """Raise the per-user limit of inotify instances (the kernel's default is 128, shared by every process
+    of the user) to `minimum`: each kubelet, containerd and API server holds several, and when they run out
+    containerd's CRI plugin does not load ("unknown service runtime.v1.RuntimeService") and the kubelet
+    fails ("too many open files"). Raised only, never lowered; it stays raised after the clusters stop."""
+    current = int(INOTIFY_INSTANCES.read_text())
+    if current < minimum:
+        INOTIFY_INSTANCES.write_text(str(minimum))
+        print(f"localk8s: raised fs.inotify.max_user_instances from {current} to {minimum}", file=sys.stderr)
 
 
 # ---- cgroup v1 --------------------------------------------------------------------------------------------
