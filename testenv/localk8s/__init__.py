@@ -4,7 +4,7 @@ optionally with real nodes (`start_clusters(names, base_dir, nodes=1)`: see READ
     from testenv.localk8s import LocalCluster, start_clusters, tool_path
 
 Binaries come from the cache filled by `make tools` (hack/build-tools.sh).
-CLI: python -m testenv.localk8s up|down|load --dir DIR [--nodes] [NAMES...|ARCHIVES...]
+CLI: python -m testenv.localk8s up|down|load --dir DIR [--nodes N] [NAMES...|ARCHIVES...]
 """
 
 from .cluster import ClusterStartError, LocalCluster, start_clusters

@@ -63,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up", help="start clusters (reused if already up) and write DIR/<name>.kubeconfig")
     p_up.add_argument("--dir", type=Path, required=True)
-    p_up.add_argument(
-        "--nodes", type=int, nargs="?", const=1, default=0, help="real nodes per cluster (--nodes alone: 1; default 0)"
-    )
+    p_up.add_argument("--nodes", type=int, default=0, help="real nodes per cluster (default 0: control planes only)")
     p_up.add_argument("names", nargs="+")
     p_down = sub.add_parser("down", help="stop every cluster recorded in DIR and remove DIR")
     p_down.add_argument("--dir", type=Path, required=True)
