@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 
 # Writes at Metadata (no bodies: small lines, no Secret data in a test's temp dir); reads and the
 # background noise of every cluster (events, leases, token and access reviews) not at all.
@@ -84,6 +85,8 @@ class AuditEvent:
     user_agent: str
     object_ref: ObjectRef | None
     code: int | None  # responseStatus.code
+    # The Pod a service-account token was bound to (the kubelet's projected tokens are): which replica wrote.
+    pod_name: str | None = None
 
     @property
     def resource(self) -> str | None:
@@ -131,6 +134,7 @@ def parse_line(line: str) -> AuditEvent | None:
         if ref
         else None,
         code=(raw.get("responseStatus") or {}).get("code"),
+        pod_name=next(iter(((raw.get("user") or {}).get("extra") or {}).get(POD_NAME_EXTRA, [])), None),
     )
 
 

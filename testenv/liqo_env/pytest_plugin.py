@@ -1,7 +1,8 @@
 """pytest fixtures: Liqo on the local clusters, and the Liqo stand-in as a subprocess.
 
 - `liqo_clusters` (session): H1's `local_clusters` with Liqo's non-workload objects installed
-  (liqo_env.install_liqo), each with its own cluster ID and non-overlapping CIDRs (see LIQO_SETTINGS).
+  (liqo_env.install_liqo), each with its own cluster ID and non-overlapping CIDRs (see LIQO_SETTINGS);
+- `liqo_node_clusters` (session): the same on `node_clusters` (clusters with real nodes);
 - `liqo_standin` (function): `python -m testenv.standin` against both clusters for the test, faults cleared
   before and after; `liqo_standin.set_faults("provider", resourceslice="Denied")`.
 """
@@ -71,12 +72,21 @@ class LiqoClusters:
                 self.install(name)
 
 
-@pytest.fixture(scope="session")
-def liqo_clusters(local_clusters: dict[str, LocalCluster]) -> LiqoClusters:
-    lc = LiqoClusters(clusters=dict(local_clusters))
+def with_liqo(clusters: dict[str, LocalCluster]) -> LiqoClusters:
+    lc = LiqoClusters(clusters=dict(clusters))
     for name in LIQO_SETTINGS:
         lc.install(name)
     return lc
+
+
+@pytest.fixture(scope="session")
+def liqo_clusters(local_clusters: dict[str, LocalCluster]) -> LiqoClusters:
+    return with_liqo(local_clusters)
+
+
+@pytest.fixture(scope="session")
+def liqo_node_clusters(node_clusters: dict[str, LocalCluster]) -> LiqoClusters:
+    return with_liqo(node_clusters)
 
 
 class StandInProcess:

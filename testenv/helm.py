@@ -1,0 +1,27 @@
+"""helm from the tool cache (hack/build-tools.sh), with its caches and config out of the user's home."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from testenv.localk8s import tool_path
+
+HELM_HOME = Path("/tmp/lpo-helm")
+
+
+def run_helm(*args: str, kubeconfig: Path | str | None = None, check: bool = True, timeout: float = 300) -> str:
+    """`helm args...`: its stdout, or (check=False) stdout and stderr together whatever the exit code."""
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(HELM_HOME / "cache"),
+        "HELM_CONFIG_HOME": str(HELM_HOME / "config"),
+        "HELM_DATA_HOME": str(HELM_HOME / "data"),
+    }
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    proc = subprocess.run([str(tool_path("helm")), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout if check else proc.stdout + proc.stderr

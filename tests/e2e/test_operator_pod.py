@@ -1,0 +1,332 @@
+"""The operator as users run it in a cluster: a Pod of the Helm chart's Deployment on a real node.
+
+Two local clusters with one real node each (testenv.localk8s, `node_clusters`), Liqo's objects on both and
+the Liqo stand-in as a process against both (as in the other suites). The image is the one `make images`
+built from the Dockerfile, loaded into the nodes' containerd. `helm install` runs the chart: the operator
+reads in-cluster config (the `kubernetes` Service, through kube-proxy), acts with the chart's
+ServiceAccount and RBAC, the kubelet runs its probes and enforces its securityContext, and its metrics are
+scraped through the chart's Service from another Pod. The provider's kubeconfig in the Secret points at
+the provider's API server on the LAN, where the Pod reaches it.
+
+The tests run in order, on one release: install, Ready, metrics, upgrade, a killed Pod, two replicas,
+uninstall (once keeping the CRD, once not).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from testenv import audit
+from testenv import kube as k
+from testenv.helm import run_helm
+from testenv.kube import Kube
+from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+from testenv.localk8s.images import Image, ctr_binary
+from testenv.localk8s.pods import python_pod, run_to_completion
+from testenv.operator_support import SECRET, Peerings, api_client, tenant_ns, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
+CRD_NAME = "liqopeerings.peering.liqo-operator.io"
+RELEASE = "lpo"
+RELEASE_NS = "lpo-system"
+FULLNAME = f"{RELEASE}-liqo-peering-operator"
+PEERING_NS = "e2e-operator-pod"
+NAME = "provider"
+SELECTOR = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=liqo-peering-operator"
+
+# What the operator makes for one peering, per cluster: (resource, plural group, in the tenant namespace).
+CONSUMER_OBJECTS = [
+    ("networking.liqo.io", "configurations"),
+    ("networking.liqo.io", "gatewayclients"),
+    ("networking.liqo.io", "publickeies"),
+    ("authentication.liqo.io", "identities"),
+    ("authentication.liqo.io", "resourceslices"),
+    ("offloading.liqo.io", "virtualnodes"),
+]
+PROVIDER_OBJECTS = [
+    ("networking.liqo.io", "configurations"),
+    ("networking.liqo.io", "gatewayservers"),
+    ("networking.liqo.io", "publickeies"),
+    ("authentication.liqo.io", "tenants"),
+]
+
+
+@dataclass
+class Suite:
+    lc: LiqoClusters
+    standin: StandInProcess
+    kc: Kube
+    peerings: Peerings
+    image: Image  # the operator's
+    python: Image  # the base image, for the Pods that look at the cluster from inside
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.lc["consumer"].kubeconfig
+
+    def helm(self, *args: str) -> str:
+        try:
+            return run_helm(*args, kubeconfig=self.kubeconfig)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.diagnosis()}") from None
+
+    def install_args(self, *sets: str) -> list[str]:
+        repository, tag = self.image.ref.rsplit(":", 1)
+        values = [
+            f"image.repository={repository}",
+            f"image.tag={tag}",
+            # Loaded into the node by `make images`: there is no registry to pull from.
+            "image.pullPolicy=Never",
+            f"liqoNamespace={self.lc.namespace}",
+            *sets,
+        ]
+        args = [str(CHART), "--namespace", RELEASE_NS, "--wait", "--timeout", "4m"]
+        for value in values:
+            args += ["--set", value]
+        return args
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The operator's Pods that are not being deleted."""
+        pods = self.kc.list(k.POD, RELEASE_NS, SELECTOR)
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    def ready_pods(self, count: int) -> list[dict[str, Any]] | None:
+        pods = self.pods()
+        ready = [p for p in pods if _ready(p)]
+        return ready if len(ready) == count == len(pods) else None
+
+    def status(self) -> dict[str, Any]:
+        return self.peerings.status(PEERING_NS, NAME)
+
+    def operator_logs(self) -> str:
+        return "\n".join(
+            f"--- {p['metadata']['name']}\n"
+            + self.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{p['metadata']['name']}/log")[-4000:]
+            for p in self.pods()
+        )
+
+    def diagnosis(self) -> str:
+        """The operator Pods' states and the release namespace's events, for a failure message."""
+        lines = []
+        for pod in self.kc.list(k.POD, RELEASE_NS):
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            lines.append(f"pod {pod['metadata']['name']}: {json.dumps([s.get('state') for s in statuses])}")
+        for event in self.kc.list(k.Res("", "v1", "events"), RELEASE_NS):
+            lines.append(f"event {event['involvedObject']['name']}: {event.get('reason')}: {event.get('message')}")
+        try:
+            lines.append(self.operator_logs())
+        except k.KubeError as exc:
+            lines.append(f"(no logs: {exc})")
+        return "\n".join(lines)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _is_ready(status: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+
+
+@pytest.fixture(scope="module")
+def suite(
+    liqo_node_clusters: LiqoClusters, node_images: dict[str, Image], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Suite]:
+    lc = liqo_node_clusters
+    standin = StandInProcess(lc, tmp_path_factory.mktemp("standin") / "liqo-standin.log")
+    kc = lc.kube("consumer")
+    peerings = Peerings(api_client(lc["consumer"].kubeconfig))
+    peerings.make_namespace(PEERING_NS)
+    # The provider's admin kubeconfig: its server is the provider's API server on the LAN.
+    peerings.put_kubeconfig_secret(PEERING_NS, SECRET, Path(lc["provider"].kubeconfig).read_bytes())
+    try:
+        yield Suite(lc, standin, kc, peerings, node_images["operator"], node_images["python-base"])
+    finally:
+        standin.stop()
+
+
+def test_helm_install_runs_the_operator_as_a_pod(suite: Suite) -> None:
+    out = suite.helm("install", RELEASE, *suite.install_args(), "--create-namespace")
+    assert "STATUS: deployed" in out, out
+    (pod,) = wait_for("the operator Pod to be ready (its readiness probe)", lambda: suite.ready_pods(1), timeout=60)
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == FULLNAME and spec["nodeName"] == "consumer-node-0"
+    (container,) = spec["containers"]
+    assert container["image"] == suite.image.ref
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["ready"] and status["restartCount"] == 0
+
+    # The kubelet enforced the chart's securityContext: the operator's process, as the kernel sees it.
+    process = _container_process(suite, status["containerID"])
+    fields = dict(line.split(":\t", 1) for line in process["status"].splitlines() if ":\t" in line)
+    assert fields["Uid"].split()[:2] == ["65532", "65532"] and fields["Gid"].split()[:2] == ["65532", "65532"]
+    assert int(fields["CapEff"], 16) == 0 and int(fields["CapBnd"], 16) == 0, fields
+    assert fields["NoNewPrivs"] == "1" and fields["Seccomp"] == "2", fields  # 2: a filter (RuntimeDefault)
+    root = next(line for line in process["mountinfo"].splitlines() if line.split()[4] == "/")
+    assert "ro" in root.split()[5].split(","), root
+
+
+def _container_process(suite: Suite, container_id: str) -> dict[str, str]:
+    """/proc of the container's main process on the node, found through the node's containerd."""
+    (spec,) = suite.lc["consumer"].node_specs()
+    cid = container_id.removeprefix("containerd://")
+    ctr = [ctr_binary(), "--address", str(spec.socket), "--namespace", "k8s.io"]
+    tasks = subprocess.run([*ctr, "tasks", "ls"], capture_output=True, text=True, check=True).stdout
+    (pid,) = [line.split()[1] for line in tasks.splitlines() if line.startswith(cid)]
+    return {name: Path(f"/proc/{pid}/{name}").read_text() for name in ("status", "mountinfo")}
+
+
+def test_a_peering_turns_ready(suite: Suite) -> None:
+    suite.peerings.create(PEERING_NS, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "3m"})
+    try:
+        status = suite.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{suite.operator_logs()}") from None
+    assert status["localClusterID"] == suite.lc.ids["consumer"]
+    assert status["remoteClusterID"] == suite.lc.ids["provider"]
+    # Every write came from the operator's Pod, as the chart's ServiceAccount (a token bound to the Pod).
+    writes = audit.writes(suite.lc["consumer"].audit_log, user_agent_prefix="liqo-peering-operator")
+    assert writes and {w.username for w in writes} == {f"system:serviceaccount:{RELEASE_NS}:{FULLNAME}"}
+    assert {w.pod_name for w in writes} == {suite.pods()[0]["metadata"]["name"]}
+
+
+def test_metrics_scraped_through_the_service(suite: Suite) -> None:
+    url = f"http://{FULLNAME}-metrics.{RELEASE_NS}.svc.cluster.local:8080/metrics"
+    script = f"""
+import time, urllib.request
+for _ in range(30):
+    try:
+        print(urllib.request.urlopen("{url}", timeout=5).read().decode())
+        break
+    except OSError as e:
+        print("retry:", e)
+        time.sleep(1)
+"""
+    pod = python_pod(f"scrape-{uuid.uuid4().hex[:6]}", suite.python.ref, script)
+    metrics = run_to_completion(suite.kc, PEERING_NS, pod)
+    assert 'liqo_peering_peerings{status="ready"} 1.0' in metrics, metrics[-3000:]
+    assert "liqo_peering_time_to_ready_seconds_count 1.0" in metrics, metrics[-3000:]
+
+
+def test_helm_upgrade_rolls_the_pod_and_the_peering_stays_ready(suite: Suite) -> None:
+    (before,) = suite.pods()
+    samples: list[bool] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            samples.append(_is_ready(suite.status()))
+            time.sleep(0.5)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        suite.helm("upgrade", RELEASE, *suite.install_args("logLevel=debug"))
+        (after,) = wait_for(
+            "the upgraded Pod to be ready",
+            lambda: [p for p in suite.ready_pods(1) or [] if p["metadata"]["uid"] != before["metadata"]["uid"]],
+            timeout=180,
+        )
+        # The new Pod has taken over: it is the one that reconciles the peering now.
+        suite.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": "4m"}})
+        wait_for("the new Pod to observe the spec change", lambda: _observed(suite), timeout=60)
+    finally:
+        done.set()
+        sampler.join()
+    assert "--log-level=debug" in after["spec"]["containers"][0]["args"]
+    assert samples and all(samples), f"the peering left Ready during the upgrade ({samples.count(False)} samples)"
+
+
+def _observed(suite: Suite) -> bool:
+    peering = suite.peerings.get(PEERING_NS, NAME) or {}
+    status = peering.get("status") or {}
+    return status.get("observedGeneration") == peering["metadata"]["generation"] and _is_ready(status)
+
+
+def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> None:
+    (victim,) = suite.pods()
+    since = datetime.now(UTC)
+    k8s.CoreV1Api(suite.peerings.api).delete_namespaced_pod(
+        victim["metadata"]["name"], RELEASE_NS, grace_period_seconds=0
+    )
+    (replacement,) = wait_for(
+        "the Deployment's replacement Pod to be ready",
+        lambda: [p for p in suite.ready_pods(1) or [] if p["metadata"]["name"] != victim["metadata"]["name"]],
+        timeout=180,
+    )
+    suite.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": "5m"}})
+    wait_for("the replacement to reconcile the peering to Ready", lambda: _observed(suite), timeout=90)
+
+    consumer_ns = tenant_ns(suite.peerings.api, suite.lc.ids["provider"])
+    provider_api = api_client(suite.lc["provider"].kubeconfig)
+    provider_ns = tenant_ns(provider_api, suite.lc.ids["consumer"])
+    for api, namespace, kinds in (
+        (suite.peerings.api, consumer_ns, CONSUMER_OBJECTS),
+        (provider_api, provider_ns, PROVIDER_OBJECTS),
+    ):
+        custom = k8s.CustomObjectsApi(api)
+        for group, plural in kinds:
+            found: Any = custom.list_namespaced_custom_object(group, "v1beta1", namespace, plural)
+            names = [i["metadata"]["name"] for i in found["items"]]
+            assert len(names) == 1, f"{plural} in {namespace}: {names}"
+    # The replacement resumed: it created nothing, it only brought what existed up to date.
+    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    assert {w.pod_name for w in writes} <= {replacement["metadata"]["name"]}
+    assert not [w for w in writes if w.verb == "create" and w.resource != "events"], writes
+
+
+def test_with_two_replicas_exactly_one_acts(suite: Suite) -> None:
+    suite.helm("upgrade", RELEASE, *suite.install_args("ha.enabled=true", "replicaCount=2"))
+    pods = wait_for("two ready replicas", lambda: suite.ready_pods(2), timeout=180)
+    names = [p["metadata"]["name"] for p in pods]
+
+    def paused() -> list[str] | None:
+        # kopf peering: the replica with the lower priority pauses in favour of the other.
+        logs = {n: suite.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{n}/log") for n in names}
+        waiting = [n for n, log in logs.items() if "Pausing operations in favour of" in log]
+        return waiting if len(waiting) == 1 else None
+
+    (standby,) = wait_for("one replica to stand by", paused, timeout=60)
+    since = datetime.now(UTC)
+    suite.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": "6m"}})
+    wait_for("the spec change to be reconciled", lambda: _observed(suite), timeout=90)
+    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    writers = {w.pod_name for w in writes}
+    assert len(writers) == 1 and standby not in writers, json.dumps(sorted(map(str, writers)))
+
+
+def test_helm_uninstall_honours_crds_keep(suite: Suite) -> None:
+    ext = k8s.ApiextensionsV1Api(suite.peerings.api)
+    # crds.keep=true (the default): the CRD, and the LiqoPeering with it, outlive the release.
+    suite.helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait")
+    wait_for("the operator Pods to be gone", lambda: not suite.kc.list(k.POD, RELEASE_NS, SELECTOR), timeout=120)
+    assert ext.read_custom_resource_definition(CRD_NAME).metadata.name == CRD_NAME  # type: ignore[union-attr]
+    assert suite.peerings.get(PEERING_NS, NAME) is not None
+
+    # Installed again (the release adopts the CRD it kept), now with crds.keep=false. The peering is
+    # unpeered first, so that no finalizer outlives the operator; then uninstalling removes the CRD.
+    suite.helm("install", RELEASE, *suite.install_args("crds.keep=false"))
+    wait_for("the operator Pod to be ready", lambda: suite.ready_pods(1), timeout=180)
+    suite.peerings.delete(PEERING_NS, NAME)
+    suite.peerings.wait_gone(PEERING_NS, NAME, timeout=120)
+    suite.helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait")
+
+    def crd_gone() -> bool:
+        return CRD_NAME not in {c.metadata.name for c in ext.list_custom_resource_definition().items}  # type: ignore[union-attr]
+
+    wait_for("the CRD to be deleted with the release", crd_gone, timeout=60)
