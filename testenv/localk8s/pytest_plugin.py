@@ -2,7 +2,7 @@
 
 - `local_clusters`: control planes only (no nodes): the fast suites;
 - `node_clusters`: each with one real node (containerd, kubelet, kube-proxy, CoreDNS), on a LAN of their
-  own, with the images `make images` built loaded into the nodes.
+  own, with the images `make images` built loaded into the consumer's node.
 
 Enable with `pytest_plugins = ["testenv.localk8s.pytest_plugin"]` in a conftest.py.
 The clusters are torn down at the end of the session, on failures, on Ctrl-C, on SIGTERM
@@ -103,9 +103,9 @@ def node_images() -> dict[str, Image]:
 
 @pytest.fixture(scope="session")
 def node_clusters(node_images: dict[str, Image]) -> Iterator[dict[str, LocalCluster]]:
-    """{"consumer", "provider"}, each with one real node, and `node_images` in every node's containerd."""
+    """{"consumer", "provider"}, each with one real node; `node_images` in the consumer's node, where the
+    tests run their Pods (importing them takes seconds per image and node: the provider's gets none)."""
     with _session_clusters(nodes=1) as clusters:
-        for cluster in clusters.values():
-            for image in node_images.values():
-                cluster.load_image(image.archive)
+        for image in node_images.values():
+            clusters["consumer"].load_image(image.archive)
         yield clusters
