@@ -1,6 +1,8 @@
-"""The local demo: two clusters, Liqo (objects + stand-in), the operator, and examples/basic.yaml until Ready.
+"""The local demo: two clusters with a real node each, Liqo (real, or objects + stand-in), the operator
+installed with Helm as a Pod, and examples/basic.yaml until Ready.
 
-Run through `make demo` (hack/demo.sh); `make demo-down` stops everything. State lives in .local/.
+Run through `make demo` (hack/demo.sh, which builds the tools and the images first); `make demo-down`
+stops everything. State lives in .local/.
 """
 
 from __future__ import annotations
@@ -15,16 +17,23 @@ from pathlib import Path
 
 import yaml
 
+from testenv.helm import run_helm
 from testenv.kube import Kube
 from testenv.liqo_env import install_liqo
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
+from testenv.liqo_real.pytest_plugin import NO_LIQO_PODS
+from testenv.localk8s import LocalCluster
 from testenv.localk8s.__main__ import down as clusters_down
 from testenv.localk8s.__main__ import up as clusters_up
-from testenv.operator_support import Peerings, api_client, install_crd, wait_for
+from testenv.localk8s.images import built_images
+from testenv.operator_support import Peerings, api_client, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ROOT / ".local" / "clusters"
+LIQO_REAL = ROOT / ".local" / "liqo-real"
 STATE = ROOT / ".local" / "demo"
+CHART = ROOT / "deploy" / "helm" / "liqo-peering-operator"
+RELEASE, RELEASE_NS = "liqo-peering-operator", "liqo-peering"
 
 
 def start_background(name: str, cmd: list[str]) -> None:
@@ -60,7 +69,7 @@ def real_liqo_up() -> tuple[Path, Path]:
     """Two clusters running Liqo's real control plane (testenv/liqo_real), in the background."""
     start_background(
         "liqo-real",
-        [sys.executable, "-m", "testenv.liqo_real", "--dir", str(ROOT / ".local" / "liqo-real"), "--prefix", "demo"],
+        [sys.executable, "-m", "testenv.liqo_real", "--dir", str(LIQO_REAL), "--prefix", "demo", "--nodes", "1"],
     )
     log = STATE / "liqo-real.log"
 
@@ -80,7 +89,7 @@ def real_liqo_up() -> tuple[Path, Path]:
 
 def standin_liqo_up() -> tuple[Path, Path]:
     """Two clusters with Liqo's objects and the Liqo stand-in (lighter: no Liqo binaries needed)."""
-    clusters_up(CLUSTERS, ["consumer", "provider"])
+    clusters_up(CLUSTERS, ["consumer", "provider"], nodes=1)
     consumer_kc, provider_kc = CLUSTERS / "consumer.kubeconfig", CLUSTERS / "provider.kubeconfig"
     for name, kubeconfig in (("consumer", consumer_kc), ("provider", provider_kc)):
         cluster_id, pod, external = LIQO_SETTINGS[name]
@@ -101,29 +110,33 @@ def standin_liqo_up() -> tuple[Path, Path]:
     return consumer_kc, provider_kc
 
 
+def install_operator(kubeconfig: Path, cluster_dir: Path, sets: list[str]) -> None:
+    """The operator image (`make images`) into the consumer's node, then the chart, until its Pod is ready."""
+    image = built_images()["operator"]
+    LocalCluster.load(cluster_dir).load_image(image.archive)
+    repository, tag = image.ref.rsplit(":", 1)
+    # Loaded into the nodes just now: there is no registry to pull it from.
+    values = [f"image.repository={repository}", f"image.tag={tag}", "image.pullPolicy=Never", *sets]
+    args = ["upgrade", "--install", RELEASE, str(CHART), "--namespace", RELEASE_NS, "--create-namespace"]
+    for value in values:
+        args += ["--set", value]
+    run_helm(*args, "--wait", "--timeout", "5m", kubeconfig=kubeconfig)
+    print(f"installed the chart: the operator runs as a Pod ({image.ref}) in namespace {RELEASE_NS}")
+
+
 def up(mode: str) -> None:
     started = time.monotonic()
     STATE.mkdir(parents=True, exist_ok=True)
     stop_background()
-    consumer_kc, provider_kc = real_liqo_up() if mode == "real" else standin_liqo_up()
+    if mode == "real":
+        consumer_kc, provider_kc = real_liqo_up()
+        # The node is tainted against Liqo's own Pods (processes here); the operator's Pod tolerates that.
+        toleration = [f"tolerations[0].{key}={value}" for key, value in NO_LIQO_PODS.items()]
+        install_operator(consumer_kc, LIQO_REAL / "demo-consumer", [*toleration, "tolerations[0].operator=Exists"])
+    else:
+        consumer_kc, provider_kc = standin_liqo_up()
+        install_operator(consumer_kc, CLUSTERS / "consumer", [])
     consumer = api_client(consumer_kc)
-    install_crd(consumer)
-    operator = Path(sys.executable).with_name("liqo-peering-operator")
-    start_background(
-        "operator",
-        [
-            str(operator),
-            "run",
-            "--kubeconfig",
-            str(consumer_kc),
-            "--log-format",
-            "console",
-            "--metrics-port",
-            "0",
-            "--health-port",
-            "0",
-        ],
-    )
     peerings = Peerings(consumer)
     peerings.put_kubeconfig_secret("default", "provider-kubeconfig", provider_kc.read_bytes())
     example = yaml.safe_load((ROOT / "examples" / "basic.yaml").read_text())
@@ -139,7 +152,7 @@ def main() -> int:
     if sys.argv[1:] == ["down"]:
         stop_background()
         clusters_down(CLUSTERS)
-        shutil.rmtree(ROOT / ".local" / "liqo-real", ignore_errors=True)
+        shutil.rmtree(LIQO_REAL, ignore_errors=True)
         shutil.rmtree(STATE, ignore_errors=True)
         return 0
     up(os.environ.get("DEMO_LIQO", "real"))

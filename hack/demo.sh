@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make demo`: builds what is missing, starts two local clusters running Liqo's real control plane
-# (DEMO_LIQO=standin: Liqo's objects and the lighter Liqo stand-in instead), runs the operator, applies
-# examples/basic.yaml and waits until the peering is Ready.
+# `make demo`: builds what is missing (tools, the container runtime from Debian, the images), starts two
+# local clusters with a real node each, running Liqo's real control plane (DEMO_LIQO=standin: Liqo's
+# objects and the lighter Liqo stand-in instead), installs the operator with Helm (a Pod on the consumer's
+# node), applies examples/basic.yaml and waits until the peering is Ready.
 # `make demo-down` (hack/demo.sh down) stops everything and removes .local/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,10 +13,12 @@ fi
 hack/venv.sh
 hack/build-tools.sh
 if [[ ${DEMO_LIQO:-real} == real ]]; then hack/build-liqo.sh; fi
+hack/build-images.sh
 .venv/bin/python hack/demo.py
 kubectl=$(hack/tool-path.sh kubectl 2>/dev/null || command -v kubectl || true)
 export KUBECONFIG=$PWD/.local/clusters/consumer.kubeconfig
 if [[ -n $kubectl ]]; then
+    echo; echo "\$ kubectl get pods -n liqo-peering -o wide"; "$kubectl" get pods -n liqo-peering -o wide
     echo; echo "\$ kubectl get lp -A -o wide"; "$kubectl" get lp -A -o wide
     echo; echo "\$ kubectl get foreignclusters"; "$kubectl" get foreignclusters
 fi
@@ -25,6 +28,7 @@ The demo is running. Try:
   export KUBECONFIG=$KUBECONFIG
   kubectl describe lp -n default provider
   kubectl get lp -A -o wide -w
-Logs: .local/demo/ (operator.log, and liqo-real.log or liqo-standin.log)
+  kubectl logs -n liqo-peering deploy/liqo-peering-operator
+Logs: .local/demo/ (liqo-real.log or liqo-standin.log), and the operator's through kubectl logs
 Tear it all down with: make demo-down
 EOM

@@ -1,6 +1,6 @@
 """Two local clusters with Liqo's real control plane, in the foreground until Ctrl-C (or SIGTERM).
 
-    python -m testenv.liqo_real [--dir DIR] [--prefix rl]
+    python -m testenv.liqo_real [--dir DIR] [--prefix rl] [--nodes N]
 
 Prints the kubeconfig paths; the component logs are under <dir>/<prefix>-<side>/liqo/logs.
 """
@@ -19,6 +19,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m testenv.liqo_real")
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--prefix", default="rl")
+    parser.add_argument("--nodes", type=int, default=0, help="real nodes per cluster (default 0)")
     args = parser.parse_args()
     from .pytest_plugin import start_real_liqo_pair
 
@@ -27,7 +28,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     base = args.dir or Path(tempfile.mkdtemp(prefix="liqo-real-"))
-    pair = start_real_liqo_pair(base, args.prefix)
+    pair = start_real_liqo_pair(base, args.prefix, args.nodes)
     done = threading.Event()
     try:
         for side, cluster in pair.clusters.items():

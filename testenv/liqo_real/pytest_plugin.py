@@ -3,7 +3,8 @@
 - `real_liqo` (session): clusters `rl-consumer` / `rl-provider`, separate from the stand-in clusters,
   each with Liqo's chart applied and its controller manager, CRD replicator, IPAM (and virtual kubelets,
   once Liqo creates them) running as local processes, plus the data-plane stand-in.
-- `start_real_liqo_pair(base_dir, prefix)`: the same, for a test that needs fresh clusters of its own.
+- `start_real_liqo_pair(base_dir, prefix, nodes)`: the same, for a test that needs fresh clusters of its own
+  (or the demo, with a real node each: tainted NO_LIQO_PODS, since Liqo's Pods are played by processes here).
 
 The binaries come from hack/build-liqo.sh; when one is missing the fixture fails with that fix (it does
 not skip: hack/test.sh builds them).
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from testenv import kube as k
 from testenv.kube import Kube
 from testenv.localk8s import LocalCluster, start_clusters
 
@@ -32,6 +34,11 @@ REAL_SETTINGS = {
     "consumer": ("rl-consumer-id", "10.100.0.0/16", "10.110.0.0/16"),
     "provider": ("rl-provider-id", "10.200.0.0/16", "10.210.0.0/16"),
 }
+
+# On clusters with nodes: the Pods of Liqo's Deployments run here as processes (testenv.liqo_real.runner),
+# so the real nodes are tainted against them; a workload meant for the node (the operator's Pod, in the
+# demo) tolerates the taint.
+NO_LIQO_PODS = {"key": "liqo-real.testenv/liqo-pods-run-as-processes", "effect": "NoSchedule"}
 
 _live: list[RealLiqoPair] = []
 _live_lock = threading.Lock()
@@ -86,17 +93,22 @@ def _install_sigterm_handler() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def start_real_liqo_pair(base_dir: Path, prefix: str = "rl") -> RealLiqoPair:
+def start_real_liqo_pair(base_dir: Path, prefix: str = "rl", nodes: int = 0) -> RealLiqoPair:
     _install_sigterm_handler()
     missing = missing_binaries(tuple(sorted(RUNNABLE)))
     if missing:
         pytest.fail(f"Liqo binaries missing: {', '.join(missing)}; run hack/build-liqo.sh", pytrace=False)
     names = {side: f"{prefix}-{side}" for side in REAL_SETTINGS}
-    clusters = start_clusters(list(names.values()), base_dir)
+    clusters = start_clusters(list(names.values()), base_dir, nodes=nodes)
     pair = RealLiqoPair(base_dir, {side: clusters[name] for side, name in names.items()})
     with _live_lock:
         _live.append(pair)
     try:
+        for side in pair.clusters:
+            kc = pair.kube(side)
+            for node in kc.list(k.NODE):
+                taints = (node["spec"].get("taints") or []) + [NO_LIQO_PODS]
+                kc.patch(k.NODE, node["metadata"]["name"], {"spec": {"taints": taints}})
         for side, (cluster_id, pod, external) in REAL_SETTINGS.items():
             pair.liqo[side] = RealLiqo(pair.clusters[side], cluster_id, pod, external).up()
             pair.ids[side] = cluster_id
