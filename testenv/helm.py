@@ -11,8 +11,15 @@ from testenv.localk8s import tool_path
 HELM_HOME = Path("/tmp/lpo-helm")
 
 
-def run_helm(*args: str, kubeconfig: Path | str | None = None, check: bool = True, timeout: float = 300) -> str:
-    """`helm args...`: its stdout, or (check=False) stdout and stderr together whatever the exit code."""
+def run_helm(
+    *args: str,
+    kubeconfig: Path | str | None = None,
+    check: bool = True,
+    timeout: float = 300,
+    binary: Path | None = None,
+) -> str:
+    """`helm args...` (`binary`, default the cached helm): its stdout, or (check=False) stdout and stderr
+    together whatever the exit code."""
     env = {
         **os.environ,
         "HELM_CACHE_HOME": str(HELM_HOME / "cache"),
@@ -21,7 +28,8 @@ def run_helm(*args: str, kubeconfig: Path | str | None = None, check: bool = Tru
     }
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
-    proc = subprocess.run([str(tool_path("helm")), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    helm = binary or tool_path("helm")
+    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout if check else proc.stdout + proc.stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +23,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+import testenv.helm
 from testenv.liqo_env.pytest_plugin import StandInProcess
 from testenv.localk8s import LocalCluster, ToolMissingError, tool_path
 from testenv.operator_support import (
@@ -58,12 +58,7 @@ def run_helm(*args: str, kubeconfig: Path) -> str:
         if os.environ.get("CI"):
             raise
         pytest.skip(f"helm is not built yet: {exc}")
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HELM_CACHE_HOME": "/tmp/lpo-helm/cache"}
-    env |= {"HELM_CONFIG_HOME": "/tmp/lpo-helm/config", "HELM_DATA_HOME": "/tmp/lpo-helm/data"}
-    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, timeout=300)
-    if proc.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc.stdout
+    return testenv.helm.run_helm(*args, kubeconfig=kubeconfig, binary=helm)
 
 
 def adopt_crd(api: k8s.ApiClient) -> None:

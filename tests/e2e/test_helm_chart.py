@@ -7,7 +7,6 @@ in CI (CI=true) a missing helm is a failure.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+import testenv.helm
 from testenv.localk8s import LocalCluster, ToolMissingError, start_clusters, tool_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,14 +38,7 @@ def helm() -> Path:
 
 
 def run_helm(helm: Path, *args: str, kubeconfig: Path | None = None, check: bool = True) -> str:
-    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/lpo-helm/cache", "HELM_CONFIG_HOME": "/tmp/lpo-helm/config"}
-    env["HELM_DATA_HOME"] = "/tmp/lpo-helm/data"
-    if kubeconfig is not None:
-        env["KUBECONFIG"] = str(kubeconfig)
-    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc.stdout + proc.stderr if not check else proc.stdout
+    return testenv.helm.run_helm(*args, kubeconfig=kubeconfig, check=check, binary=helm)
 
 
 def render(helm: Path, *sets: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
