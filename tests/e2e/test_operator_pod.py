@@ -111,6 +111,26 @@ class Suite:
     def status(self) -> dict[str, Any]:
         return self.peerings.status(PEERING_NS, NAME)
 
+    def successor(self, old: dict[str, Any]) -> dict[str, Any]:
+        """The one ready operator Pod, once it is another than `old`."""
+        (pod,) = wait_for(
+            f"a ready operator Pod other than {old['metadata']['name']}",
+            lambda: [p for p in self.ready_pods(1) or [] if p["metadata"]["uid"] != old["metadata"]["uid"]],
+            timeout=180,
+        )
+        return pod
+
+    def change_and_reconcile(self, timeout: str) -> None:
+        """Change the peering's spec (its timeout) and wait until the operator has reconciled it, Ready."""
+        self.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": timeout}})
+
+        def observed() -> bool:
+            peering = self.peerings.get(PEERING_NS, NAME) or {}
+            status = peering.get("status") or {}
+            return status.get("observedGeneration") == peering["metadata"]["generation"] and _is_ready(status)
+
+        wait_for(f"the operator to reconcile the spec change (timeout {timeout})", observed, timeout=90)
+
     def operator_logs(self) -> str:
         return "\n".join(
             f"--- {p['metadata']['name']}\n"
@@ -237,25 +257,14 @@ def test_helm_upgrade_rolls_the_pod_and_the_peering_stays_ready(suite: Suite) ->
     sampler.start()
     try:
         suite.helm("upgrade", RELEASE, *suite.install_args("logLevel=debug"))
-        (after,) = wait_for(
-            "the upgraded Pod to be ready",
-            lambda: [p for p in suite.ready_pods(1) or [] if p["metadata"]["uid"] != before["metadata"]["uid"]],
-            timeout=180,
-        )
+        after = suite.successor(before)
         # The new Pod has taken over: it is the one that reconciles the peering now.
-        suite.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": "4m"}})
-        wait_for("the new Pod to observe the spec change", lambda: _observed(suite), timeout=60)
+        suite.change_and_reconcile("4m")
     finally:
         done.set()
         sampler.join()
     assert "--log-level=debug" in after["spec"]["containers"][0]["args"]
     assert samples and all(samples), f"the peering left Ready during the upgrade ({samples.count(False)} samples)"
-
-
-def _observed(suite: Suite) -> bool:
-    peering = suite.peerings.get(PEERING_NS, NAME) or {}
-    status = peering.get("status") or {}
-    return status.get("observedGeneration") == peering["metadata"]["generation"] and _is_ready(status)
 
 
 def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> None:
@@ -264,13 +273,8 @@ def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> Non
     k8s.CoreV1Api(suite.peerings.api).delete_namespaced_pod(
         victim["metadata"]["name"], RELEASE_NS, grace_period_seconds=0
     )
-    (replacement,) = wait_for(
-        "the Deployment's replacement Pod to be ready",
-        lambda: [p for p in suite.ready_pods(1) or [] if p["metadata"]["name"] != victim["metadata"]["name"]],
-        timeout=180,
-    )
-    suite.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": "5m"}})
-    wait_for("the replacement to reconcile the peering to Ready", lambda: _observed(suite), timeout=90)
+    replacement = suite.successor(victim)
+    suite.change_and_reconcile("5m")
 
     consumer_ns = tenant_ns(suite.peerings.api, suite.lc.ids["provider"])
     provider_api = api_client(suite.lc["provider"].kubeconfig)
@@ -303,8 +307,7 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite) -> None:
 
     (standby,) = wait_for("one replica to stand by", paused, timeout=60)
     since = datetime.now(UTC)
-    suite.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": "6m"}})
-    wait_for("the spec change to be reconciled", lambda: _observed(suite), timeout=90)
+    suite.change_and_reconcile("6m")
     writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
     writers = {w.pod_name for w in writes}
     assert len(writers) == 1 and standby not in writers, json.dumps(sorted(map(str, writers)))
