@@ -360,9 +360,10 @@ def cleanup(spec: NodeSpec) -> None:
         network.run(["ip", "link", "del", spec.lan.veth(spec.ip)])
 
 
-def _kill_shims(node_dir: Path) -> None:
-    """containerd's shims outlive it (each in a session of its own); they carry our socket path."""
-    marker = str(node_dir).encode()
+def processes_mentioning(directory: Path, also: bytes = b"") -> list[int]:
+    """Pids whose command line names a path under `directory` (and contains `also`)."""
+    marker = f"{directory}/".encode()
+    found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -370,23 +371,19 @@ def _kill_shims(node_dir: Path) -> None:
             cmdline = (proc / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"containerd-shim" in cmdline and marker in cmdline:
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-            except ProcessLookupError:
-                continue
+        if marker in cmdline and also in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def _kill_shims(node_dir: Path) -> None:
+    """containerd's shims outlive it (each in a session of its own); they carry our socket path."""
+    for pid in processes_mentioning(node_dir, b"containerd-shim"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(
-        marker in _cmdline(p) and b"containerd-shim" in _cmdline(p) for p in Path("/proc").iterdir() if p.name.isdigit()
-    ):
+    while processes_mentioning(node_dir, b"containerd-shim") and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def _cmdline(proc: Path) -> bytes:
-    try:
-        return (proc / "cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def _remove_shim_sockets(spec: NodeSpec) -> None:

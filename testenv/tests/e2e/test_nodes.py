@@ -21,7 +21,7 @@ from testenv.kube import Kube
 from testenv.localk8s import LocalCluster
 from testenv.localk8s.images import Image
 from testenv.localk8s.network import NETWORK, cgroup_hierarchies, in_netns, mounts_under
-from testenv.localk8s.node import NodeSpec
+from testenv.localk8s.node import NodeSpec, processes_mentioning
 from testenv.localk8s.pods import logs, python_pod, run_to_completion, wait_running
 
 NAMESPACE = "nodes-e2e"
@@ -224,9 +224,7 @@ def test_down_leaves_nothing_behind(node_images: dict[str, Image]) -> None:
 
     assert not base.exists()
     assert not mounts_under(tmp_path)
-    marker = str(base).encode()
-    leftovers = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and marker in _cmdline(p)]
-    assert not leftovers, f"processes left: {leftovers}"
+    assert not processes_mentioning(base), "processes left"
     assert cluster.lan is not None
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert f" {cluster.lan.bridge}:" not in links and f" {cluster.lan.veth(spec.ip)}@" not in links, links
@@ -236,10 +234,3 @@ def test_down_leaves_nothing_behind(node_images: dict[str, Image]) -> None:
     if containers.is_dir():
         assert not [p for p in containers.iterdir() if p.is_symlink() and str(base) in os.readlink(p)]
     tmp_path.rmdir()
-
-
-def _cmdline(proc: Path) -> bytes:
-    try:
-        return (proc / "cmdline").read_bytes()
-    except OSError:
-        return b""
