@@ -65,6 +65,12 @@ if [[ ! -f $operator_archive ]]; then
     echo "built $operator_ref in $((SECONDS - step))s"
 fi
 
+# Each change to the operator's code makes a new archive: keep the three newest of each image (other
+# checkouts may still use theirs), drop the rest.
+for name in python-base operator; do
+    ls -t "$cache/$name"-*.tar | tail -n +4 | xargs -r rm -f
+done
+
 python_size=$(stat -c %s "$base_archive")
 operator_size=$(stat -c %s "$operator_archive")
 cat >.local/images.json <<EOF
