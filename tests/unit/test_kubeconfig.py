@@ -561,6 +561,19 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcdEFGH\n-----END
         (f"bare blob {CERT_DATA} in text", CERT_DATA),
         ("bootstrap token abcdef.0123456789abcdef used", "abcdef.0123456789abcdef"),
         (f"dial https://admin:{PASSWORD}@host:6443/api failed", PASSWORD),
+        (f"token: {TOKEN} rejected", TOKEN),
+        (f"--token={TOKEN} --server=https://p:6443", TOKEN),
+        ("password=hunter", "hunter"),
+        ("password: hunter", "hunter"),  # a word, but nothing follows: a value, not a sentence
+        ('password: "correct horse battery staple" was refused', "horse battery"),
+        (f"token: token: {TOKEN}", TOKEN),  # the second key's value is not hidden by the first
+        (f"client-secret: {TOKEN}", TOKEN),
+        (f"signedNonce: {TOKEN}", TOKEN),
+        ("Authorization: Basic YTpi", "YTpi"),  # base64 of a:b, letters only
+        (f'{{"authorization": "Bearer {TOKEN}"}}', TOKEN),
+        (f"curl -H 'Authorization: Bearer {TOKEN}' https://p:6443", TOKEN),
+        (f"users:\n- name: admin\n  user:\n    token: {TOKEN}\n", TOKEN),
+        (f"{{'password': '{PASSWORD}', 'username': 'bob'}}", PASSWORD),
     ],
 )
 def test_redact_removes_secrets(text: str, secret: str) -> None:
@@ -578,10 +591,33 @@ def test_redact_removes_secrets(text: str, secret: str) -> None:
         "secret kubeconfig-controlplane-3f2a1b4c-5d6e-7f80-9a1b-2c3d4e5f6a7b not found",
         "GatewayServer/liqo-tenant-x/gw-very-long-name-of-a-gateway-server-object-abc not ready",
         "context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+        # Prose about credentials, not credentials (these used to lose their words to [REDACTED]):
+        "Secret ns/name not found",
+        "Secret default/kc not found",
+        "the token expired",
+        'key "kubeconfig" missing',
+        "password authentication failed",
+        "Bearer token required",
+        "basic auth failed",
+        "the password: is wrong",
+        "the token: Secret default/kc not found",
+        "nonce: not yet signed by Liqo",
+        "authorization: denied by the webhook",
+        "Secret: default/kc not found",
+        "LiqoPeering default/x-token: Secret default/kc not found; create it with the provider's kubeconfig",
+        "LiqoPeering default/my-secret: current-context 'admin' not found in the kubeconfig",
+        "LiqoPeering team-a/password: 'clusters' in the kubeconfig must be a list of named entries",
+        "Secret team-a/provider-token has no key 'kubeconfig' (keys: ca.crt, token); add it",
     ],
 )
 def test_redact_keeps_ordinary_text(text: str) -> None:
     assert redact(text) == text
+
+
+def test_redact_keeps_the_keys_and_the_surrounding_text() -> None:
+    text = f'error: {{"token": "{TOKEN}", "kind": "x"}}, then token: {TOKEN}, retrying'
+    assert redact(text) == 'error: {"token": "[REDACTED]", "kind": "x"}, then token: [REDACTED], retrying'
+    assert redact(f"Authorization: Bearer {TOKEN}") == "Authorization: Bearer [REDACTED]"
 
 
 def test_redact_is_idempotent() -> None:

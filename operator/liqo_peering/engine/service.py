@@ -220,7 +220,8 @@ class PeeringService:
             try:
                 return fn()
             except PeeringError as exc:
-                return StageResult.failed(stage, exc.reason, exc.message, exc.transient)
+                # Its message reaches the stage condition as it is: scrub it like the Ready one.
+                return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
 
         proxy = spec.authentication.proxy_url
         results: dict[str, StageResult] = {}
@@ -261,7 +262,7 @@ class PeeringService:
         for event in events:
             self.events.emit(body, event.type, event.reason, event.message)
             level = log.warning if event.type == "Warning" else log.info
-            level(event.message, reason=event.reason)
+            level(redact(event.message), reason=event.reason)  # the Event is scrubbed too (events.py)
         self.metrics.observe(body, old, new)
         return new
 
