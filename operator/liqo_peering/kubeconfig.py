@@ -338,7 +338,8 @@ _AUTHORIZATION = re.compile(
     rf"(?P<scheme>[\"']?(?:bearer|basic|digest|negotiate)[ \t]+)?{_VALUE}"
 )
 # A bare scheme and credential ("Bearer abc..."), e.g. in a curl command line.
-_SCHEME = re.compile(r"(?i)\b(?P<scheme>bearer|basic)[ \t]+(?P<value>[A-Za-z0-9._~+/=-]+)")
+# A full stop after it ends the sentence ("... send Bearer tokens.").
+_SCHEME = re.compile(r"(?i)\b(?P<scheme>bearer|basic)[ \t]+(?P<value>[A-Za-z0-9._~+/=-]*[A-Za-z0-9_~+/=-])")
 # A plain word: "the token: Secret ns/name not found", "Bearer token required". Real credentials are
 # not short runs of letters (tokens mix digits and symbols, Basic credentials decode to user:password).
 _WORD = re.compile(r"[A-Za-z]{1,20}")
