@@ -69,9 +69,11 @@ def _verbatim_conditions(raw: Any) -> list[dict[str, Any]]:
         return []
     out: list[dict[str, Any]] = []
     for item in raw:
-        if not isinstance(item, dict) or not item.get("type"):
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str) or not item["type"]:
             continue
-        cond = {k: item[k] for k in _CONDITION_KEYS if k in item and item[k] is not None}
+        # Liqo's fields are strings: anything else (an object that bypassed Liqo's schema) is dropped, as
+        # the LiqoPeering's schema would refuse the whole status write over it.
+        cond = {k: item[k] for k in _CONDITION_KEYS if isinstance(item.get(k), str)}
         # Liqo's CRD defaults status to "None"; an object that bypassed defaulting reads the same.
         cond.setdefault("status", "None")
         out.append(cond)
@@ -83,14 +85,19 @@ def module_health(enabled: bool, conditions: list[dict[str, Any]]) -> Health:
     if not enabled:
         return "Disabled"
     for cond in conditions:
-        if cond.get("status") not in _HEALTHY_LIQO_STATUSES:
+        if not _healthy(cond):
             return "Unhealthy"
     return "Healthy"
 
 
 def module_alerts(conditions: list[dict[str, Any]]) -> list[str]:
     """``liqoctl info``'s GetModuleAlerts: messages of the conditions not Established/Ready."""
-    return [str(c.get("message", "")) for c in conditions if c.get("status") not in _HEALTHY_LIQO_STATUSES]
+    return [str(c.get("message", "")) for c in conditions if not _healthy(c)]
+
+
+def _healthy(condition: dict[str, Any]) -> bool:
+    status = condition.get("status")
+    return isinstance(status, str) and status in _HEALTHY_LIQO_STATUSES  # an unhashable status must not raise
 
 
 def mirror_foreign_cluster(fc: dict[str, Any] | None) -> dict[str, Any]:
