@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonDict
 
 GROUP = "peering.liqo-operator.io"
 VERSION = "v1alpha1"
@@ -48,6 +49,40 @@ class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
+def _cel(rule: str, message: str, field_path: str) -> JsonDict:
+    return {"rule": rule, "message": message, "fieldPath": field_path}
+
+
+# The cross-field rules: CEL for the API server, the same checks in the validators below for input that
+# bypassed admission (parse_spec). tests/unit/test_property_spec_schema.py evaluates the CEL and checks
+# both agree.
+NODE_PORT_RULE = _cel(
+    "!has(self.nodePort) || self.serviceType == 'NodePort'",
+    "nodePort can only be set when serviceType is NodePort",
+    ".nodePort",
+)
+LOAD_BALANCER_IP_RULE = _cel(
+    "!has(self.loadBalancerIP) || self.serviceType == 'LoadBalancer'",
+    "loadBalancerIP can only be set when serviceType is LoadBalancer",
+    ".loadBalancerIP",
+)
+PROXY_URL_RULE = _cel(
+    "!has(self.proxyURL) || isURL(self.proxyURL)",
+    "proxyURL must be a URL such as http://proxy.example:8118",
+    ".proxyURL",
+)
+VIRTUAL_NODE_RULE = _cel(
+    "!self.createVirtualNode || self.createResourceSlice",
+    "createVirtualNode needs createResourceSlice: virtual nodes come from ResourceSlices",
+    ".createVirtualNode",
+)
+IN_BAND_RULE = _cel(
+    "!self.authentication.inBand || self.networking.enabled",
+    "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
+    ".authentication.inBand",
+)
+
+
 class SecretKeyRef(_Model):
     name: str = Field(
         min_length=1,
@@ -63,22 +98,7 @@ class SecretKeyRef(_Model):
 
 
 class GatewayServerSpec(_Model):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.nodePort) || self.serviceType == 'NodePort'",
-                    "message": "nodePort can only be set when serviceType is NodePort",
-                    "fieldPath": ".nodePort",
-                },
-                {
-                    "rule": "!has(self.loadBalancerIP) || self.serviceType == 'LoadBalancer'",
-                    "message": "loadBalancerIP can only be set when serviceType is LoadBalancer",
-                    "fieldPath": ".loadBalancerIP",
-                },
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [NODE_PORT_RULE, LOAD_BALANCER_IP_RULE]})
     service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = Field(
         default="LoadBalancer", description="Type of the Service exposing the gateway server on the provider."
     )
@@ -89,6 +109,14 @@ class GatewayServerSpec(_Model):
         alias="loadBalancerIP",
         description="Requested load balancer IP; only with serviceType LoadBalancer.",
     )
+
+    @model_validator(mode="after")
+    def _service_type_fields(self) -> GatewayServerSpec:
+        if self.node_port is not None and self.service_type != "NodePort":
+            raise ValueError(NODE_PORT_RULE["message"])
+        if self.load_balancer_ip is not None and self.service_type != "LoadBalancer":
+            raise ValueError(LOAD_BALANCER_IP_RULE["message"])
+        return self
 
 
 class GatewayClientSpec(_Model):
@@ -112,17 +140,8 @@ class NetworkingSpec(_Model):
 
 
 class AuthenticationSpec(_Model):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.proxyURL) || isURL(self.proxyURL)",
-                    "message": "proxyURL must be a URL such as http://proxy.example:8118",
-                    "fieldPath": ".proxyURL",
-                }
-            ]
-        }
-    )
+    # isURL (Go's url.Parse) has no counterpart here: the API server is the judge of that one.
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [PROXY_URL_RULE]})
     in_band: bool = Field(
         default=False,
         description="Reach the provider's API server through the tunnel (needs networking). Without proxyURL,"
@@ -134,17 +153,7 @@ class AuthenticationSpec(_Model):
 
 
 class OffloadingSpec(_Model):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!self.createVirtualNode || self.createResourceSlice",
-                    "message": "createVirtualNode needs createResourceSlice: virtual nodes come from ResourceSlices",
-                    "fieldPath": ".createVirtualNode",
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [VIRTUAL_NODE_RULE]})
     create_resource_slice: bool = Field(
         default=True, description="Ask the provider for resources with a ResourceSlice."
     )
@@ -162,19 +171,15 @@ class OffloadingSpec(_Model):
         ),
     )
 
+    @model_validator(mode="after")
+    def _virtual_node_needs_slice(self) -> OffloadingSpec:
+        if self.create_virtual_node and not self.create_resource_slice:
+            raise ValueError(VIRTUAL_NODE_RULE["message"])
+        return self
+
 
 class LiqoPeeringSpec(_Model):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!self.authentication.inBand || self.networking.enabled",
-                    "message": "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
-                    "fieldPath": ".authentication.inBand",
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [IN_BAND_RULE]})
     remote_kubeconfig_secret_ref: SecretKeyRef = Field(
         description="Secret in this namespace holding the provider cluster's kubeconfig (self-contained)."
     )
@@ -200,6 +205,12 @@ class LiqoPeeringSpec(_Model):
         default_factory=AuthenticationSpec, description="Stage 2: authentication."
     )
     offloading: OffloadingSpec = Field(default_factory=OffloadingSpec, description="Stage 3: offloading.")
+
+    @model_validator(mode="after")
+    def _in_band_needs_networking(self) -> LiqoPeeringSpec:
+        if self.authentication.in_band and not self.networking.enabled:
+            raise ValueError(IN_BAND_RULE["message"])
+        return self
 
     @property
     def timeout_seconds(self) -> float:
