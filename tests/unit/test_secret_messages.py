@@ -74,6 +74,7 @@ def test_secret_not_found_names_the_secret_everywhere(namespace: str, peering: s
         cond = get_condition(status["conditions"], kind)
         assert cond is not None and cond["reason"] == "SecretNotFound"
         assert cond["message"].startswith(expected), cond["message"]
+    assert status["stage"] == "discovery: error"  # the Stage column; the message is in the conditions
     assert any(e.startswith(expected) for e in events), events
     assert any(line.startswith(expected) for line in logged), logged
     assert not any("REDACTED" in text for text in [*events, *logged, str(status)])

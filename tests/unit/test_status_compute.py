@@ -7,10 +7,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from liqo_peering.api.model import LiqoPeeringStatus
 from liqo_peering.stages import STAGES, StageResult
 from liqo_peering.status.compute import (
+    STAGE_MAX_LENGTH,
     TRANSIENT_RETRY_SECONDS,
     EventSpec,
     Observation,
@@ -183,7 +186,7 @@ def test_progressing_stage_is_establishing() -> None:
     assert brief(status, "Reconciling") == ("True", "Progressing")
     assert cond(status, "Reconciling")["message"] == "waiting for the gateway server"
     assert cond(status, "Stalled")["status"] == "False"
-    assert status["stage"] == "waiting for the gateway server"
+    assert status["stage"] == "networking: waiting"  # the message is in the conditions
     assert status["readyAt"] is None
     assert reasons(events) == [("Normal", "Establishing")]
 
@@ -252,6 +255,98 @@ def test_recovering_from_error_clears_stalled() -> None:
     assert status["peerStatus"] == "ready"
     assert brief(status, "Stalled") == ("False", "NotStalled")
     assert ("Normal", "PeeringReady") in reasons(events)
+
+
+# -- the Stage column ------------------------------------------------------------------------
+
+LONG = "LiqoPeering team-a/provider: " + "the provider cluster at https://p:6443 answered 500: etcd timeout; " * 30
+ERROR_REASONS = [
+    "SecretNotFound", "SecretKeyMissing", "KubeconfigInvalid", "KubeconfigUnsafe", "InvalidSpec",
+    "ProviderUnreachable", "ConsumerUnreachable", "ProviderForbidden", "Forbidden", "LiqoNotInstalled",
+    "LiqoNotReady", "DuplicatePeering", "ResourceSliceDenied", "ConnectionError", "ApiError", "ReconcileError",
+]  # fmt: skip
+
+
+def failing(stage: str) -> dict[str, StageResult]:
+    stages = {s: r for s, r in all_ready().items() if STAGES.index(s) < STAGES.index(stage)}
+    stages[stage] = StageResult.failed(stage, "ApiError", LONG)
+    return stages
+
+
+@pytest.mark.parametrize("reason", ERROR_REASONS)
+@pytest.mark.parametrize(
+    ("stages", "expected"),
+    [
+        ({}, "discovery: error"),  # before the stages: the Secret, the kubeconfig, Liqo on either side
+        (failing("networking"), "networking: error"),
+        (failing("authentication"), "authentication: error"),
+        (failing("offloading"), "offloading: error"),
+        (progressing("authentication"), "reconcile: error"),  # after the stages, none failing
+        (all_ready(), "reconcile: error"),
+    ],
+    ids=["discovery", "networking", "authentication", "offloading", "after-waiting", "after-ready"],
+)
+def test_every_error_keeps_the_stage_column_short(reason: str, stages: dict[str, StageResult], expected: str) -> None:
+    status, _ = compute(None, observe(stages=stages, error_reason=reason, error_message=LONG))
+    assert status["stage"] == expected and len(status["stage"]) <= STAGE_MAX_LENGTH
+    # the whole message is still there for kubectl describe
+    assert cond(status, "Ready")["message"] == LONG and cond(status, "Stalled")["message"] == LONG
+
+
+@pytest.mark.parametrize(
+    ("stages", "expected"),
+    [
+        ({}, "networking: not started"),
+        (progressing("networking"), "networking: waiting"),
+        (progressing("authentication"), "authentication: waiting"),
+        (progressing("offloading"), "offloading: waiting"),
+        ({"networking": StageResult.waiting("networking", "W", LONG)}, "networking: waiting"),  # in-band
+        (all_ready(), "ready"),
+    ],
+)
+def test_establishing_stage_column(stages: dict[str, StageResult], expected: str) -> None:
+    status, _ = compute(None, observe(stages=stages))
+    assert status["stage"] == expected and len(status["stage"]) <= STAGE_MAX_LENGTH
+
+
+results = st.builds(
+    StageResult,
+    stage=st.just(""),
+    state=st.sampled_from(["disabled", "progressing", "ready", "error"]),
+    reason=st.sampled_from(["Waiting", "ApiError", "Established", "Disabled"]),
+    message=st.text(max_size=300),
+)
+
+
+@settings(max_examples=150)
+@given(
+    st.dictionaries(st.sampled_from(STAGES), results),
+    st.none() | st.sampled_from(ERROR_REASONS),
+    st.text(max_size=500),
+    st.integers(0, 1000),
+)
+def test_the_stage_column_is_always_a_step_and_a_state(
+    stages: dict[str, StageResult], reason: str | None, message: str, seconds: int
+) -> None:
+    stages = {name: replace(result, stage=name) for name, result in stages.items()}
+    obs = observe(at=timedelta(seconds=seconds), stages=stages, error_reason=reason, error_message=message)
+    start, _ = compute(None, observe(stages=stages))
+    status, _ = compute(start, obs)
+    steps = (*STAGES, "discovery", "reconcile")
+    assert status["stage"] == "ready" or (
+        status["stage"].split(": ")[0] in steps
+        and status["stage"].split(": ")[1] in ("waiting", "not started", "error")
+    )
+    assert len(status["stage"]) <= STAGE_MAX_LENGTH
+
+
+def test_timeout_and_blocked_unpeering_keep_the_stage_column_short() -> None:
+    start, _ = compute(None, observe(stages=progressing("offloading")))
+    late, _ = compute(start, observe(at=timedelta(seconds=301), stages=progressing("offloading")))
+    assert late["peerStatus"] == "timeout" and late["stage"] == "offloading: waiting"
+    blocked = teardown_blocked(late, "ProviderUnreachable", f"cannot unpeer: {LONG}", 1, T0)
+    assert blocked["stage"] == "unpeering: error" and len(blocked["stage"]) <= STAGE_MAX_LENGTH
+    assert cond(blocked, "Stalled")["message"] == f"cannot unpeer: {LONG}"
 
 
 # -- timeout ---------------------------------------------------------------------------------
@@ -420,7 +515,7 @@ def test_requeue_after() -> None:
 def test_teardown_blocked_is_stalled_and_not_ready() -> None:
     ready, _ = compute(None, observe())
     patch = teardown_blocked(ready, "ProviderUnreachable", "cannot unpeer: down", 3, T0)
-    assert patch["peerStatus"] == "error" and patch["stage"] == "cannot unpeer: down"
+    assert patch["peerStatus"] == "error" and patch["stage"] == "unpeering: error"
     assert brief(patch, "Stalled") == ("True", "ProviderUnreachable")
     assert brief(patch, "Ready") == ("False", "ProviderUnreachable")
     assert cond(patch, "Ready")["observedGeneration"] == 3

@@ -277,7 +277,12 @@ class LiqoPeeringStatus(_Model):
     )
     started_at: str | None = Field(default=None, description="When establishing started (RFC 3339).")
     ready_at: str | None = Field(default=None, description="When the peering first became ready (RFC 3339).")
-    stage: str | None = Field(default=None, description="What the operator is doing or waiting for now.")
+    stage: str | None = Field(
+        default=None,
+        description="Where the peering is, in a few words (the Stage column): ready, or a step and its state,"
+        " such as networking: waiting, authentication: error, discovery: error (the Secret, the kubeconfig or"
+        " Liqo on either cluster) or unpeering: error. The conditions hold the details.",
+    )
     foreign_cluster: ForeignClusterMirror | None = Field(
         default=None, description="Mirror of Liqo's ForeignCluster for the provider."
     )

@@ -33,6 +33,16 @@ class Observation:
     liqo_checked: frozenset[str] = frozenset(STAGES)
 
 
+# status.stage is the Stage column of `kubectl get lp -o wide`: "<step>: <state>" or "ready", never a
+# message (those go to the conditions and Events, which `kubectl describe` shows).
+STAGE_MAX_LENGTH = 40
+# The step before the three stages: the spec, the Secret and its kubeconfig, both clusters' Liqo.
+DISCOVERY = "discovery"
+# An error after the stages ran (reading Liqo's ForeignCluster), none of them failing.
+RECONCILE = "reconcile"
+UNPEERING = "unpeering"
+
+
 @dataclass(frozen=True)
 class EventSpec:
     type: str  # Normal | Warning
@@ -68,13 +78,25 @@ def _stage_condition(
     return "True", "Established", f"{result.message} (Liqo's ForeignCluster has not caught up yet: {message})"
 
 
+def short_stage(obs: Observation, stage_states: dict[str, tuple[str, str, str]], ready: bool) -> str:
+    """The Stage column: which step the peering is at and a one-word state."""
+    if ready:
+        return "ready"
+    if obs.error_reason is not None:
+        step = next((s for s in STAGES if s in obs.stages and obs.stages[s].state == "error"), None)
+        return f"{step or (RECONCILE if obs.stages else DISCOVERY)}: error"
+    stage = next(s for s in STAGES if stage_states[s][0] != "True")
+    result = obs.stages.get(stage)
+    return f"{stage}: {'not started' if result is None else 'error' if result.state == 'error' else 'waiting'}"
+
+
 def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str, Any], list[EventSpec]]:
     prev = previous or {}
     gen = obs.generation
     conditions: list[dict[str, Any]] = list(prev.get("conditions") or [])
     events: list[EventSpec] = []
 
-    stage_states = {}
+    stage_states: dict[str, tuple[str, str, str]] = {}
     for stage in STAGES:
         state, reason, message = _stage_condition(stage, obs.stages.get(stage), obs.mirror, stage in obs.liqo_checked)
         stage_states[stage] = (state, reason, message)
@@ -144,7 +166,7 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
         "conditions": conditions,
         "startedAt": format_time(started),
         "readyAt": ready_at,
-        "stage": ready_msg if not ready else "ready",
+        "stage": short_stage(obs, stage_states, ready),
         "localClusterID": obs.local_cluster_id or prev.get("localClusterID"),
         "remoteClusterID": obs.remote_cluster_id or prev.get("remoteClusterID"),
     }
@@ -186,4 +208,4 @@ def teardown_blocked(
     conds = list((previous or {}).get("conditions") or [])
     conds = set_condition(conds, make_condition("Stalled", True, reason, message, generation, now))
     conds = set_condition(conds, make_condition("Ready", False, reason, message, generation, now))
-    return {"conditions": conds, "peerStatus": "error", "stage": message}
+    return {"conditions": conds, "peerStatus": "error", "stage": f"{UNPEERING}: error"}
