@@ -317,8 +317,9 @@ _BOOTSTRAP_TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{40,}={0,2}(?![A-Za-z0-9+/=_-])")
 
 # A value: a quoted string up to its closing quote (or the end of the line), else everything up to the
-# next whitespace but trailing punctuation and quotes (``token: abc,`` keeps the comma; one inside stays in).
-_VALUE = r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s"']\S*?(?=[,;:.!?})\]"']*(?:\s|$)))"""
+# next whitespace; _value() gives trailing punctuation back (``token: abc,`` keeps the comma).
+_VALUE = r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s"']\S*)"""
+_TRAILING = ",;:.!?})]\"'"
 # Credential-bearing keys. A bare "secret" is not one: in this operator's messages and the API
 # server's it names the Kubernetes kind ("Secret ns/name not found"), and no kubeconfig or Liqo field
 # holding a credential is called just that.
@@ -362,10 +363,20 @@ def _is_basic_credential(value: str) -> bool:
     return b":" in raw
 
 
-def _value_span(match: re.Match[str]) -> Span:
-    """The value without its quotes (so ``"token": "[REDACTED]"`` stays valid JSON-ish text)."""
+def _value(match: re.Match[str]) -> tuple[int, int, str]:
+    """The value's span and text: an unquoted one without its trailing punctuation (trimmed here, not by
+    the pattern, whose lookahead would make a long run of dots quadratic)."""
     start, end = match.span("value")
     value = match["value"]
+    if value[0] not in "\"'":
+        value = value[0] + value[1:].rstrip(_TRAILING)
+        end = start + len(value)
+    return start, end, value
+
+
+def _value_span(match: re.Match[str]) -> Span:
+    """The value without its quotes (so ``"token": "[REDACTED]"`` stays valid JSON-ish text)."""
+    start, end, value = _value(match)
     if value[0] in "\"'":
         start += 1
         if len(value) > 1 and value[-1] == value[0]:
@@ -375,12 +386,13 @@ def _value_span(match: re.Match[str]) -> Span:
 
 def _reads_as_prose(match: re.Match[str]) -> bool:
     """``key: word more words``: a sentence about the key ("the password: is wrong"), not its value."""
+    _, end, value = _value(match)
     return (
         not match["key"].startswith(("'", '"'))
         and match["sep"].strip() == ":"
         and match["sep"].endswith((" ", "\t"))
-        and _WORD.fullmatch(match["value"]) is not None
-        and _SENTENCE_GOES_ON.match(match.string, match.end()) is not None
+        and _WORD.fullmatch(value) is not None
+        and _SENTENCE_GOES_ON.match(match.string, end) is not None
     )
 
 
