@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ import pytest
 import yaml
 
 from liqo_peering.api import crdgen, model
+from unit.structural import apply_defaults
 
 REPO = Path(__file__).resolve().parents[2]
 CRD: dict[str, Any] = crdgen.render_crd()
@@ -190,19 +190,6 @@ def test_optional_spec_objects_default_to_their_nested_defaults() -> None:
 
 
 # -- defaults: the API server and pydantic agree ---------------------------------------------
-
-
-def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
-    """Structural defaulting as the API server does it: fill missing fields, then descend (also into defaults)."""
-    if not isinstance(obj, dict) or "properties" not in schema:
-        return obj
-    out = dict(obj)
-    for name, sub in schema["properties"].items():
-        if name not in out and "default" in sub:
-            out[name] = copy.deepcopy(sub["default"])
-        if name in out:
-            out[name] = apply_defaults(sub, out[name])
-    return out
 
 
 def drop_empty_maps(value: Any) -> Any:

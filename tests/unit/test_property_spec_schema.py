@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from liqo_peering.api import crdgen, model
+from unit.structural import apply_defaults
 
 SPEC: dict[str, Any] = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 # A URL Go's url.Parse takes (the only proxyURL values drawn, see the module docstring).
@@ -85,19 +86,6 @@ def prune_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: prune_nulls(v) for k, v in value.items() if v is not None}
     return value
-
-
-def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
-    """Structural defaulting: fill missing fields from the schema, then descend (into defaults too)."""
-    if not isinstance(obj, dict) or "properties" not in schema:
-        return obj
-    out = dict(obj)
-    for name, sub in schema["properties"].items():
-        if name not in out and "default" in sub:
-            out[name] = copy.deepcopy(sub["default"])
-        if name in out:
-            out[name] = apply_defaults(sub, out[name])
-    return out
 
 
 def stored(spec: Any) -> Any:

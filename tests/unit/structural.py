@@ -1,0 +1,19 @@
+"""Structural defaulting as the API server does it, for tests that compare the CRD with the model."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
+    """Fill missing fields from the schema's defaults, then descend (into the defaults too)."""
+    if not isinstance(obj, dict) or "properties" not in schema:
+        return obj
+    out = dict(obj)
+    for name, sub in schema["properties"].items():
+        if name not in out and "default" in sub:
+            out[name] = copy.deepcopy(sub["default"])
+        if name in out:
+            out[name] = apply_defaults(sub, out[name])
+    return out
