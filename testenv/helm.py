@@ -9,6 +9,8 @@ from pathlib import Path
 from testenv.localk8s import tool_path
 
 HELM_HOME = Path("/tmp/lpo-helm")
+# The project's chart, as the tests install it.
+CHART = Path(__file__).resolve().parents[1] / "deploy" / "helm" / "liqo-peering-operator"
 
 
 def run_helm(

@@ -24,6 +24,8 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 import testenv.helm
+from liqo_peering.api.crdgen import CRD_NAME
+from testenv.helm import CHART
 from testenv.liqo_env.pytest_plugin import StandInProcess
 from testenv.localk8s import LocalCluster, ToolMissingError, tool_path
 from testenv.operator_support import (
@@ -39,9 +41,6 @@ from testenv.operator_support import (
     wait_for,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
-CRD_NAME = "liqopeerings.peering.liqo-operator.io"
 RELEASE = "lpo-identity"
 RELEASE_NS = "liqo-peering-system"
 SERVICE_ACCOUNT = f"{RELEASE}-liqo-peering-operator"

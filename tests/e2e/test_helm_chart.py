@@ -18,11 +18,11 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 import testenv.helm
+from liqo_peering.api.crdgen import CRD_NAME
+from testenv.helm import CHART
 from testenv.localk8s import LocalCluster, ToolMissingError, start_clusters, tool_path
 
 REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
-CRD_NAME = "liqopeerings.peering.liqo-operator.io"
 NAMESPACE = "lpo-chart-test"
 RELEASE = "lpo"
 

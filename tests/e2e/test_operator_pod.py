@@ -28,18 +28,16 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from liqo_peering.api.crdgen import CRD_NAME
 from testenv import audit
 from testenv import kube as k
-from testenv.helm import run_helm
+from testenv.helm import CHART, run_helm
 from testenv.kube import Kube
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 from testenv.localk8s.images import Image, ctr_binary
 from testenv.localk8s.pods import python_pod, run_to_completion
 from testenv.operator_support import SECRET, Peerings, api_client, tenant_ns, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
-CRD_NAME = "liqopeerings.peering.liqo-operator.io"
 RELEASE = "lpo"
 RELEASE_NS = "lpo-system"
 FULLNAME = f"{RELEASE}-liqo-peering-operator"
