@@ -52,6 +52,9 @@ class RealLiqoPair:
     clusters: dict[str, LocalCluster]
     liqo: dict[str, RealLiqo] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
+    # Where Liqo's component logs are copied on stop (base_dir itself is removed): pytest's basetemp, so a
+    # failed CI run can still be read afterwards.
+    keep_logs: Path | None = None
 
     def __getitem__(self, side: str) -> LocalCluster:
         return self.clusters[side]
@@ -64,6 +67,9 @@ class RealLiqoPair:
             env.down()
         for cluster in self.clusters.values():
             cluster.stop()
+        if self.keep_logs is not None:
+            for logs in self.base_dir.glob("*/liqo/logs"):
+                shutil.copytree(logs, self.keep_logs / logs.parent.parent.name, dirs_exist_ok=True)
         shutil.rmtree(self.base_dir, ignore_errors=True)
         with _live_lock:
             if self in _live:
@@ -119,9 +125,10 @@ def start_real_liqo_pair(base_dir: Path, prefix: str = "rl", nodes: int = 0) -> 
 
 
 @pytest.fixture(scope="session")
-def real_liqo() -> Iterator[RealLiqoPair]:
+def real_liqo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealLiqoPair]:
     base = Path(tempfile.mkdtemp(prefix="liqo-real-"))
     pair = start_real_liqo_pair(base)
+    pair.keep_logs = tmp_path_factory.mktemp("liqo-logs")
     try:
         yield pair
     finally:

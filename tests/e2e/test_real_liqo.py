@@ -84,7 +84,7 @@ class RealEnv:
             dp.set_fault(value)
 
     def diagnostics(self) -> str:
-        out = [f"operator log: {self.operator.log_path}"]
+        out = [f"operator log: {self.operator.log_path}", f"Liqo's logs are copied to {self.pair.keep_logs} at the end"]
         for side, env in self.pair.liqo.items():
             if env.runner:
                 out.append(f"[{side}] {env.runner.describe()}")
