@@ -581,6 +581,13 @@ def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
         (env.provider_api, "networking.liqo.io", "configurations", p_ns),
     ):
         assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+    # The Tenant went in the foreground: none of the RoleBindings it owned is left for a next Tenant to adopt.
+    rbac = k8s.RbacAuthorizationV1Api(env.provider_api)
+    listed: Any = rbac.list_namespaced_role_binding(p_ns, _preload_content=False)
+    bindings: list[dict[str, Any]] = listed.json()["items"]
+    owners = {b["metadata"]["name"]: b["metadata"].get("ownerReferences", []) for b in bindings}
+    owned = [name for name, refs in owners.items() if any(o["kind"] == "Tenant" for o in refs)]
+    assert owned == [], f"RoleBindings of the deleted Tenant left in {p_ns}"
     # Liqo itself removed the virtual node and stopped its virtual kubelet.
     wait_for(
         "the virtual Node to be gone",

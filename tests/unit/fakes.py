@@ -113,6 +113,7 @@ class FakeClusterClient(ClusterClient):
         self.writes: list[tuple[str, Key]] = []
         self.created: list[Key] = []
         self.deleted: list[Key] = []
+        self.deleted_with_dependents: list[Key] = []
         self._version = 0
 
     # -- test helpers: playing the API server's and Liqo's part ---------------------------------
@@ -253,9 +254,13 @@ class FakeClusterClient(ClusterClient):
             patch = {"status": patch.get("status")} if "status" in patch else {}
         return self._replace(key, old, _merge_patch(old, patch), "merge_patch")
 
-    def delete(self, res: r.Resource, name: str, namespace: str | None = None) -> bool:
+    def delete(
+        self, res: r.Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False
+    ) -> bool:
         key = (res.plural, namespace if res.namespaced else None, name)
         self.deleted.append(key)
+        if with_dependents:
+            self.deleted_with_dependents.append(key)
         obj = self.store.get(key)
         if obj is not None:
             if obj["metadata"].get("finalizers"):

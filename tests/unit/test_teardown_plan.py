@@ -129,6 +129,14 @@ def test_run_deletes_everything_in_one_pass_when_deletion_is_immediate(
     assert remote.deleted[-1] == ("secrets", P_NS, "liqo-nonce")
 
 
+def test_run_deletes_the_tenant_with_its_dependents(clusters: tuple[FakeClusterClient, FakeClusterClient]) -> None:
+    """Liqo's RoleBindings owned by the Tenant must be gone before a re-peering's Tenant could adopt them."""
+    local, remote = clusters
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert remote.deleted_with_dependents == [("tenants", P_NS, "consumer-id")]
+    assert local.deleted_with_dependents == []
+
+
 def test_run_waits_for_each_phase_to_be_gone() -> None:
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
     populate(local, remote, finalizers=True)

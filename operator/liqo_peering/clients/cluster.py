@@ -218,12 +218,17 @@ class ClusterClient:
                 return None
             raise
 
-    def delete(self, res: Resource, name: str, namespace: str | None = None) -> bool:
-        """Delete; True when the object is (already) gone or going. Missing types count as gone."""
+    def delete(self, res: Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False) -> bool:
+        """Delete; True when the object is (already) gone or going. Missing types count as gone.
+
+        ``with_dependents``: foreground deletion, so the object stays until the garbage collector has
+        removed what it owns, and "gone" means its dependents are gone too.
+        """
         for informer in self._covering(res, namespace):
             informer.forget(namespace if res.namespaced else None, name)  # it may linger (finalizers): ask
+        policy = "Foreground" if with_dependents else "Background"
         try:
-            self._call("DELETE", res.path(namespace, name), query=[("propagationPolicy", "Background")])
+            self._call("DELETE", res.path(namespace, name), query=[("propagationPolicy", policy)])
         except ApiError as exc:
             if exc.status != 404:
                 raise

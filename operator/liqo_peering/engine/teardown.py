@@ -51,6 +51,14 @@ def networking_objects(ctx: PeeringContext) -> list[tuple[str, r.Resource, str, 
     ]
 
 
+# Deleted in the foreground, so that the next phase (and a re-peering) starts only once their dependents
+# are gone. Liqo's tenant controller binds the consumer's permissions with RoleBindings owned by the
+# Tenant, and a new Tenant of the same name adopts any that still exist (bindClusterRole takes
+# AlreadyExists as done). If the garbage collector removes them after that, the new peering silently
+# loses its rights: crd-replicator's create of the ResourceSlice is Forbidden, which it never retries.
+WITH_DEPENDENTS = frozenset({r.TENANT})
+
+
 def _owned(obj: dict, ctx: PeeringContext) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return all(labels.get(k) == v for k, v in ctx.owner.items())
@@ -79,7 +87,7 @@ def run(
                 continue
             if res == r.VIRTUAL_NODE and not _slice_was_ours(local, ctx):
                 continue
-            client.delete(res, name, ns)
+            client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
             if client.get(res, name, ns) is not None:
                 remaining.append(f"{res.kind} {ns}/{name} on the {side}")
             elif res == r.IDENTITY:
