@@ -599,6 +599,114 @@ def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
     wait_for("the virtual kubelet process to stop", lambda: not runner.processes("virtual-kubelet"), timeout=60)
 
 
+def _peering_user_kubeconfig(env: RealEnv, home: Path) -> bytes:
+    """What `liqoctl generate peering-user` prints for this consumer: a kubeconfig (after its warnings)."""
+    out = subprocess.run(
+        [
+            str(liqo_binary("liqoctl")),
+            "generate",
+            "peering-user",
+            "--consumer-cluster-id",
+            env.consumer_id,
+            "--kubeconfig",
+            str(env.pair["provider"].kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+    )
+    assert out.returncode == 0, f"liqoctl generate peering-user failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+    start = out.stdout.find("apiVersion:")
+    assert start >= 0, "no kubeconfig in liqoctl's output"
+    return out.stdout[start:].encode()
+
+
+def _liqoctl_delete_peering_user(env: RealEnv, home: Path) -> None:
+    subprocess.run(
+        [
+            str(liqo_binary("liqoctl")),
+            "delete",
+            "peering-user",
+            "--consumer-cluster-id",
+            env.consumer_id,
+            "--kubeconfig",
+            str(env.pair["provider"].kubeconfig),
+        ],
+        capture_output=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+    )
+
+
+def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path) -> None:
+    """The kubeconfig `liqoctl generate peering-user` makes is enough: it may neither patch nor watch, nor list
+    namespaces. A right taken from it gives an error naming the verb and the resource; given back, the peering
+    goes on; deleted, nothing is left on either side."""
+    env, ns = rcase
+    rbac = k8s.RbacAuthorizationV1Api(env.provider_api)
+    user_secret = "peering-user-kubeconfig"
+    env.peerings.put_kubeconfig_secret(ns, user_secret, _peering_user_kubeconfig(env, tmp_path))
+    p_ns = tenant_ns(env.provider_api, env.consumer_id)
+    # Take "create tenants" away: the tenant namespace's RoleBinding points at a copy of Liqo's ClusterRole
+    # without it (roleRef is immutable, so the binding is re-made).
+    listed: Any = rbac.list_namespaced_role_binding(p_ns, _preload_content=False)
+    writer = next(b for b in listed.json()["items"] if b["metadata"]["name"].endswith("-tenant-ns-writer"))
+    role: Any = rbac.read_cluster_role(writer["roleRef"]["name"], _preload_content=False)
+    rules = role.json()["rules"]
+    for rule in rules:
+        if "tenants" in rule.get("resources", []):
+            rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+    lacking = "lpo-e2e-peering-user-without-tenant-create"
+    role_body: Any = {"metadata": {"name": lacking}, "rules": rules}
+    rbac.create_cluster_role(role_body)
+
+    def bind(cluster_role: str) -> None:
+        rbac.delete_namespaced_role_binding(writer["metadata"]["name"], p_ns)
+        body: Any = {
+            "metadata": {"name": writer["metadata"]["name"], "labels": writer["metadata"].get("labels", {})},
+            "subjects": writer["subjects"],
+            "roleRef": {**writer["roleRef"], "name": cluster_role},
+        }
+        rbac.create_namespaced_role_binding(p_ns, body)
+
+    try:
+        bind(lacking)
+        env.peerings.create(ns, NAME, spec(remoteKubeconfigSecretRef={"name": user_secret}))
+        status = env.peerings.wait_status(ns, NAME, "error", timeout=120)
+        denied = [c for c in status["conditions"] if c["reason"] == "ProviderForbidden"]
+        assert [c["type"] for c in denied if c["type"] in ("Ready", "Stalled")] == ["Ready", "Stalled"], status
+        assert all(f"create tenants.authentication.liqo.io in namespace {p_ns}" in c["message"] for c in denied), denied
+        bind(writer["roleRef"]["name"])  # the fix: the right is back
+        env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+        for api, group, plural, where in (
+            (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+            (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+            (env.provider_api, "networking.liqo.io", "configurations", p_ns),
+        ):
+            assert len(items(api, group, plural, where)) == 1, plural
+        env.peerings.delete(ns, NAME)
+        env.peerings.wait_gone(ns, NAME, timeout=180)
+        for api, group, plural, where in (
+            (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+            (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+            (env.provider_api, "networking.liqo.io", "configurations", p_ns),
+            (
+                env.consumer_api,
+                "authentication.liqo.io",
+                "resourceslices",
+                tenant_ns(env.consumer_api, env.provider_id),
+            ),
+        ):
+            assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+    finally:
+        with contextlib.suppress(ApiException):
+            bind(writer["roleRef"]["name"])
+        with contextlib.suppress(ApiException):
+            rbac.delete_cluster_role(lacking)
+        _liqoctl_delete_peering_user(env, tmp_path)
+
+
 def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, str]) -> None:
     """In-band without proxyURL: the Tenant carries Liqo's API server proxy IP (as the consumer reaches it).
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.cluster import ClusterClient, request_rights
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.errors import ApiError, ClusterForbidden, PeeringError
 from liqo_peering.kubeconfig import RemoteKubeconfig
@@ -72,3 +72,37 @@ def test_remote_clients_are_shared_per_kubeconfig_and_closed_when_unheld() -> No
     assert made[0].closed and len(remotes) == 1  # nobody holds it: closed, connections released
     remotes.release(("ns", "a"))
     assert made[1].closed and len(remotes) == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "verb", "what"),
+    [
+        (
+            "PATCH",
+            "/apis/networking.liqo.io/v1beta1/namespaces/t/gatewayservers/x",
+            "patch",
+            "gatewayservers.networking.liqo.io t/x",
+        ),
+        ("POST", "/apis/authentication.liqo.io/v1beta1/namespaces/t/tenants", "create",
+         "tenants.authentication.liqo.io in namespace t"),
+        ("GET", "/api/v1/namespaces", "list", "namespaces (cluster-wide)"),
+        ("GET", "/api/v1/namespaces/t", "get", "namespaces t"),
+        ("WATCH", "/apis/networking.liqo.io/v1beta1/namespaces/t/connections", "watch",
+         "connections.networking.liqo.io in namespace t"),
+        ("PUT", "/apis/core.liqo.io/v1beta1/foreignclusters/p/status", "update",
+         "foreignclusters.core.liqo.io/status p"),
+        ("DELETE", "/api/v1/namespaces/t/secrets/s", "delete", "secrets t/s"),
+    ],
+)  # fmt: skip
+def test_a_403_names_the_verb_and_the_resource(method: str, path: str, verb: str, what: str) -> None:
+    assert request_rights(method, path) == (verb, what)
+    error = CLIENT._translate(method, path, 403, "Forbidden", "")
+    assert isinstance(error, ClusterForbidden) and error.reason == "ProviderForbidden"
+    assert f"does not let the kubeconfig's identity {verb} {what} (403 Forbidden)" in error.message
+    assert "liqoctl generate peering-user" in error.message
+
+
+def test_a_401_asks_for_valid_credentials_not_rights() -> None:
+    error = CLIENT._translate("GET", "/api/v1/namespaces/t", 401, "Unauthorized", "")
+    assert isinstance(error, ClusterForbidden) and error.reason == "ProviderUnauthorized"
+    assert "does not accept the kubeconfig's credentials" in error.message

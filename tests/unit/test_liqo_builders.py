@@ -15,7 +15,7 @@ from liqo_peering.api.model import GatewayClientSpec, GatewayServerSpec, Network
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming, networking, offloading, tenancy
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
-from liqo_peering.liqo.stored import canonical_quantity, covers, prune
+from liqo_peering.liqo.stored import canonical_quantity, covers, overlay, prune
 
 CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
 PROVIDER = ClusterInfo("provider-id", ("10.200.0.0/16", "10.201.0.0/16"), "10.210.0.0/16", liqo_namespace="liqo-p")
@@ -650,6 +650,24 @@ def test_covers_compares_the_way_liqo_stores() -> None:
     assert not covers(None, want)
     lists = {"metadata": {"name": "x"}, "spec": {"l": ["a", "b"]}}
     assert covers(lists, lists) and not covers({"metadata": {}, "spec": {"l": ["a"]}}, lists)
+
+
+def test_overlay_is_what_an_apply_leaves_and_is_then_covered() -> None:
+    """Without patch rights, an update of ``overlay(live, want)`` stands in for server-side apply."""
+    want: dict[str, Any] = {"metadata": {"name": "x", "labels": {"a": "1"}}, "spec": {"m": {"k": "v"}, "l": ["b"]}}
+    live: dict[str, Any] = {
+        "metadata": {"name": "x", "resourceVersion": "7", "labels": {"a": "0", "liqo": "y"}},
+        "spec": {"m": {"k": "old", "x": 1}, "l": ["a", "c"], "theirs": True},
+        "status": {"s": 1},
+    }
+    out = overlay(live, want)
+    assert out == {
+        "metadata": {"name": "x", "resourceVersion": "7", "labels": {"a": "1", "liqo": "y"}},
+        "spec": {"m": {"k": "v", "x": 1}, "l": ["b"], "theirs": True},
+        "status": {"s": 1},
+    }
+    assert covers(out, want) and live["spec"]["m"]["k"] == "old"  # live itself is untouched
+    assert overlay(live, {"metadata": {"labels": {"liqo": None}}})["metadata"]["labels"] == {"a": "0"}
 
 
 def _conf(spec_pod: Any, spec_ext: Any, status_pod: Any = None, status_ext: Any = None) -> dict[str, Any]:

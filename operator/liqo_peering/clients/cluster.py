@@ -26,7 +26,7 @@ from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, 
 from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
-from liqo_peering.liqo.stored import covers
+from liqo_peering.liqo.stored import covers, overlay
 
 REQUEST_TIMEOUT = 15.0
 
@@ -38,6 +38,7 @@ class ClusterClient:
         self.describe = describe  # e.g. the server URL, never credentials
         self._informers: list[Any] = []  # clients.informer.Informer (attached by the informer itself)
         self._informers_lock = threading.Lock()
+        self._no_patch: set[str] = set()  # kinds this credential may not patch (no server-side apply)
 
     # -- plumbing -------------------------------------------------------------------------------
     def _request(
@@ -97,10 +98,22 @@ class ClusterClient:
         return json.loads(data) if data else None
 
     def _translate(self, method: str, path: str, status: int, reason: str | None, body: str) -> Exception:
-        if status in (401, 403):
+        if status == 401:
             return ClusterForbidden(
-                f"the {self.side} cluster at {self.describe} refused {method} {path} ({status} {reason}); give the"
-                f" kubeconfig's identity the rights the operator needs",
+                f"the {self.side} cluster at {self.describe} does not accept the kubeconfig's credentials"
+                f" ({status} {reason}); put a valid, unexpired one in the Secret",
+                reason="ProviderUnauthorized" if self.side == "provider" else "Unauthorized",
+            )
+        if status == 403:
+            verb, what = request_rights(method, path)
+            if self.side == "provider":
+                who = "the kubeconfig's identity"
+                fix = "grant it (Liqo's peering-user has every right the operator needs: liqoctl generate peering-user)"
+            else:
+                who = "the operator"
+                fix = "grant it to the operator's ServiceAccount (the Helm chart's RBAC)"
+            return ClusterForbidden(
+                f"the {self.side} cluster at {self.describe} does not let {who} {verb} {what} ({status} {reason}); {fix}",
                 reason="ProviderForbidden" if self.side == "provider" else "Forbidden",
             )
         try:
@@ -166,7 +179,13 @@ class ClusterClient:
 
     # -- writes ---------------------------------------------------------------------------------
     def apply(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply: creates or updates exactly the fields we own; safe to repeat."""
+        """Server-side apply: creates or updates exactly the fields we own; safe to repeat.
+
+        A credential that may create and update but not patch (Liqo's peering-user role on a provider)
+        gets the same result through create, or get and update: see ``_create_or_update``.
+        """
+        if res.plural in self._no_patch:
+            return self._create_or_update(res, body)
         meta = body["metadata"]
         query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
         try:
@@ -180,10 +199,35 @@ class ClusterClient:
                     content_type="application/apply-patch+yaml",
                 ),
             )
+        except ClusterForbidden:
+            self._no_patch.add(res.plural)  # remembered: one refused patch per kind, not one per pass
+            return self._create_or_update(res, body)
         except ApiError as exc:
             if exc.status == 404:
                 raise self._not_installed(res) from None
             raise
+
+    def _create_or_update(self, res: Resource, body: dict[str, Any], attempts: int = 3) -> dict[str, Any]:
+        """Apply without patch: create, or lay ``body`` over the live object and update it (409: again)."""
+        meta = body["metadata"]
+        name, namespace = meta["name"], meta.get("namespace")
+        for attempt in range(attempts):
+            try:
+                live = self._call("GET", res.path(namespace, name))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                if res.group and self._is_missing_type(exc):
+                    raise self._not_installed(res) from None
+                live = None
+            try:
+                if live is None:
+                    return self._remember(res, self._call("POST", res.path(namespace), body=body))
+                return self._remember(res, self._call("PUT", res.path(namespace, name), body=overlay(live, body)))
+            except ApiError as exc:
+                if exc.status != 409 or attempt == attempts - 1:
+                    raise  # 409: created or changed meanwhile; read it again
+        raise AssertionError("unreachable")
 
     def create_if_absent(self, res: Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Create, or return the existing object untouched (for objects that must not be rewritten)."""
@@ -203,6 +247,8 @@ class ClusterClient:
     def merge_patch(
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None
     ) -> dict[str, Any] | None:
+        if subresource is None and res.plural in self._no_patch:
+            return self._update(res, name, namespace, patch)
         try:
             return self._remember(
                 res,
@@ -213,10 +259,30 @@ class ClusterClient:
                     content_type="application/merge-patch+json",
                 ),
             )
+        except ClusterForbidden:
+            if subresource is not None:
+                raise
+            self._no_patch.add(res.plural)
+            return self._update(res, name, namespace, patch)
         except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
+
+    def _update(
+        self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], attempts: int = 3
+    ) -> dict[str, Any] | None:
+        """A merge patch without patch: get, lay ``patch`` over, update (409: again); None if absent."""
+        for attempt in range(attempts):
+            try:
+                live = self._call("GET", res.path(namespace, name))
+                return self._remember(res, self._call("PUT", res.path(namespace, name), body=overlay(live, patch)))
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                if exc.status != 409 or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def delete(self, res: Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False) -> bool:
         """Delete; True when the object is (already) gone or going. Missing types count as gone.
@@ -341,6 +407,32 @@ class ClusterClient:
     def close(self) -> None:
         """Release this client's connections (a rotated or dropped kubeconfig)."""
         self.api.close()
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def request_rights(method: str, path: str) -> tuple[str, str]:
+    """The RBAC verb and the resource a request needs, as a Role names them.
+
+    ``("patch", "gatewayservers.networking.liqo.io liqo-tenant-x/y")``. ``method`` WATCH is a watch; a GET
+    is a get when the path names an object, else a list.
+    """
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    # /api/v1/... or /apis/<group>/<version>/...
+    group = parts[1] if parts[:1] == ["apis"] and len(parts) > 2 else ""
+    rest = parts[3:] if group else parts[2:]
+    namespace = None
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    plural = rest[0] if rest else "?"
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    verb = "watch" if method == "WATCH" else _VERBS.get(method, "get" if name else "list")
+    resource = plural + (f".{group}" if group else "") + (f"/{sub}" if sub else "")
+    if name:
+        return verb, f"{resource} {namespace}/{name}" if namespace else f"{resource} {name}"
+    return verb, f"{resource} in namespace {namespace}" if namespace else f"{resource} (cluster-wide)"
 
 
 def _terms(selector: str | None) -> set[str]:

@@ -5,6 +5,10 @@ Informer semantics, as client-go's: every (re)list is reported through ``on_list
 changed before the watch began (or while a broken watch was down) is only visible in the list. The
 watch then resumes from the list's resourceVersion; a watch the server ends by timeout resumes from
 the last event's version without a new list, and an expired version (410) lists again.
+
+A credential that may list but not watch (Liqo's peering-user role on a provider grants no watch) gets
+polling instead: a list every ``POLL_SECONDS``, reported like a relist whenever it differs from the
+last one. Reactions then lag by up to that interval; granting watch restores events.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from typing import Any
 import structlog
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.errors import PeeringError
+from liqo_peering.errors import ClusterForbidden, PeeringError
 from liqo_peering.liqo.resources import Resource
 
 log = structlog.get_logger("liqo_peering.informer")
 MAX_BACKOFF = 30.0
+POLL_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Informer:
         self.on_event = on_event
         self.lists = 0  # how many (re)lists ran: one per start or restart of the watch
         self.synced = False  # the store holds everything in scope (a list ran and the watch is up)
+        self.polling = False  # the watch was refused (403): lists every POLL_SECONDS instead
         self._store: dict[tuple[str | None, str], dict[str, Any]] = {}
         self._store_lock = threading.Lock()
         self._stop = threading.Event()
@@ -85,16 +91,21 @@ class Informer:
         backoff = 1.0
         scope = self.scope
         while not self._stop.is_set():
+            watching = False
             try:
                 items, version = self.client.list_page(scope.res, scope.namespace, scope.labels, scope.fields)
-                with self._store_lock:
-                    self._store = {_key(obj): obj for obj in items}
-                self.synced = True
-                self.lists += 1
-                self.on_list(items)
+                self._listed(items)
                 backoff = 1.0
+                watching = True
                 while version and not self._stop.is_set():
                     version = self._watch(version)
+            except ClusterForbidden as exc:
+                if watching:  # may list, may not watch
+                    with contextlib.suppress(PeeringError):  # a list failed: list (and try watching) again
+                        self._poll(items, exc)
+                else:
+                    log.debug("informer may not list", resource=scope.res.plural, side=self.client.side)
+                    self._stop.wait(MAX_BACKOFF)
             except PeeringError as exc:  # unreachable cluster or missing CRD: the reconcile reports it
                 log.debug("informer restarting", resource=scope.res.plural, side=self.client.side, reason=exc.reason)
                 self._stop.wait(backoff)
@@ -106,6 +117,32 @@ class Informer:
             finally:
                 self._response = None
             self.synced = False  # a broken watch may have missed events: lists again before serving
+
+    def _listed(self, items: list[dict[str, Any]]) -> None:
+        with self._store_lock:
+            self._store = {_key(obj): obj for obj in items}
+        self.synced = True
+        self.lists += 1
+        self.on_list(items)
+
+    def _poll(self, items: list[dict[str, Any]], refused: ClusterForbidden) -> None:
+        """List every POLL_SECONDS until stopped or a list fails; a list that differs is a relist."""
+        if not self.polling:
+            log.info(
+                "watch refused: polling instead",
+                resource=self.scope.res.plural,
+                side=self.client.side,
+                every=POLL_SECONDS,
+                reason=refused.message,
+            )
+        self.polling = True
+        scope = self.scope
+        seen = _versions(items)
+        while not self._stop.wait(POLL_SECONDS):
+            items, _ = self.client.list_page(scope.res, scope.namespace, scope.labels, scope.fields)
+            if _versions(items) != seen:
+                seen = _versions(items)
+                self._listed(items)
 
     def _watch(self, version: str) -> str:
         """One watch request; returns the version to resume from, or "" to list again."""
@@ -153,6 +190,10 @@ class Informer:
 def _key(obj: dict[str, Any]) -> tuple[str | None, str]:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace"), str(meta.get("name")))
+
+
+def _versions(items: list[dict[str, Any]]) -> dict[tuple[str | None, str], int]:
+    return {_key(obj): _version(obj) for obj in items}
 
 
 def _version(obj: dict[str, Any] | None) -> int:

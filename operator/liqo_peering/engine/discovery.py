@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.errors import LiqoNotInstalled, LiqoNotReady, SecretKeyMissing, SecretNotFound
+from liqo_peering.errors import ClusterForbidden, LiqoNotInstalled, LiqoNotReady, SecretKeyMissing, SecretNotFound
 from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo
@@ -80,16 +80,22 @@ def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
 
 def ensure_tenant_namespace(client: ClusterClient, peer_id: str, owner: dict[str, str]) -> str:
     """Find the tenant namespace for a peer by Liqo's labels, or create the default one."""
-    found = client.find(resources.NAMESPACE, labels=tenant_namespace_selector(peer_id))
+    found = find_tenant_namespace(client, peer_id)
     if found:
-        return str(sorted(ns["metadata"]["name"] for ns in found)[0])
+        return found
     name = naming.tenant_namespace(peer_id)
     client.create_if_absent(resources.NAMESPACE, tenant_namespace(peer_id, name, owner))
     return name
 
 
 def find_tenant_namespace(client: ClusterClient, peer_id: str) -> str | None:
-    found = client.find(resources.NAMESPACE, labels=tenant_namespace_selector(peer_id))
+    try:
+        found = client.find(resources.NAMESPACE, labels=tenant_namespace_selector(peer_id))
+    except ClusterForbidden:
+        # Liqo's peering-user may get only its own tenant namespace (which liqoctl generate peering-user
+        # made, under Liqo's default name), not list namespaces.
+        ns = client.get(resources.NAMESPACE, naming.tenant_namespace(peer_id))
+        return str(ns["metadata"]["name"]) if ns is not None else None
     return str(sorted(ns["metadata"]["name"] for ns in found)[0]) if found else None
 
 

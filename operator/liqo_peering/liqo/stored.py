@@ -106,3 +106,20 @@ def covers(live: dict[str, Any] | None, desired: dict[str, Any]) -> bool:
             return False
     body = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind", "metadata", "status")}
     return _covers(live, body)
+
+
+def overlay(live: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """``live`` with ``wanted`` laid over it: maps merge at any depth, anything else in ``wanted`` replaces.
+
+    What a server-side apply or a merge patch of ``wanted`` leaves behind, for a credential that may update
+    but not patch (Liqo's peering-user): other managers' fields, and the live metadata such as
+    resourceVersion, stay. A None removes the key, as in a merge patch.
+    """
+    out = dict(live)
+    for key, value in wanted.items():
+        old = out.get(key)
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = overlay(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
