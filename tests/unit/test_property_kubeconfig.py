@@ -5,6 +5,7 @@ else the kubeconfig holds; and whatever the input, they fail only with a Kubecon
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import yaml
@@ -29,7 +30,7 @@ plugin_configs: st.SearchStrategy[Any] = (
         {"command": st.sampled_from(["aws", "/bin/sh", "gke-gcloud-auth-plugin"])},
         optional={"apiVersion": st.just("client.authentication.k8s.io/v1"), "args": st.lists(names, max_size=2)},
     )
-    | st.fixed_dictionaries({"name": st.sampled_from(["oidc", "gcp", "azure"])}, optional={"config": st.just({})})
+    | st.fixed_dictionaries({"name": st.sampled_from(["oidc", "gcp", "azure"])}, optional={"config": st.builds(dict)})
     | paths
 )
 safe_users = st.sampled_from(
@@ -167,6 +168,7 @@ def mangled_kubeconfigs(draw: st.DrawFn) -> Any:
     """A kubeconfig of kubeconfigs() with a few values replaced or added anywhere (wrong types, missing
     names, stray plugin or file keys), so every check of the loader is reached."""
     config, _ = draw(kubeconfigs())
+    config = copy.deepcopy(config)  # mangled in place: no object a strategy hands out again may change
     for _ in range(draw(st.integers(1, 4))):
         node = draw(st.sampled_from(_containers(config)))
         if isinstance(node, dict):

@@ -113,7 +113,8 @@ class ClusterClient:
                 who = "the operator"
                 fix = "grant it to the operator's ServiceAccount (the Helm chart's RBAC)"
             return ClusterForbidden(
-                f"the {self.side} cluster at {self.describe} does not let {who} {verb} {what} ({status} {reason}); {fix}",
+                f"the {self.side} cluster at {self.describe} does not let {who} {verb} {what}"
+                f" ({status} {reason}); {fix}",
                 reason="ProviderForbidden" if self.side == "provider" else "Forbidden",
             )
         try:
