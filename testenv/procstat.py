@@ -76,6 +76,22 @@ def _established(pid: int, inodes: set[str]) -> int:
     return count
 
 
+def established_to(pid: int, port: int) -> int:
+    """The process's established TCP connections to ``port`` (an API server's, say)."""
+    inodes = _socket_inodes(pid)
+    count = 0
+    for table in ("tcp", "tcp6"):
+        path = Path(f"/proc/{pid}/net/{table}")
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            cols = line.split()
+            remote_port = int(cols[2].rsplit(":", 1)[1], 16)
+            if cols[3] == ESTABLISHED and cols[9] in inodes and remote_port == port:
+                count += 1
+    return count
+
+
 def sample(pid: int) -> Sample:
     status = _status(pid)
     inodes = _socket_inodes(pid)
