@@ -161,10 +161,13 @@ def test_routes_follow_the_peering_context() -> None:
     local_kinds = {x.scope.res.kind for x in routes if x.client is svc.local}
     remote_kinds = {x.scope.res.kind for x in routes if x.client is remote}
     assert {"Connection", "ResourceSlice", "ForeignCluster", "Node", "Pod", "Secret"} <= local_kinds
-    assert remote_kinds == {"Secret", "Configuration", "GatewayServer", "Connection", "Deployment", "Tenant"}
+    assert remote_kinds == {"Secret", "Configuration", "GatewayServer", "Connection", "Deployment", "Tenant", "Health"}
     # Consumer informers are cluster-wide (shared by every peering); a provider's cover its tenant namespace.
     assert all(x.scope.namespace is None for x in routes if x.client is svc.local and x.scope.res != r.SECRET)
-    assert all(x.scope.namespace == "t" for x in routes if x.client is remote)
+    assert all(x.scope.namespace == "t" for x in routes if x.client is remote and x.scope.res != r.HEALTH)
+    # Before discovery, the provider's health alone: its return wakes a peering that could not reach it.
+    early = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None))
+    assert [x.scope.res.kind for x in early if x.client is remote] == ["Health"]
     pods = next(x for x in routes if x.scope.res == r.POD)
     assert pods.matches({"metadata": {"namespace": "liqo-tenant-p-id"}})
     assert not pods.matches({"metadata": {"namespace": "liqo-tenant-other"}})

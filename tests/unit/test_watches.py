@@ -10,10 +10,11 @@ from typing import Any, cast
 
 import pytest
 
+from liqo_peering.clients import informer as informer_module
 from liqo_peering.clients.cluster import ClusterClient, selector_matches, selector_within
 from liqo_peering.clients.informer import Scope
 from liqo_peering.engine.watches import Route, WatchHub
-from liqo_peering.errors import ApiError, ClusterUnreachable
+from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable
 from liqo_peering.liqo import resources as r
 
 WAIT = 10.0
@@ -238,3 +239,77 @@ def test_a_relisted_kubeconfig_secret_says_so(watched: tuple[ListWatch, Wakes, W
     hub.set_routes("a", [Route(cluster, Scope(r.SECRET, "ns"), name="kubeconfig", wake_as="kubeconfig")])
     assert wakes.wait_for("a")
     assert wakes.seen[0] == ("a", "kubeconfig")
+
+
+class Probed(ListWatch):
+    """A cluster whose /readyz answers as ``health`` says (None: up)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.health: ClusterUnreachable | None = None
+        self.probes = 0
+
+    def probe(self) -> ClusterUnreachable | None:
+        self.probes += 1
+        return self.health
+
+
+def test_a_provider_that_goes_down_and_comes_back_wakes_its_peerings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(informer_module, "PROBE_SECONDS", 0.01)
+    cluster, wakes = Probed(), Wakes()
+    hub = WatchHub(wakes)
+    try:
+        hub.set_routes("a", [Route(cast(ClusterClient, cluster), Scope(r.HEALTH))])
+        assert wakes.wait_for("a", 1)  # the first probe, like a first list
+        probes = cluster.probes
+        cluster_wakes = wakes.count("a")
+        assert cluster.down is None
+        cluster.health = ClusterUnreachable("the provider's API server did not answer")
+        assert wakes.wait_for("a", cluster_wakes + 1)
+        assert cluster.down is not None and cluster.probes > probes
+        cluster.health = None
+        assert wakes.wait_for("a", cluster_wakes + 2)
+        assert cluster.down is None
+        settled = wakes.count("a")
+        time_to_probe = cluster.probes + 5
+        while cluster.probes < time_to_probe:  # probes go on; no change, no wake
+            threading.Event().wait(0.01)
+        assert wakes.count("a") == settled
+    finally:
+        hub.stop()
+    assert cluster.down is None  # nobody probes it any more: calls find out for themselves
+
+
+def test_a_client_marked_down_fails_at_once_without_a_request() -> None:
+    client = ClusterClient(cast(Any, None), "provider", "https://198.18.0.2:6443")  # no ApiClient to call
+    client.down = ClusterUnreachable("cannot reach the provider cluster", reason="ProviderUnreachable")
+    with pytest.raises(ClusterUnreachable) as raised:
+        client.get(r.TENANT, "t", "ns")
+    assert raised.value.reason == "ProviderUnreachable"
+
+
+class NoWatch(ListWatch):
+    """May list, may not watch (Liqo's peering-user)."""
+
+    def stream(self, *_: Any, **__: Any) -> Iterator[Any]:
+        raise ClusterForbidden("may not watch", reason="ProviderForbidden")
+
+
+def test_a_refused_watch_polls_and_wakes_only_on_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informer_module, "POLL_SECONDS", 0.01)
+    cluster, wakes = NoWatch(), Wakes()
+    hub = WatchHub(wakes)
+    try:
+        hub.set_routes("a", [route(cast(ListWatch, cluster), "tenant-a")])
+        assert wakes.wait_for("a", 1)
+        lists = cluster.lists
+        while cluster.lists < lists + 5:  # polling, nothing changed: no wake
+            threading.Event().wait(0.01)
+        assert wakes.count("a") == 1
+        cluster.objects.append(obj("tenant-a", version="2"))
+        assert wakes.wait_for("a", 2)
+        assert cast(ClusterClient, cluster).get(r.CONNECTION, "x", "tenant-a") is not None  # served from the cache
+    finally:
+        hub.stop()

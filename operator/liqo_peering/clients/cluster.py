@@ -31,11 +31,20 @@ from liqo_peering.liqo.stored import covers, overlay
 REQUEST_TIMEOUT = 15.0
 
 
+PROBE_TIMEOUT = (2.0, 2.0)  # connect, read: an API server slower than this to say it is ready counts as down
+
+
 class ClusterClient:
-    def __init__(self, api: ApiClient, side: str, describe: str) -> None:
+    def __init__(
+        self, api: ApiClient, side: str, describe: str, request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT
+    ) -> None:
         self.api = api
         self.side = side  # "consumer" or "provider", used in messages
         self.describe = describe  # e.g. the server URL, never credentials
+        self.request_timeout = request_timeout
+        # Set while the health probe finds the API server down: every call then fails at once, instead of
+        # each waiting for its own timeout (see probe and informer.Informer._probe).
+        self.down: ClusterUnreachable | None = None
         self._informers: list[Any] = []  # clients.informer.Informer (attached by the informer itself)
         self._informers_lock = threading.Lock()
         self._no_patch: set[str] = set()  # kinds this credential may not patch (no server-side apply)
@@ -49,9 +58,13 @@ class ClusterClient:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str | None = None,
-        timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+        timeout: float | tuple[float, float] | None = None,
+        probing: bool = False,
     ) -> Any:
         """Send one request and return the raw urllib3 response (not read yet)."""
+        down = self.down
+        if down is not None and not probing:
+            raise ClusterUnreachable(down.message, reason=down.reason)
         headers = {"Accept": "application/json"}
         if content_type or body is not None:
             headers["Content-Type"] = content_type or "application/json"
@@ -64,7 +77,9 @@ class ClusterClient:
         )
         try:
             # The REST layer serialises dict bodies as JSON (valid YAML for server-side apply too).
-            return self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+            return self.api.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=timeout or self.request_timeout
+            )
         except ApiException as exc:
             if exc.status:
                 raise self._translate(method, path, exc.status, exc.reason, str(exc.body or "")) from None
@@ -346,6 +361,26 @@ class ClusterClient:
         if live is not None and covers(live, body):
             return live
         return self.apply(res, body)
+
+    # -- health ------------------------------------------------------------------------------------
+    def probe(self) -> ClusterUnreachable | None:
+        """GET /readyz with a short timeout: None when the API server answers, else why it counts as down.
+
+        Any answer but a 5xx means it is up: a 401 or 403 is a credential's problem, which the calls report.
+        """
+        try:
+            resp = self._request("GET", "/readyz", timeout=PROBE_TIMEOUT, probing=True)
+            resp.read()
+            status = int(resp.status)
+        except ClusterUnreachable as exc:
+            return exc
+        except ApiError as exc:
+            status = exc.status
+        except ClusterForbidden:
+            return None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            return self._unreachable(type(exc).__name__)
+        return self._unreachable(f"/readyz answered {status}") if status >= 500 else None
 
     # -- list and watch (for informers) ---------------------------------------------------------
     def list_page(

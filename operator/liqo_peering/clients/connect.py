@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
@@ -30,6 +31,9 @@ def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
     """
     configuration = k8s_client.Configuration()
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    # urllib3 would retry a GET whose answer timed out three times, so a hung provider took four timeouts
+    # to report; connection failures are still retried once.
+    configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0)
     api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
         config_dict=copy.deepcopy(remote.config),
         context=remote.context_name,

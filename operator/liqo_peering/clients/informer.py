@@ -6,6 +6,10 @@ changed before the watch began (or while a broken watch was down) is only visibl
 watch then resumes from the list's resourceVersion; a watch the server ends by timeout resumes from
 the last event's version without a new list, and an expired version (410) lists again.
 
+A ``HEALTH`` scope is no list and watch: it probes the API server's /readyz every ``PROBE_SECONDS`` and
+reports each change between up and down like a relist, marking the client down meanwhile (its calls
+then fail at once). A watch cannot tell a hung API server from a quiet one; the probe can.
+
 A credential that may list but not watch (Liqo's peering-user role on a provider grants no watch) gets
 polling instead: a list every ``POLL_SECONDS``, reported like a relist whenever it differs from the
 last one. Reactions then lag by up to that interval; granting watch restores events.
@@ -24,11 +28,12 @@ import structlog
 
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.errors import ClusterForbidden, PeeringError
-from liqo_peering.liqo.resources import Resource
+from liqo_peering.liqo.resources import HEALTH, Resource
 
 log = structlog.get_logger("liqo_peering.informer")
 MAX_BACKOFF = 30.0
 POLL_SECONDS = 2.0
+PROBE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,9 @@ class Informer:
             response.shutdown()
 
     def _run(self) -> None:
+        if self.scope.res == HEALTH:
+            self._probe()
+            return
         backoff = 1.0
         scope = self.scope
         while not self._stop.is_set():
@@ -117,6 +125,24 @@ class Informer:
             finally:
                 self._response = None
             self.synced = False  # a broken watch may have missed events: lists again before serving
+
+    def _probe(self) -> None:
+        """Probe until stopped; each change between up and down is reported as a relist."""
+        client = self.client
+        while True:
+            down = client.probe()
+            if down is not None and client.down is None:
+                down = client.probe()  # once more at once: one lost answer is not an API server down
+            if (down is None) != (client.down is None) or not self.synced:
+                client.down = down
+                if down is not None:
+                    log.warning("API server down", side=client.side, reason=down.message)
+                elif self.synced:
+                    log.info("API server back", side=client.side, server=client.describe)
+                self._listed([])
+            if self._stop.wait(PROBE_SECONDS):
+                client.down = None  # nobody probes it any more: let calls find out by themselves
+                return
 
     def _listed(self, items: list[dict[str, Any]]) -> None:
         with self._store_lock:

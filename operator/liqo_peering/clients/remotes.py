@@ -16,9 +16,13 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.connect import to_api_client
 from liqo_peering.kubeconfig import RemoteKubeconfig
 
+# A provider's calls are small (one tenant namespace): a shorter timeout than the consumer's, so that a pass
+# caught by a hung provider reports it within seconds (the health probe fails later passes at once).
+PROVIDER_TIMEOUT = (3.0, 5.0)
+
 
 def connect_remote(kubeconfig: RemoteKubeconfig) -> ClusterClient:
-    return ClusterClient(to_api_client(kubeconfig), "provider", kubeconfig.server)
+    return ClusterClient(to_api_client(kubeconfig), "provider", kubeconfig.server, request_timeout=PROVIDER_TIMEOUT)
 
 
 class RemoteClients:

@@ -67,6 +67,9 @@ def peering_routes(
     """
     namespace, secret_name = secret
     routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name, wake_as=KUBECONFIG)]
+    if remote is not None:
+        # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
+        routes.append(Route(remote, Scope(r.HEALTH)))
     if ctx is None or remote is None:
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns

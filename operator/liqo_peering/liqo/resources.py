@@ -30,6 +30,9 @@ class Resource:
         return base
 
 
+# Not a resource: the API server's readiness (GET /readyz), which the watch hub probes like an informer
+# lists, so that a provider that stops answering is noticed while nothing else is asked of it.
+HEALTH = Resource("", "", "readyz", "Health", namespaced=False)
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SECRET = Resource("", "v1", "secrets", "Secret")
 CONFIGMAP = Resource("", "v1", "configmaps", "ConfigMap")
