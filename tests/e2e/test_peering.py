@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from datetime import datetime
@@ -557,3 +558,37 @@ def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
         os.kill(apiserver, signal.SIGCONT)
     case.peerings.wait_status(ns, NAME, "ready", timeout=120)
     assert _uids(env) == objects
+
+
+def test_a_hung_provider_does_not_hold_up_another_peering(
+    case: PeeringCase, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One peering's provider accepts connections and never answers (a tarpit on loopback: the kernel
+    completes the handshake, nothing reads). That peering says ProviderUnreachable; another, to a healthy
+    provider, created while it hangs, becomes Ready as usual. Its time to Ready is printed."""
+    env, ns = case.env, case.namespace
+    tarpit = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tarpit.bind(("127.0.0.1", 0))
+    tarpit.listen(128)  # never accepted, never answered
+    try:
+        config = yaml.safe_load(env.provider_kubeconfig())
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{tarpit.getsockname()[1]}"
+        case.peerings.put_kubeconfig_secret(ns, "hung", yaml.safe_dump(config).encode())
+        case.peerings.create(ns, "stuck", spec(remoteKubeconfigSecretRef={"name": "hung"}))
+        case.peerings.wait_reason(ns, "stuck", "ProviderUnreachable", timeout=60)
+        started = time.monotonic()
+        case.peerings.create(ns, NAME, spec())
+        case.peerings.wait_status(ns, NAME, "ready", timeout=120)
+        took = time.monotonic() - started
+        with capsys.disabled():
+            print(f"\nBENCH create -> ready beside a peering whose provider hangs: {took:.1f}s")
+        assert case.peerings.condition(ns, "stuck", "Ready")["reason"] == "ProviderUnreachable"  # type: ignore[index]
+        # Its provider never answers: only force-delete lets it go (this cluster's side only).
+        case.peerings.delete(ns, "stuck")
+        case.peerings.patch(
+            ns, "stuck", {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}}
+        )
+        case.peerings.wait_gone(ns, "stuck", timeout=60)
+        assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
+    finally:
+        tarpit.close()
