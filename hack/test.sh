@@ -31,4 +31,4 @@ phase images hack/build-images.sh
 phase lint hack/lint.sh
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
 # testenv/tests: the harness's own tests (pure ones, and e2e ones against the local clusters).
-phase tests .venv/bin/pytest tests testenv/tests -p no:cacheprovider "$@"
+phase tests .venv/bin/pytest tests testenv/tests -p no:cacheprovider --durations=15 "$@"

@@ -20,7 +20,7 @@ from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import PeeringService
-from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
+from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG, redact
 from liqo_peering.metrics import Metrics
 
 log = structlog.get_logger("liqo_peering")
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> None:
         if not sa_namespace or not sa_name:
             raise SystemExit(f"{TENANT_ACCESS_FLAG} needs {SERVICE_ACCOUNT_FLAG} NAMESPACE/NAME")
         tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
-    logs.configure(args.log_format, getattr(logging, args.log_level.upper()))
+    logs.configure(args.log_format, getattr(logging, args.log_level.upper()), scrub=redact)
     cfg = local_configuration(args.kubeconfig, args.context)
     in_cluster = not (args.kubeconfig or args.context)
     local = ClusterClient(with_user_agent(k8s_client.ApiClient(cfg)), "consumer", cfg.host)

@@ -73,7 +73,18 @@ class ApiError(PeeringError):
 
     reason = "ApiError"
 
-    def __init__(self, message: str, *, status: int, body: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int, body: dict[str, Any] | None = None, side: str | None = None
+    ) -> None:
         super().__init__(message, transient=status in (409, 429) or status >= 500)
         self.status = status
         self.body = body or {}  # the server's Status object, when it sent one
+        self.side = side  # "consumer" or "provider": whose API server answered
+
+
+def own_cluster_unavailable(exc: PeeringError) -> bool:
+    """The operator's own API server is down, restarting or overloaded: nothing the peering did. Such a pass
+    is retried and never reported in the status, which it could not write anyway, or would make flap."""
+    if exc.reason == "ConsumerUnreachable":
+        return True
+    return isinstance(exc, ApiError) and exc.side == "consumer" and (exc.status == 429 or exc.status >= 500)

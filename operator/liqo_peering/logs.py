@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -39,7 +40,19 @@ def _kopf_object(_: Any, __: str, event_dict: structlog.typing.EventDict) -> str
     return event_dict
 
 
-def configure(fmt: str = "json", level: int = logging.INFO) -> None:
+def _scrubbing(scrub: Callable[[str], str]) -> structlog.typing.Processor:
+    """A traceback quotes exception messages, which may quote what a server answered: scrub it too."""
+
+    def processor(_: Any, __: str, event_dict: structlog.typing.EventDict) -> structlog.typing.EventDict:
+        if isinstance(event_dict.get("exception"), str):
+            event_dict["exception"] = scrub(event_dict["exception"])
+        return event_dict
+
+    return processor
+
+
+def configure(fmt: str = "json", level: int = logging.INFO, scrub: Callable[[str], str] = str) -> None:
+    """``scrub``: what removes credentials from text (kubeconfig.redact; logs may not import it)."""
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
     )
@@ -49,6 +62,8 @@ def configure(fmt: str = "json", level: int = logging.INFO) -> None:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    if fmt == "json":  # the console renderer prints tracebacks itself
+        shared += [structlog.processors.format_exc_info, _scrubbing(scrub)]
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

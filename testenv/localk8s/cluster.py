@@ -143,6 +143,7 @@ class LocalCluster:
         self.ca_key = self.workdir / "pki" / "ca.key"
         self.audit_log = self.workdir / "audit.log"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._argv: dict[str, list[str]] = {}  # how each process was started, for restart()
 
     def __repr__(self) -> str:
         return f"LocalCluster(name={self.name!r}, server={self.server!r}, workdir={str(self.workdir)!r})"
@@ -368,7 +369,28 @@ class LocalCluster:
                 start_new_session=True,
             )
         self._procs[process] = proc
+        self._argv[process] = argv
         (self.pid_dir / f"{process}.pid").write_text(f"{proc.pid}\n")
+
+    def restart(self, process: str, timeout: float = 120.0) -> None:
+        """Stop one control-plane process (SIGTERM: a graceful shutdown, as a rolling restart does) and
+        start it again as it was started; return once the API server is ready again."""
+        proc = self._procs[process]
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        self._spawn(process, self._argv[process])
+        deadline = time.monotonic() + timeout
+        admin = self.api_client()
+        try:
+            self._wait(
+                f"kube-apiserver /readyz after restarting {process}", deadline, [process], lambda: _readyz(Kube(admin))
+            )
+        finally:
+            admin.close()
 
     def _check_alive(self, process: str) -> None:
         proc = self._procs[process]

@@ -21,7 +21,7 @@ from testenv import audit, procstat
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
 from testenv.localk8s import tool_path
 from testenv.operator_support import SECRET, PeeringCase, custom, get, items, tenant_ns, wait_for
-from testenv.reactions import peering_steps, reactions
+from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 
 NAME = "provider"
 
@@ -525,9 +525,9 @@ def test_secret_rotation_takes_effect_and_releases_the_old_client(case: PeeringC
         core.delete_namespaced_service_account(sa, "default")
 
 
-# The issue's scenario freezes it for 60 s; the suite uses 30 s to stay within CI's budget (a freeze of 60 s
+# The issue's scenario freezes it for 60 s; the suite uses 20 s to stay within CI's budget (a freeze of 60 s
 # behaved the same when run by hand: reported after 5.3 s, Ready 1.1 s after the thaw).
-HUNG_SECONDS = 30.0
+HUNG_SECONDS = 20.0
 
 
 def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
@@ -592,3 +592,39 @@ def test_a_hung_provider_does_not_hold_up_another_peering(
         assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
     finally:
         tarpit.close()
+
+
+def test_the_consumers_api_server_and_etcd_restart(case: PeeringCase) -> None:
+    """The operator's own cluster restarts its kube-apiserver, then its etcd. The operator reconnects by
+    itself: no Liqo object is written or re-created, the peering is Ready again with its identity and
+    history (readyAt) kept, and it still reacts to a spec change.
+
+    The status may move meanwhile, as it should: Liqo's view moves (here the stand-in shows the provider's
+    Connection Connecting while it cannot reach the consumer). Only status writes are allowed."""
+    env, ns = case.env, case.namespace
+    case.peerings.create(ns, NAME, spec())
+    before = case.peerings.wait_status(ns, NAME, "ready")
+    objects = _uids(env)
+    consumer = env.lc["consumer"]
+    since = datetime.now().astimezone()
+    consumer.restart("kube-apiserver")
+    consumer.restart("etcd")
+    after = case.peerings.wait_status(ns, NAME, "ready", timeout=120)
+    writes = [
+        e
+        for e in audit.writes(consumer.audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)
+        if e.resource not in ("events", "leases", "kopfpeerings", "clusterkopfpeerings", "liqopeerings/status")
+    ]
+    assert writes == [], [(e.verb, e.resource, e.name) for e in writes]
+    for key in ("readyAt", "localClusterID", "remoteClusterID", "observedGeneration"):
+        assert after[key] == before[key], key
+    assert _uids(env) == objects
+    # And it still reacts: a spec change reaches the ResourceSlice.
+    case.peerings.patch(ns, NAME, {"spec": {"offloading": {"resources": {"cpu": "3"}}}})
+    c_ns = tenant_ns(env.peerings.api, env.provider_id)
+
+    def updated() -> bool:
+        slices = items(env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns)
+        return bool(slices) and (slices[0]["spec"].get("resources") or {}).get("cpu") == "3"
+
+    wait_for("the ResourceSlice to follow the spec after the restarts", updated, timeout=60)

@@ -66,3 +66,16 @@ def test_a_peering_without_a_known_remote_drops_a_stale_one(log: JsonLog) -> Non
     structlog.get_logger("liqo_peering").info("reading the kubeconfig Secret")
     (line,) = log.lines()
     assert line["peering"] == "team-c/second" and "remote_cluster_id" not in line
+
+
+def test_a_traceback_is_in_the_json_line_and_scrubbed(log: JsonLog) -> None:
+    """A crash logs its traceback (the JSON renderer drops exc_info unless it is formatted), credentials
+    in the quoted exception message removed."""
+    logs.configure("json", scrub=lambda text: text.replace("s3cr3t", "[REDACTED]"))
+    try:
+        raise RuntimeError("token s3cr3t refused")
+    except RuntimeError:
+        structlog.get_logger("t").exception("reconcile crashed; retrying")
+    line = log.lines()[-1]
+    assert "Traceback" in line["exception"] and "RuntimeError: token [REDACTED] refused" in line["exception"]
+    assert "s3cr3t" not in json.dumps(line)

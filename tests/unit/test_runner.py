@@ -14,7 +14,7 @@ from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import Outcome, PeeringService
 from liqo_peering.engine.watches import WatchHub
-from liqo_peering.errors import ResourceSliceDenied
+from liqo_peering.errors import ApiError, ClusterUnreachable, PeeringError, ResourceSliceDenied, own_cluster_unavailable
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.stages import StageResult
@@ -195,3 +195,37 @@ def test_a_permanent_stage_error_is_not_retried_as_transient(monkeypatch: pytest
     results = svc._run_stages(PeeringRun(spec, svc.local, FakeClusterClient("provider"), ctx))
     assert (results["offloading"].state, results["offloading"].reason) == ("error", "ResourceSliceDenied")
     assert results["offloading"].transient is False
+
+
+@pytest.mark.parametrize(
+    ("error", "outage"),
+    [
+        (ApiError("etcd is restarting", status=503, side="consumer"), True),
+        (ClusterUnreachable("cannot reach the consumer cluster", reason="ConsumerUnreachable"), True),
+        (ApiError("etcd is restarting", status=503, side="provider"), False),
+        (ApiError("conflict", status=409, side="consumer"), False),
+    ],
+)
+def test_the_operators_own_cluster_failing_is_raised_not_reported(
+    monkeypatch: pytest.MonkeyPatch, error: PeeringError, outage: bool
+) -> None:
+    """The consumer's API server down or failing is nothing the peering did: the pass is put off, and no
+    stage reports it (the status would flap on a restart of the operator's own cluster)."""
+
+    def failing(_: PeeringRun, *__: Any) -> StageResult:
+        raise error
+
+    monkeypatch.setattr(service_module.networking, "reconcile", failing)
+    monkeypatch.setattr(service_module.authentication, "reconcile", failing)
+    svc = PeeringService(FakeClusterClient("consumer"), cast(Any, None), cast(Any, None), cast(Any, None))
+    consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
+    ctx = PeeringContext("ns", "p", consumer, provider, consumer_tenant_ns="t1", provider_tenant_ns="t2")
+    spec = LiqoPeeringSpec.model_validate({"remoteKubeconfigSecretRef": {"name": "k"}})
+    run = PeeringRun(spec, svc.local, FakeClusterClient("provider"), ctx)
+    if outage:
+        with pytest.raises(type(error)):
+            svc._run_stages(run)
+    else:
+        results = svc._run_stages(run)
+        assert results["networking"].state == "error" and "offloading" not in results
+    assert own_cluster_unavailable(error) is outage

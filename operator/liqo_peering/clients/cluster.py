@@ -141,6 +141,7 @@ class ClusterClient:
             f"the {self.side} cluster at {self.describe} answered {status} to {method} {path}: {redact(str(detail))}",
             status=status,
             body=answer if isinstance(answer, dict) else None,
+            side=self.side,
         )
 
     @staticmethod

@@ -19,6 +19,7 @@ import structlog
 
 from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
 from liqo_peering.engine.watches import KUBECONFIG, Route, WatchHub, peering_routes
+from liqo_peering.errors import PeeringError
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
@@ -131,6 +132,11 @@ class PeeringRunner:
                 kinds.clear()
                 try:
                     outcome = await self.in_thread(self.reconcile, namespace, name, mirror_only, full)
+                except PeeringError as exc:  # the operator's own API server is unavailable (own_cluster_unavailable)
+                    failures += 1
+                    log.warning("pass put off: " + exc.message, peering=f"{namespace}/{name}", reason=exc.reason)
+                    await self._wait(trigger, stopped, min(2.0**failures, 30.0))
+                    continue
                 except Exception:
                     failures += 1
                     log.exception("reconcile crashed; retrying", peering=f"{namespace}/{name}")

@@ -27,7 +27,7 @@ from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine import authentication, discovery, networking, offloading, teardown
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.run import PeeringRun
-from liqo_peering.errors import DuplicatePeering, PeeringError
+from liqo_peering.errors import DuplicatePeering, PeeringError, own_cluster_unavailable
 from liqo_peering.kubeconfig import KubeconfigError, redact
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
@@ -142,6 +142,8 @@ class PeeringService:
             error = PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
         except PeeringError as exc:
             error = exc
+        if error is not None and own_cluster_unavailable(error):
+            raise error  # the runner retries; the status stays as the last pass that could see it left it
         timeout = spec.timeout_seconds if spec else 300.0  # the default 5m when the spec is unreadable
         obs = status_compute.Observation(
             generation=int(meta.get("generation") or 0),
@@ -216,10 +218,14 @@ class PeeringService:
     def _run_stages(self, run: PeeringRun) -> dict[str, StageResult]:
         spec = run.spec
 
+        outage: list[PeeringError] = []
+
         def guarded(stage: str, fn: Callable[[], StageResult]) -> StageResult:
             try:
                 return fn()
             except PeeringError as exc:
+                if own_cluster_unavailable(exc):
+                    outage.append(exc)  # raised below: the authentication stage runs in a thread
                 # Its message reaches the stage condition as it is: scrub it like the Ready one.
                 return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
 
@@ -245,8 +251,10 @@ class PeeringService:
             results["networking"] = guarded("networking", lambda: networking.reconcile(run))
             worker.join()
             results["authentication"] = auth["authentication"]
-        if results.get("authentication") and results["authentication"].state == "ready":
+        if results.get("authentication") and results["authentication"].state == "ready" and not outage:
             results["offloading"] = guarded("offloading", lambda: offloading.reconcile(run))
+        if outage:
+            raise outage[0]
         return results
 
     def _write_status(
