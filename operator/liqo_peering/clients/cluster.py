@@ -85,7 +85,7 @@ class ClusterClient:
                 raise self._translate(method, path, exc.status, exc.reason, str(exc.body or "")) from None
             raise self._unreachable(exc.reason or "no response") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(type(exc).__name__) from None
+            raise self._unreachable(_why(exc)) from None
 
     def _unreachable(self, why: str) -> ClusterUnreachable:
         return ClusterUnreachable(
@@ -107,7 +107,7 @@ class ClusterClient:
         try:
             data = resp.read()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(type(exc).__name__) from None
+            raise self._unreachable(_why(exc)) from None
         if resp.status >= 400:
             raise self._translate(method, path, resp.status, resp.reason, data.decode(errors="replace") if data else "")
         return json.loads(data) if data else None
@@ -380,7 +380,7 @@ class ClusterClient:
         except ClusterForbidden:
             return None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            return self._unreachable(type(exc).__name__)
+            return self._unreachable(_why(exc))
         return self._unreachable(f"/readyz answered {status}") if status >= 500 else None
 
     # -- list and watch (for informers) ---------------------------------------------------------
@@ -424,8 +424,14 @@ class ClusterClient:
         resp = self._request("GET", res.path(namespace), query=query, timeout=(10.0, timeout_seconds + 30.0))
         raw = resp.response  # the urllib3 response, read incrementally
         if resp.status >= 400:
+            # Read the answer before the connection goes back to the pool: a connection returned with an
+            # unread body fails the next request made on it (ResponseNotReady, "Request-sent").
+            try:
+                body = raw.read().decode(errors="replace")
+            except (urllib3.exceptions.HTTPError, OSError):
+                body = ""
             raw.release_conn()
-            raise self._translate("WATCH", res.path(namespace), resp.status, resp.reason, "")
+            raise self._translate("WATCH", res.path(namespace), resp.status, resp.reason, body)
         if on_open is not None:
             on_open(raw)
         try:
@@ -437,13 +443,21 @@ class ClusterClient:
                     if line.strip():
                         yield json.loads(line)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(type(exc).__name__) from None
+            raise self._unreachable(_why(exc)) from None
         finally:
             raw.release_conn()
 
     def close(self) -> None:
         """Release this client's connections (a rotated or dropped kubeconfig)."""
         self.api.close()
+
+
+def _why(exc: BaseException) -> str:
+    """What failed, in a few words: urllib3's MaxRetryError says nothing until its reason is named."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, BaseException):
+        return f"{type(exc).__name__}: {type(reason).__name__}: {str(reason)[:120]}"
+    return type(exc).__name__
 
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
