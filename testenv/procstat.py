@@ -63,7 +63,8 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def _established(pid: int, inodes: set[str]) -> int:
+def _established(pid: int, inodes: set[str], port: int | None = None) -> int:
+    """Established TCP connections among ``inodes`` (to ``port`` only, when given)."""
     count = 0
     for table in ("tcp", "tcp6"):
         path = Path(f"/proc/{pid}/net/{table}")
@@ -71,25 +72,16 @@ def _established(pid: int, inodes: set[str]) -> int:
             continue
         for line in path.read_text().splitlines()[1:]:
             cols = line.split()
-            if cols[3] == ESTABLISHED and cols[9] in inodes:
+            if cols[3] != ESTABLISHED or cols[9] not in inodes:
+                continue
+            if port is None or int(cols[2].rsplit(":", 1)[1], 16) == port:
                 count += 1
     return count
 
 
 def established_to(pid: int, port: int) -> int:
     """The process's established TCP connections to ``port`` (an API server's, say)."""
-    inodes = _socket_inodes(pid)
-    count = 0
-    for table in ("tcp", "tcp6"):
-        path = Path(f"/proc/{pid}/net/{table}")
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            cols = line.split()
-            remote_port = int(cols[2].rsplit(":", 1)[1], 16)
-            if cols[3] == ESTABLISHED and cols[9] in inodes and remote_port == port:
-                count += 1
-    return count
+    return _established(pid, _socket_inodes(pid), port)
 
 
 def sample(pid: int) -> Sample:

@@ -599,12 +599,12 @@ def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
     wait_for("the virtual kubelet process to stop", lambda: not runner.processes("virtual-kubelet"), timeout=60)
 
 
-def _peering_user_kubeconfig(env: RealEnv, home: Path) -> bytes:
-    """What `liqoctl generate peering-user` prints for this consumer: a kubeconfig (after its warnings)."""
-    out = subprocess.run(
+def _liqoctl_peering_user(env: RealEnv, verb: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """`liqoctl <verb> peering-user` on the provider for this consumer."""
+    return subprocess.run(
         [
             str(liqo_binary("liqoctl")),
-            "generate",
+            verb,
             "peering-user",
             "--consumer-cluster-id",
             env.consumer_id,
@@ -616,27 +616,15 @@ def _peering_user_kubeconfig(env: RealEnv, home: Path) -> bytes:
         timeout=120,
         env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
     )
+
+
+def _peering_user_kubeconfig(env: RealEnv, home: Path) -> bytes:
+    """What `liqoctl generate peering-user` prints for this consumer: a kubeconfig (after its warnings)."""
+    out = _liqoctl_peering_user(env, "generate", home)
     assert out.returncode == 0, f"liqoctl generate peering-user failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
     start = out.stdout.find("apiVersion:")
     assert start >= 0, "no kubeconfig in liqoctl's output"
     return out.stdout[start:].encode()
-
-
-def _liqoctl_delete_peering_user(env: RealEnv, home: Path) -> None:
-    subprocess.run(
-        [
-            str(liqo_binary("liqoctl")),
-            "delete",
-            "peering-user",
-            "--consumer-cluster-id",
-            env.consumer_id,
-            "--kubeconfig",
-            str(env.pair["provider"].kubeconfig),
-        ],
-        capture_output=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
-    )
 
 
 def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path) -> None:
@@ -715,7 +703,7 @@ def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path
             bind(writer["roleRef"]["name"])
         with contextlib.suppress(ApiException):
             rbac.delete_cluster_role(lacking)
-        _liqoctl_delete_peering_user(env, tmp_path)
+        _liqoctl_peering_user(env, "delete", tmp_path)
 
 
 def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, str]) -> None:

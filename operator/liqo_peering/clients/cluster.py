@@ -225,25 +225,20 @@ class ClusterClient:
             raise
 
     def _create_or_update(self, res: Resource, body: dict[str, Any], attempts: int = 3) -> dict[str, Any]:
-        """Apply without patch: create, or lay ``body`` over the live object and update it (409: again)."""
+        """Apply without patch: lay ``body`` over the live object and update it, or create it (409: again)."""
         meta = body["metadata"]
         name, namespace = meta["name"], meta.get("namespace")
         for attempt in range(attempts):
+            updated = self._update(res, name, namespace, body)
+            if updated is not None:
+                return updated
             try:
-                live = self._call("GET", res.path(namespace, name))
+                return self._remember(res, self._call("POST", res.path(namespace), body=body))
             except ApiError as exc:
-                if exc.status != 404:
-                    raise
-                if res.group and self._is_missing_type(exc):
+                if exc.status == 404 and res.group and self._is_missing_type(exc):
                     raise self._not_installed(res) from None
-                live = None
-            try:
-                if live is None:
-                    return self._remember(res, self._call("POST", res.path(namespace), body=body))
-                return self._remember(res, self._call("PUT", res.path(namespace, name), body=overlay(live, body)))
-            except ApiError as exc:
                 if exc.status != 409 or attempt == attempts - 1:
-                    raise  # 409: created or changed meanwhile; read it again
+                    raise  # 409: created meanwhile; update it instead
         raise AssertionError("unreachable")
 
     def create_if_absent(self, res: Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -474,7 +469,7 @@ def request_rights(method: str, path: str) -> tuple[str, str]:
     group = parts[1] if parts[:1] == ["apis"] and len(parts) > 2 else ""
     rest = parts[3:] if group else parts[2:]
     namespace = None
-    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+    if len(rest) > 2 and rest[0] == "namespaces":
         namespace, rest = rest[1], rest[2:]
     plural = rest[0] if rest else "?"
     name = rest[1] if len(rest) > 1 else None
