@@ -65,11 +65,12 @@ class RealLiqoPair:
     def stop(self) -> None:
         for env in self.liqo.values():
             env.down()
-        for cluster in self.clusters.values():
-            cluster.stop()
+        # Before the clusters stop: LocalCluster.stop removes its workdir, and the logs are in it.
         if self.keep_logs is not None:
             for logs in self.base_dir.glob("*/liqo/logs"):
                 shutil.copytree(logs, self.keep_logs / logs.parent.parent.name, dirs_exist_ok=True)
+        for cluster in self.clusters.values():
+            cluster.stop()
         shutil.rmtree(self.base_dir, ignore_errors=True)
         with _live_lock:
             if self in _live:

@@ -254,3 +254,26 @@ def test_run_leaves_objects_of_another_peering_alone() -> None:
     before = (dict(local.store), dict(remote.store))
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
     assert (local.store, remote.store) == before
+
+
+def test_run_waits_for_the_identity_secret_even_when_the_identity_is_already_gone() -> None:
+    """The Identity went on an earlier pass; Liqo's CRD replicator still holds its kubeconfig Secret.
+    The Tenant (and so the end of unpeering, and any re-peering) waits until that Secret is gone."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote)
+    local.store.clear()  # slice, virtual node and Identity gone already
+    local.put(
+        r.SECRET,
+        "kubeconfig-controlplane-provider-id",
+        C_NS,
+        labels={"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"},
+        finalizers=["crdreplicator.liqo.io/operator"],
+        deletionTimestamp="2026-01-01T00:00:00Z",
+    )
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert left == [f"Secret {C_NS}/kubeconfig-controlplane-provider-id on the consumer (Liqo is still releasing it)"]
+    assert remote.deleted == []
+
+    local.finish_deletions()
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
+    assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")

@@ -78,22 +78,31 @@ def run(
         remaining = []
         for side, res, name, ns in phase:
             client = clients[side]
-            if client is None or not ns:
-                continue
-            obj = client.get(res, name, ns)
-            if obj is None:
-                continue
-            if res != r.VIRTUAL_NODE and not _owned(obj, ctx):
-                continue
-            if res == r.VIRTUAL_NODE and not _slice_was_ours(local, ctx):
-                continue
-            client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
-            if client.get(res, name, ns) is not None:
-                remaining.append(f"{res.kind} {ns}/{name} on the {side}")
-            elif res == r.IDENTITY:
-                remaining += _identity_secrets_terminating(client, ctx)
+            if client is not None and ns:
+                remaining += _step(client, local, ctx, side, res, name, ns)
         if remaining:
             return remaining
+    return []
+
+
+def _step(
+    client: ClusterClient, local: ClusterClient, ctx: PeeringContext, side: str, res: r.Resource, name: str, ns: str
+) -> list[str]:
+    """Delete one object if it is ours; return what must still go before the next phase."""
+    obj = client.get(res, name, ns)
+    if obj is not None:
+        if res != r.VIRTUAL_NODE and not _owned(obj, ctx):
+            return []
+        if res == r.VIRTUAL_NODE and not _slice_was_ours(local, ctx):
+            return []
+        client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
+        if client.get(res, name, ns) is not None:
+            return [f"{res.kind} {ns}/{name} on the {side}"]
+    # Checked on every pass once the Identity is gone, not only on the pass that saw it go: a pass that
+    # finds the Identity already gone must still wait for its Secret (a CI run re-peered while it was
+    # terminating, and the new peering's ResourceSlice was never replicated).
+    if res == r.IDENTITY:
+        return _identity_secrets_terminating(client, ctx)
     return []
 
 
