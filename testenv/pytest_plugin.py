@@ -8,7 +8,9 @@ Fixtures:
 - `operator_env` (session): the LiqoPeering CRD (read from crds/) installed on `liqo_clusters` and the
   operator running as a process against the consumer (testenv.operator_support);
 - `case` (function): a namespace of its own with the provider's kubeconfig in a Secret, its peerings
-  unpeered afterwards.
+  unpeered afterwards;
+- `leak_scan` (session): every credential the run's clusters held, and every operator log, Event and
+  LiqoPeering status, for tests/e2e/test_zz_no_leaks.py (testenv.leakscan).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from testenv.leakscan import LeakScan
 from testenv.operator_support import (
     SECRET,
     OperatorEnv,
@@ -50,14 +53,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             where = where.relative_to(config.rootpath)
         if "e2e" in where.parts:
             item.add_marker(pytest.mark.e2e)
+    # The run's leak scan looks at what every other test left: it goes last.
+    last = [item for item in items if item.path.name == "test_zz_no_leaks.py"]
+    items[:] = [item for item in items if item not in last] + last
 
 
 @pytest.fixture(scope="session")
-def operator_env(liqo_clusters: LiqoClusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorEnv]:
+def leak_scan() -> LeakScan:
+    return LeakScan()
+
+
+@pytest.fixture(scope="session")
+def operator_env(
+    liqo_clusters: LiqoClusters, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan
+) -> Iterator[OperatorEnv]:
     consumer_api = api_client(liqo_clusters["consumer"].kubeconfig)
     install_crd(consumer_api)
     log_dir = tmp_path_factory.mktemp("operator")
     operator = OperatorProcess(Path(liqo_clusters["consumer"].kubeconfig), log_dir).start()
+    leak_scan.add_log(operator.log_path)
     env = OperatorEnv(liqo_clusters, operator, Peerings(consumer_api), api_client(liqo_clusters["provider"].kubeconfig))
     try:
         yield env
@@ -68,7 +82,7 @@ def operator_env(liqo_clusters: LiqoClusters, tmp_path_factory: pytest.TempPathF
 
 @pytest.fixture
 def case(
-    operator_env: OperatorEnv, liqo_standin: StandInProcess, request: pytest.FixtureRequest
+    operator_env: OperatorEnv, liqo_standin: StandInProcess, leak_scan: LeakScan, request: pytest.FixtureRequest
 ) -> Iterator[PeeringCase]:
     """A namespace of its own holding Secret provider-kubeconfig; its peerings are unpeered afterwards."""
     namespace = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
@@ -81,6 +95,8 @@ def case(
     try:
         yield PeeringCase(operator_env, namespace, liqo_standin)
     finally:
+        # Before anything of the test is removed: the credentials it made, the Events and status it left.
+        leak_scan.collect({"consumer": peerings.api, "provider": operator_env.provider_api})
         operator_env.lc.ensure_installed()
         peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
         for item in peerings.in_namespace(namespace):

@@ -32,7 +32,8 @@ from liqo_peering.api.crdgen import CRD_NAME
 from testenv import audit
 from testenv import kube as k
 from testenv.helm import CHART, run_helm
-from testenv.kube import Kube
+from testenv.kube import Kube, KubeError
+from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 from testenv.localk8s.images import Image, ctr_binary
 from testenv.localk8s.pods import python_pod, run_to_completion
@@ -175,6 +176,21 @@ def suite(
         yield Suite(lc, standin, kc, peerings, node_images["operator"], node_images["python-base"])
     finally:
         standin.stop()
+
+
+@pytest.fixture(autouse=True)
+def scanned(suite: Suite, leak_scan: LeakScan) -> Iterator[None]:
+    """After each test, while its Pods still exist: their whole logs, and the clusters' Secrets, Events and
+    statuses, for the run's leak scan (tests/e2e/test_zz_no_leaks.py)."""
+    yield
+    for pod in suite.kc.list(k.POD, RELEASE_NS, SELECTOR):
+        name = pod["metadata"]["name"]
+        try:
+            log = suite.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{name}/log")
+        except KubeError:
+            continue  # not started, or already gone
+        leak_scan.add_text(f"operator Pod {name} log", log)
+    leak_scan.collect({side: api_client(suite.lc[side].kubeconfig) for side in ("consumer", "provider")})
 
 
 def test_helm_install_runs_the_operator_as_a_pod(suite: Suite) -> None:

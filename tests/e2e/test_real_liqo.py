@@ -30,6 +30,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from testenv import audit
+from testenv.leakscan import LeakScan
 from testenv.liqo_real import liqo_binary
 from testenv.liqo_real.pytest_plugin import RealLiqoPair, start_real_liqo_pair
 from testenv.operator_support import (
@@ -102,8 +103,11 @@ def _start_env(pair: RealLiqoPair, log_dir: Path) -> RealEnv:
 
 
 @pytest.fixture(scope="module")
-def real_env(real_liqo: RealLiqoPair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEnv]:
+def real_env(
+    real_liqo: RealLiqoPair, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan
+) -> Iterator[RealEnv]:
     env = _start_env(real_liqo, tmp_path_factory.mktemp("real-operator"))
+    leak_scan.add_log(env.operator.log_path)
     try:
         yield env
     finally:
@@ -129,13 +133,14 @@ def _cleanup(env: RealEnv, namespace: str) -> None:
 
 
 @pytest.fixture
-def rcase(real_env: RealEnv, request: pytest.FixtureRequest) -> Iterator[tuple[RealEnv, str]]:
+def rcase(real_env: RealEnv, leak_scan: LeakScan, request: pytest.FixtureRequest) -> Iterator[tuple[RealEnv, str]]:
     """A namespace with Secret provider-kubeconfig; its peerings are unpeered afterwards."""
     namespace = _namespace_for(real_env, request.node.name)
     try:
         yield real_env, namespace
     finally:
         sys.stderr.write(real_env.diagnostics() + "\n")  # shown by pytest when the test failed
+        leak_scan.collect({"consumer": real_env.consumer_api, "provider": real_env.provider_api})
         _cleanup(real_env, namespace)
 
 
@@ -240,7 +245,7 @@ def test_liqoctl_peering_is_adopted_without_disruption(tmp_path: Path, capsys: p
 
 # --- one peering shared by the read-only and in-place tests ------------------------------------------------
 @pytest.fixture(scope="class")
-def peered(real_env: RealEnv) -> Iterator[tuple[RealEnv, str]]:
+def peered(real_env: RealEnv, leak_scan: LeakScan) -> Iterator[tuple[RealEnv, str]]:
     namespace = _namespace_for(real_env, "shared")
     try:
         real_env.peerings.create(namespace, NAME, spec(offloading={"resources": {"cpu": "2", "memory": "4Gi"}}))
@@ -252,6 +257,7 @@ def peered(real_env: RealEnv) -> Iterator[tuple[RealEnv, str]]:
         sys.stderr.write(f"\noperator peering: startedAt {status['startedAt']} readyAt {status['readyAt']}\n")
         yield real_env, namespace
     finally:
+        leak_scan.collect({"consumer": real_env.consumer_api, "provider": real_env.provider_api})
         _cleanup(real_env, namespace)
 
 
