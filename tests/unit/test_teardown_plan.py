@@ -129,12 +129,15 @@ def test_run_deletes_everything_in_one_pass_when_deletion_is_immediate(
     assert remote.deleted[-1] == ("secrets", P_NS, "liqo-nonce")
 
 
-def test_run_deletes_the_tenant_with_its_dependents(clusters: tuple[FakeClusterClient, FakeClusterClient]) -> None:
-    """Liqo's RoleBindings owned by the Tenant must be gone before a re-peering's Tenant could adopt them."""
+def test_run_deletes_the_identity_and_the_tenant_with_their_dependents(
+    clusters: tuple[FakeClusterClient, FakeClusterClient],
+) -> None:
+    """Liqo's RoleBindings owned by the Tenant must be gone before a re-peering's Tenant could adopt them;
+    the Identity's Secret and Renew before the Tenant takes away the rights crd-replicator needs to go."""
     local, remote = clusters
     teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
     assert remote.deleted_with_dependents == [("tenants", P_NS, "consumer-id")]
-    assert local.deleted_with_dependents == []
+    assert local.deleted_with_dependents == [("identities", C_NS, naming.identity_name("provider-id"))]
 
 
 def test_run_waits_for_each_phase_to_be_gone() -> None:

@@ -52,11 +52,17 @@ def networking_objects(ctx: PeeringContext) -> list[tuple[str, r.Resource, str, 
 
 
 # Deleted in the foreground, so that the next phase (and a re-peering) starts only once their dependents
-# are gone. Liqo's tenant controller binds the consumer's permissions with RoleBindings owned by the
-# Tenant, and a new Tenant of the same name adopts any that still exist (bindClusterRole takes
-# AlreadyExists as done). If the garbage collector removes them after that, the new peering silently
-# loses its rights: crd-replicator's create of the ResourceSlice is Forbidden, which it never retries.
-WITH_DEPENDENTS = frozenset({r.TENANT})
+# are gone.
+# - Tenant: Liqo's tenant controller binds the consumer's permissions with RoleBindings owned by the
+#   Tenant, and a new Tenant of the same name adopts any that still exist (bindClusterRole takes
+#   AlreadyExists as done). If the garbage collector removes them after that, the new peering silently
+#   loses its rights: crd-replicator's create of the ResourceSlice is Forbidden, which it never retries.
+# - Identity: it owns the ControlPlane kubeconfig Secret and the Renew that crd-replicator mirrors to the
+#   provider. crd-replicator releases the Secret only once the Renew is gone on both sides, and it can
+#   delete the provider's copy only while the Tenant's RoleBindings exist. Deleting the Tenant while the
+#   Renew was still going left both stuck for good (seen in a real-Liqo run), and the next peering's
+#   ResourceSlice was never replicated. So the Tenant goes only once the Identity's dependents are gone.
+WITH_DEPENDENTS = frozenset({r.TENANT, r.IDENTITY})
 
 
 def _owned(obj: dict, ctx: PeeringContext) -> bool:
@@ -98,9 +104,8 @@ def _step(
         client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
         if client.get(res, name, ns) is not None:
             return [f"{res.kind} {ns}/{name} on the {side}"]
-    # Checked on every pass once the Identity is gone, not only on the pass that saw it go: a pass that
-    # finds the Identity already gone must still wait for its Secret (a CI run re-peered while it was
-    # terminating, and the new peering's ResourceSlice was never replicated).
+    # Checked on every pass once the Identity is gone, not only on the pass that saw it go (an Identity
+    # deleted in the background, by an earlier version or by hand, leaves its Secret to the collector).
     if res == r.IDENTITY:
         return _identity_secrets_terminating(client, ctx)
     return []
