@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: venv tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench
+.PHONY: venv tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak
 # Real nodes per cluster for `make clusters-up` (0: control planes only, as the fast suites use them).
 NODES ?= 0
 
@@ -40,6 +40,9 @@ test:            ## The whole suite: tools, lint, unit and e2e tests
 bench: venv tools  ## Benchmarks, not tests (not in `make test`): docs/performance.{json,png}; ARGS="--runs 1 --scale 1,10"
 	hack/build-liqo.sh
 	PYTHONPATH=. $(PY) -m bench $(ARGS)
+
+soak: venv tools  ## 200 create/delete cycles against the stand-in, the operator's RSS/threads/connections sampled: docs/soak.json, docs/reliability.md; ARGS="--cycles 50"
+	PYTHONPATH=. $(PY) -m bench.soak $(ARGS)
 
 demo:            ## Two local clusters, Liqo, the operator and an example peering that becomes ready
 	hack/demo.sh

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from testenv import reliability
 from testenv.leakscan import LeakScan
 from testenv.operator_support import (
     SECRET,
@@ -56,6 +57,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The run's leak scan looks at what every other test left: it goes last.
     last = [item for item in items if item.path.name == "test_zz_no_leaks.py"]
     items[:] = [item for item in items if item not in last] + last
+
+
+_scenarios = reliability.Recorder.empty()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _scenarios.record(report.nodeid, report.when, report.outcome, report.duration)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Only a run that covered every scenario rewrites docs/reliability.md (a -k run leaves it alone).
+    if _scenarios.complete():
+        _scenarios.write()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,212 @@
+"""docs/reliability.md: every scenario of the issue "Survives" and its outcome, written by the test run.
+
+The pytest plugin (testenv.pytest_plugin) records the outcome of each test listed in SCENARIOS. When a
+run has covered all of them, it writes docs/reliability.json and renders docs/reliability.md from it
+and from docs/soak.json (`make soak`). A partial run (-k, -m, a single file) writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+RESULTS = DOCS / "reliability.json"
+SOAK = DOCS / "soak.json"
+REPORT = DOCS / "reliability.md"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    number: str  # the point of the issue
+    title: str
+    tests: tuple[str, ...]  # pytest node ids, without parameters
+
+
+P = "tests/e2e/test_peering.py::"
+R = "tests/e2e/test_real_liqo.py::"
+O = "tests/e2e/test_operator_pod.py::"  # noqa: E741 - a prefix, as P and R
+U = "tests/unit/"
+
+SCENARIOS = (
+    Scenario(
+        "1",
+        "Operator killed while establishing: resumes, no duplicate objects",
+        (
+            f"{P}test_operator_killed_mid_establishing_resumes_without_duplicates",
+            f"{R}test_operator_killed_mid_way_resumes_without_duplicates",
+        ),
+    ),
+    Scenario(
+        "2",
+        "Provider unreachable or hung: reported, recovers by itself, no head-of-line blocking",
+        (
+            f"{P}test_provider_hung_is_reported_and_the_peering_recovers_by_itself",
+            f"{P}test_a_hung_provider_does_not_hold_up_another_peering",
+            f"{P}test_unreachable_provider_then_force_delete",
+        ),
+    ),
+    Scenario(
+        "3", "The consumer's API server and etcd restart", (f"{P}test_the_consumers_api_server_and_etcd_restart",)
+    ),
+    Scenario(
+        "4",
+        "Kubeconfig Secret rotated (valid, then broken credentials)",
+        (f"{P}test_secret_rotation_takes_effect_and_releases_the_old_client",),
+    ),
+    Scenario(
+        "5",
+        "Two replicas: exactly one acts; a killed Pod is replaced",
+        (
+            f"{O}test_with_two_replicas_exactly_one_acts",
+            f"{O}test_a_killed_pod_is_replaced_and_nothing_is_duplicated",
+        ),
+    ),
+    Scenario(
+        "6",
+        "Least-privilege provider credential (liqoctl generate peering-user)",
+        (f"{R}test_least_privilege_peering_user",),
+    ),
+    Scenario(
+        "7",
+        "No credential in any log line, Event or status; unsafe kubeconfigs refused",
+        (
+            "tests/e2e/test_zz_no_leaks.py::test_no_credential_in_any_log_event_or_status",
+            f"{P}test_garbage_and_unsafe_kubeconfigs_are_refused_without_leaking_credentials",
+        ),
+    ),
+    Scenario(
+        "8",
+        "Properties: kubeconfig rules, redaction, spec/CRD round trip, ForeignCluster mapping",
+        (
+            f"{U}test_property_kubeconfig.py::test_unsafe_features_pass_only_with_their_flag",
+            f"{U}test_property_redact.py::test_every_credential_is_removed",
+            f"{U}test_property_redact.py::test_ordinary_prose_is_unchanged",
+            f"{U}test_property_spec_schema.py::test_specs_drawn_from_the_crd_schema_agree",
+            f"{U}test_property_foreigncluster.py::test_the_mirror_and_the_module_conditions_are_well_formed",
+        ),
+    ),
+)
+
+
+def wanted() -> set[str]:
+    return {test for s in SCENARIOS for test in s.tests}
+
+
+def node_key(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+@dataclass
+class Recorder:
+    """Outcome per listed test: "failed" if any phase failed, else "skipped" if skipped, else "passed"."""
+
+    outcomes: dict[str, str]
+    seconds: dict[str, float]
+
+    @classmethod
+    def empty(cls) -> Recorder:
+        return cls({}, {})
+
+    def record(self, nodeid: str, when: str, outcome: str, duration: float) -> None:
+        key = node_key(nodeid)
+        if key not in wanted():
+            return
+        self.seconds[key] = self.seconds.get(key, 0.0) + duration
+        before = self.outcomes.get(key)
+        if outcome == "failed" or before == "failed":
+            self.outcomes[key] = "failed"
+        elif outcome == "skipped" or before == "skipped":
+            self.outcomes[key] = "skipped"
+        elif when == "call":
+            self.outcomes[key] = "passed"
+
+    def complete(self) -> bool:
+        return wanted() <= set(self.outcomes)
+
+    def write(self) -> None:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True
+        )
+        results = {
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": commit.stdout.strip(),
+            "tests": {
+                k: {"outcome": self.outcomes[k], "seconds": round(self.seconds.get(k, 0.0), 1)}
+                for k in sorted(self.outcomes)
+            },
+        }
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        render()
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def render() -> None:
+    results, soak = _load(RESULTS), _load(SOAK)
+    lines = [
+        "# Reliability",
+        "",
+        "Generated: the scenario table by a full test run (`make test`; testenv/reliability.py), the soak",
+        "section by `make soak` (bench/soak.py). Do not edit by hand.",
+        "",
+        "## Scenarios",
+        "",
+    ]
+    if results is None:
+        lines.append("No full test run has written docs/reliability.json yet.")
+    else:
+        lines += [
+            f"Last full run: {results['finished']}, commit {results['commit']}.",
+            "",
+            "| # | Scenario | Outcome | Tests (seconds) |",
+            "|---|---|---|---|",
+        ]
+        tests = results["tests"]
+        for s in SCENARIOS:
+            found = [tests.get(t, {"outcome": "not run", "seconds": 0}) for t in s.tests]
+            outcomes = {f["outcome"] for f in found}
+            outcome = next(o for o in ("failed", "not run", "skipped", "passed") if o in outcomes)
+            names = "<br>".join(f"`{t.split('::')[-1]}` ({f['seconds']})" for t, f in zip(s.tests, found, strict=True))
+            lines.append(f"| {s.number} | {s.title} | {outcome} | {names} |")
+    lines += ["", "## Soak (`make soak`)", ""]
+    if soak is None:
+        lines.append("`make soak` has not been run yet.")
+    else:
+        verdict = soak["verdict"]
+        first, last = soak["samples"][0], soak["samples"][-1]
+        lines += [
+            f"{soak['cycles']} create/delete cycles against the Liqo stand-in, operator {soak['operator']},"
+            f" {soak['meta']['finished']} ({soak['meta']['duration_s']} s in all).",
+            "",
+            "| | after cycle "
+            + str(first["cycle"])
+            + " | after cycle "
+            + str(last["cycle"])
+            + " | growth over the second half |",
+            "|---|---|---|---|",
+        ]
+        for key, label in (
+            ("rss_mb", "RSS (MB)"),
+            ("threads", "threads"),
+            ("open_fds", "open files"),
+            ("tcp_established", "TCP connections"),
+        ):
+            lines.append(f"| {label} | {first[key]} | {last[key]} | {verdict['growth_second_half'][key]} |")
+        lines += [
+            "",
+            "Create to Ready: median {median} s, p95 {p95} s;".format(**soak["ready_seconds"])
+            + " delete to gone: median {median} s, p95 {p95} s.".format(**soak["unpeer_seconds"]),
+            f"Objects (Liqo kinds, Secrets, namespaces) after the first cycle: {soak['baseline_objects']};"
+            f" after the last: {soak['objects_after']}.",
+            "",
+            "Verdict: " + ("nothing left over, nothing growing." if verdict["ok"] else "; ".join(verdict["problems"])),
+        ]
+    REPORT.write_text("\n".join(lines) + "\n")
