@@ -21,16 +21,14 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from kubernetes import client as k8s
-
-from testenv import procstat
+from testenv import procstat, reliability
+from testenv.inventory import counts
 from testenv.liqo_env.pytest_plugin import StandInProcess, with_liqo
 from testenv.localk8s import start_clusters
 from testenv.operator_support import SECRET, Peerings, api_client, install_crd
 
-from testenv import reliability
 from .common import REPO, operator_version, start_operator
 from .procs import exit_on_sigterm, log
 
@@ -40,35 +38,6 @@ NAME = "provider"
 # lasting threads or connections.
 RSS_GROWTH_LIMIT_MB = 10.0
 COUNT_GROWTH_LIMIT = 2
-
-
-def liqo_objects(api: k8s.ApiClient) -> dict[str, int]:
-    """Objects of every Liqo kind on the cluster (found through its CRDs), by plural."""
-    ext = k8s.ApiextensionsV1Api(api)
-    custom = k8s.CustomObjectsApi(api)
-    counts: dict[str, int] = {}
-    for crd in ext.list_custom_resource_definition().items:
-        spec = crd.spec
-        if not spec.group.endswith("liqo.io"):
-            continue
-        version = next(v.name for v in spec.versions if v.storage)
-        found = cast(dict[str, Any], custom.list_cluster_custom_object(spec.group, version, spec.names.plural))
-        if found["items"]:
-            counts[f"{spec.names.plural}.{spec.group}"] = len(found["items"])
-    return counts
-
-
-def counts(apis: dict[str, k8s.ApiClient]) -> dict[str, dict[str, int]]:
-    """Liqo's objects, Secrets and namespaces on each cluster."""
-    out = {}
-    for side, api in apis.items():
-        core = k8s.CoreV1Api(api)
-        out[side] = {
-            **liqo_objects(api),
-            "secrets": len(core.list_secret_for_all_namespaces().items),
-            "namespaces": len(core.list_namespace().items),
-        }
-    return out
 
 
 def growth(samples: list[dict[str, Any]], key: str) -> float:
@@ -121,8 +90,8 @@ def run(cycles: int, sample_every: int, work: Path) -> dict[str, Any]:
                 samples.append(sample)
                 left = counts(apis)
                 log(
-                    f"cycle {cycle}/{cycles}: ready {ready_s[-1]:.1f}s, gone {gone_s[-1]:.1f}s, rss {sample['rss_mb']:.1f}"
-                    f" MB, threads {sample['threads']}, fds {sample['open_fds']}, tcp {sample['tcp_established']},"
+                    f"cycle {cycle}/{cycles}: ready {ready_s[-1]:.1f}s, gone {gone_s[-1]:.1f}s,"
+                    f" rss {sample['rss_mb']:.1f} MB, threads {sample['threads']}, fds {sample['open_fds']}, tcp {sample['tcp_established']},"
                     f" liqo objects {left}"
                 )
         left_over = counts(apis)

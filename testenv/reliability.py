@@ -36,8 +36,9 @@ U = "tests/unit/"
 SCENARIOS = (
     Scenario(
         "1",
-        "Operator killed while establishing: resumes, no duplicate objects",
+        "Operator SIGKILLed at every step (stages, their ends, teardown): completes, nothing duplicated or left",
         (
+            "tests/e2e/test_kill.py::test_killed_at",
             f"{P}test_operator_killed_mid_establishing_resumes_without_duplicates",
             f"{R}test_operator_killed_mid_way_resumes_without_duplicates",
         ),

@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> None:
     policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
     service = PeeringService(local, EventRecorder(local), metrics, policy, tenant_access=tenant_access)
     runner = PeeringRunner(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None)
+    service.remotes.on_close = runner.hub.forget_client  # no informer outlives its provider client
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
     kopf.run(
         registry=handlers.registry,

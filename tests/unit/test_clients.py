@@ -74,6 +74,17 @@ def test_remote_clients_are_shared_per_kubeconfig_and_closed_when_unheld() -> No
     assert made[1].closed and len(remotes) == 0
 
 
+def test_every_client_closed_is_announced_first() -> None:
+    """The watch hub hears of each closed client, to stop whatever informer still reads through it."""
+    remotes = RemoteClients(lambda kc: cast(ClusterClient, Closing(kc.server)))
+    told: list[tuple[str, bool]] = []
+    remotes.on_close = lambda client: told.append((cast(Closing, client).name, cast(Closing, client).closed))
+    remotes.get(("ns", "a"), kubeconfig("https://one"))
+    remotes.get(("ns", "a"), kubeconfig("https://two"))  # rotated: the old one goes
+    remotes.release(("ns", "a"))
+    assert told == [("https://one", False), ("https://two", False)]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "verb", "what"),
     [

@@ -179,6 +179,22 @@ def test_an_informer_stops_when_its_last_route_goes() -> None:
     assert not informer.alive
 
 
+def test_a_closed_client_leaves_no_informer_whatever_routes_still_name_it() -> None:
+    """The soak once found two provider clients' informer sets running after their peerings were gone."""
+    old, other, wakes = ListWatch(), ListWatch(), Wakes()
+    hub = WatchHub(wakes)
+    hub.set_routes("a", [route(old, "tenant-a"), route(other, "tenant-a")])
+    hub.set_routes("b", [route(old, "tenant-b")])
+    stale = hub._informers[route(old, "tenant-a").informer_key]
+    hub.forget_client(cast(ClusterClient, old))
+    assert hub.stats() == {"informers": 1, "peerings": 2}  # only the other client's informer is left
+    stale._thread.join(WAIT)
+    assert not stale.alive
+    hub.drop("a")
+    hub.drop("b")
+    assert hub.stats() == {"informers": 0, "peerings": 0}
+
+
 def labelled(namespace: str, name: str, peer: str) -> dict[str, Any]:
     return {"metadata": {"namespace": namespace, "name": name, "labels": {"liqo.io/remote-cluster-id": peer}}}
 

@@ -28,6 +28,8 @@ def connect_remote(kubeconfig: RemoteKubeconfig) -> ClusterClient:
 class RemoteClients:
     def __init__(self, connect: Callable[[RemoteKubeconfig], ClusterClient] = connect_remote) -> None:
         self._connect = connect
+        # Told of every client closed here (the watch hub stops its informers).
+        self.on_close: Callable[[ClusterClient], None] = lambda client: None
         self._lock = threading.Lock()
         self._clients: dict[str, ClusterClient] = {}
         self._held: dict[Hashable, str] = {}  # holder (a peering) -> the kubeconfig digest it uses
@@ -42,14 +44,18 @@ class RemoteClients:
             self._held[holder] = digest
             stale = self._unused(previous) if previous not in (None, digest) else None
         if stale is not None:
-            stale.close()
+            self._close(stale)
         return client
 
     def release(self, holder: Hashable) -> None:
         with self._lock:
             stale = self._unused(self._held.pop(holder, None))
         if stale is not None:
-            stale.close()
+            self._close(stale)
+
+    def _close(self, client: ClusterClient) -> None:
+        self.on_close(client)
+        client.close()
 
     def __len__(self) -> int:
         return len(self._clients)

@@ -109,11 +109,14 @@ class PeeringRunner:
         return remaining
 
     def forget(self, key: PeeringKey) -> None:
-        self.hub.drop(key)
-        self.service.release(*key)
-        with self._guard:
-            self._last.pop(key, None)
-            self._locks.pop(key, None)
+        # Under the peering's lock, so that no pass of it sets routes or takes a client in between. A pass
+        # still waiting for the lock then finds the peering gone and changes nothing.
+        with self._lock(key):
+            self.hub.drop(key)
+            self.service.release(*key)
+            with self._guard:
+                self._last.pop(key, None)
+                self._locks.pop(key, None)
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -152,10 +155,12 @@ class PeeringRunner:
                 # A relist alone does not: discovery reads nothing the informers hold but that Secret.
                 full = not kinds or bool(kinds & {"spec", KUBECONFIG}) or failures > 0
         finally:
-            # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake.
-            self._triggers.pop(key, None)
-            self._kinds.pop(key, None)
-            self.hub.drop(key)
+            # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake. Unless
+            # a new peering of the same name already runs its own loop: its trigger and routes stay.
+            if self._triggers.get(key) is trigger:
+                self._triggers.pop(key, None)
+                self._kinds.pop(key, None)
+                self.hub.drop(key)
 
     def delay(self, outcome: Outcome, failures: int) -> float:
         """How long to sleep without events: the requeue, backed off exponentially while errors persist."""

@@ -154,9 +154,26 @@ class WatchHub:
             self._wake(key, RELISTED)
 
     def drop(self, key: Hashable) -> None:
-        self.set_routes(key, [])
+        """Forget the peering's routes, in one step: a pass of the peering setting routes at the same time
+        must not slip between unrouting and forgetting, or its routes (and informers) would be orphaned."""
         with self._lock:
-            self._by_peering.pop(key, None)
+            for route in self._by_peering.pop(key, set()):
+                self._unroute(key, route)
+            stopped = self._sweep()
+        for informer in stopped:
+            informer.stop()
+
+    def forget_client(self, client: ClusterClient) -> None:
+        """A closed client: no informer of it may outlive it, whatever routes still name it (a safety net:
+        the soak once left two provider clients' informers running after their peerings were gone)."""
+        with self._lock:
+            for key, routes in list(self._by_peering.items()):
+                self._by_peering[key] = {route for route in routes if route.client is not client}
+            for ikey in [ikey for ikey in self._routes if ikey[0] == id(client)]:
+                self._routes.pop(ikey)
+            stopped = self._sweep()
+        for informer in stopped:
+            informer.stop()
 
     def stop(self) -> None:
         with self._lock:

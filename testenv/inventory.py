@@ -1,0 +1,37 @@
+"""What exists on a cluster, counted by kind: for "nothing missing, duplicated or left over" checks."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kubernetes import client as k8s
+
+
+def liqo_objects(api: k8s.ApiClient) -> dict[str, int]:
+    """Objects of every Liqo kind on the cluster (found through its CRDs), by plural.group; kinds with
+    none are left out."""
+    ext = k8s.ApiextensionsV1Api(api)
+    custom = k8s.CustomObjectsApi(api)
+    counts: dict[str, int] = {}
+    for crd in ext.list_custom_resource_definition().items:
+        spec = crd.spec
+        if not spec.group.endswith("liqo.io"):
+            continue
+        version = next(v.name for v in spec.versions if v.storage)
+        found = cast(dict[str, Any], custom.list_cluster_custom_object(spec.group, version, spec.names.plural))
+        if found["items"]:
+            counts[f"{spec.names.plural}.{spec.group}"] = len(found["items"])
+    return counts
+
+
+def counts(apis: dict[str, k8s.ApiClient]) -> dict[str, dict[str, int]]:
+    """Liqo's objects, Secrets and namespaces on each cluster (side -> client)."""
+    out = {}
+    for side, api in apis.items():
+        core = k8s.CoreV1Api(api)
+        out[side] = {
+            **liqo_objects(api),
+            "secrets": len(core.list_secret_for_all_namespaces().items),
+            "namespaces": len(core.list_namespace().items),
+        }
+    return out
