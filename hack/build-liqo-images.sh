@@ -72,20 +72,27 @@ for kind in static net openssl; do
     echo "built the $kind base in $((SECONDS - step))s ($(du -h "$out" | cut -f1))"
 done
 
-# One image: the base's root filesystem as its lower layer (shared by the images on that base), the files
-# in `extra` (a directory) as its upper one.
+# One image: the base's root filesystem as its lower layer (shared by the images on that base), and as its
+# upper one the component's binary at /usr/bin/<component> with /usr/bin/liqo-component linked to it (none
+# for cert-creator). Staged and packed only when not cached.
 make_image() {
-    local name=$1 base=$2 extra=$3 config=$4 key=$5
+    local name=$1 base=$2 component=$3 config=$4 key=$5
     local ref=localhost/liqotech/$name:v$LIQO_VERSION-$key
     local out=$images/liqo-${name//\//-}-$key.tar
     if [[ ! -f $out ]]; then
-        local step=$SECONDS layer=$work/$key.layer.tar
+        local step=$SECONDS extra=$work/$key layer=$work/$key.layer.tar
+        mkdir -p "$extra"
+        if [[ -n $component ]]; then
+            mkdir -p "$extra/usr/bin"
+            install -m 0755 "$bin_dir/$component" "$extra/usr/bin/$component"
+            ln -s "$component" "$extra/usr/bin/liqo-component"
+        fi
         # Files only (their directories are in the base or made by the runtime), owned by root.
         (cd "$extra" && find . ! -type d | LC_ALL=C sort) >"$layer.list"
         tar --create --file "$layer" --directory "$extra" --owner=0 --group=0 --numeric-owner --mtime=@0 \
             --no-recursion --files-from "$layer.list"
         PYTHONPATH=$root "$python" -m testenv.localk8s archive "$layer" "$ref" "$out" "$config" --base "$base"
-        rm -f "$layer" "$layer.list"
+        rm -rf "$extra" "$layer" "$layer.list"
         echo "built $ref in $((SECONDS - step))s ($(du -h "$out" | cut -f1))"
     fi
     entries+=("\"$name\": {\"ref\": \"$ref\", \"archive\": \"$out\"}")
@@ -96,27 +103,25 @@ entries=()
 archives=()
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-liqo_config='{"Entrypoint": ["/usr/bin/liqo-component"], "WorkingDir": "/workspace", "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]}'
+env_path='"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]'
 for c in "${components[@]}"; do
     read -r component name base <<<"$c"
-    binary=$bin_dir/$component
-    key=$(hash_of <(echo "$recipe_key $component $name $base") "$binary")
-    extra=$work/$component
-    mkdir -p "$extra/usr/bin"
-    cp "$binary" "$extra/usr/bin/$component"
-    chmod 0755 "$extra/usr/bin/$component"
-    ln -sf "$component" "$extra/usr/bin/liqo-component"
-    make_image "$name" "${base_archive[$base]}" "$extra" "$liqo_config" "$key"
+    key=$(hash_of <(echo "$recipe_key $component $name $base") "$bin_dir/$component")
+    make_image "$name" "${base_archive[$base]}" "$component" \
+        "{\"Entrypoint\": [\"/usr/bin/liqo-component\"], \"WorkingDir\": \"/workspace\", $env_path}" "$key"
 done
 # cert-creator: build/cert-creator/Dockerfile, openssl as its entrypoint.
-mkdir -p "$work/cert-creator"
-make_image cert-creator "${base_archive[openssl]}" "$work/cert-creator" '{"Entrypoint": ["openssl"], "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]}' \
+make_image cert-creator "${base_archive[openssl]}" "" "{\"Entrypoint\": [\"openssl\"], $env_path}" \
     "$(hash_of <(echo "$recipe_key cert-creator"))"
 
-# Each change makes new archives: keep the three newest of each image (other checkouts may use theirs).
+# Each change makes new archives: keep the three newest of each image and base (other checkouts may use
+# theirs), drop the rest.
 for c in "${components[@]}" "cert-creator cert-creator"; do
     read -r _ name _ <<<"$c"
     ls -t "$images/liqo-${name//\//-}"-????????????????.tar | tail -n +4 | xargs -r rm -f
+done
+for kind in static net openssl; do
+    ls -t "$images/.liqo-base-$kind"-????????????????.rootfs.tar | tail -n +4 | xargs -r rm -f
 done
 
 {

@@ -1,60 +1,77 @@
 #!/usr/bin/env bash
 # The local bases of Liqo's images (hack/build-liqo-images.sh), in place of Liqo's alpine one
-# (build/liqo/Dockerfile), assembled from Debian bookworm's packages with mmdebstrap:
-#   static   the static Go binaries' base: Debian's CA bundle, /etc/passwd and /etc/group (root,
-#            nobody, and uid/gid 1000, which the chart's Pods run as), /tmp, /workspace. Nothing else:
-#            no shell, no libc.
-#   net      the gateway's containers (gateway, wireguard, geneve): what Liqo's Dockerfile adds for
-#            them (iproute2 nftables bash wireguard-tools tcpdump conntrack-tools curl iputils),
-#            from Debian's packages.
-#   openssl  the metric agent's init container (Liqo's build/cert-creator: alpine + openssl).
+# (build/liqo/Dockerfile), made from Debian bookworm's packages with mmdebstrap:
+#   static   the static Go binaries' base: Debian's CA bundle, /etc/passwd and /etc/group (root, uid/gid
+#            1000, which the chart's Pods run as, and nobody), /tmp, /workspace. No shell, no libc.
+#   net      the gateway's containers (gateway, wireguard, geneve): what Liqo's Dockerfile adds for them
+#            (iproute2 nftables bash wireguard-tools tcpdump conntrack-tools curl iputils), from Debian's
+#            packages, with their dependencies, plus what `static` has.
+#   openssl  the metric agent's init container (Liqo's build/cert-creator: alpine + openssl): Debian's
+#            openssl and its dependencies, plus what `static` has.
+# All are mmdebstrap's `extract` variant: the packages unpacked, with their dependencies, no maintainer
+# scripts run and no package manager (no apt, dpkg, perl): nothing in these images installs anything.
 #   hack/images/liqo-base.sh KIND OUT.tar     (an uncompressed tar of the root filesystem)
 # hack/build-liqo-images.sh keys the cached bases by this file's hash: edit it and they are rebuilt.
 set -euo pipefail
 
+if [[ ${1:-} == customize ]]; then
+    # $2 is the unpacked root: what every base has besides its packages.
+    root=$2
+    mkdir -p "$root/etc/ssl/certs" "$root/tmp" "$root/workspace"
+    chmod 0755 "$root/etc" "$root/etc/ssl" "$root/etc/ssl/certs" "$root/workspace"
+    chmod 1777 "$root/tmp"
+    # What update-ca-certificates (ca-certificates' postinst, not run here) makes: Mozilla's roots, one file.
+    cat "$root"/usr/share/ca-certificates/mozilla/*.crt >"$root/etc/ssl/certs/ca-certificates.crt"
+    chmod 0644 "$root/etc/ssl/certs/ca-certificates.crt"
+    printf 'root:x:0:0:root:/root:/sbin/nologin\nliqo:x:1000:1000:liqo:/workspace:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' \
+        >"$root/etc/passwd"
+    printf 'root:x:0:\nliqo:x:1000:\nnogroup:x:65534:\n' >"$root/etc/group"
+    chmod 0644 "$root/etc/passwd" "$root/etc/group"
+    rm -rf "$root"/var/lib/apt "$root"/var/cache/apt "$root"/var/lib/dpkg "$root"/var/log/*
+    exit 0
+fi
+
 kind=$1
 out=$2
+self=$(realpath "$0")
 mirror=(
     "deb http://deb.debian.org/debian bookworm main"
     "deb http://deb.debian.org/debian bookworm-updates main"
     "deb http://deb.debian.org/debian-security bookworm-security main"
 )
-slim=(
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
-    --dpkgopt='path-exclude=/usr/share/locale/*'
-)
-
-# /workspace: the working directory of Liqo's images. apt's lists and caches are left out of the images.
-common_hook='mkdir -p "$1/workspace"; rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*'
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The packages (and their dependencies) unpacked into $tmp/root, completed by `customize` (mmdebstrap runs
+# no hooks for the extract variant).
+extract() {
+    # merged /usr, as in every bookworm root (/bin -> usr/bin...), which the extract variant skips otherwise.
+    mmdebstrap --quiet --variant=extract --format=directory --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+        --dpkgopt='path-exclude=/usr/share/locale/*' \
+        --include="ca-certificates,$1" bookworm "$tmp/root" "${mirror[@]}"
+    "$self" customize "$tmp/root"
+}
+pack() {
+    tar --create --file "$out" --directory "$1" --owner=0 --group=0 --numeric-owner --sort=name .
+}
 
 case $kind in
     net)
-        mmdebstrap --quiet --variant=minbase --format=tar "${slim[@]}" \
-            --include=ca-certificates,iproute2,nftables,bash,wireguard-tools,tcpdump,conntrack,curl,iputils-ping \
-            --customize-hook="$common_hook" bookworm "$out" "${mirror[@]}"
+        extract iproute2,nftables,bash,wireguard-tools,tcpdump,conntrack,curl,iputils-ping
+        pack "$tmp/root"
         ;;
     openssl)
-        mmdebstrap --quiet --variant=minbase --format=tar "${slim[@]}" --include=openssl \
-            --customize-hook="$common_hook" bookworm "$out" "${mirror[@]}"
+        extract openssl
+        pack "$tmp/root"
         ;;
     static)
-        # Debian's ca-certificates builds the bundle in a throwaway root; only the bundle is kept.
-        tmp=$(mktemp -d)
-        trap 'rm -rf "$tmp"' EXIT
-        mmdebstrap --quiet --variant=minbase "${slim[@]}" --include=ca-certificates \
-            --customize-hook="cp \"\$1/etc/ssl/certs/ca-certificates.crt\" '$tmp/ca-certificates.crt'" \
-            bookworm /dev/null "${mirror[@]}"
-        root=$tmp/root
-        mkdir -p "$root/etc/ssl/certs" "$root/tmp" "$root/workspace"
-        chmod 1777 "$root/tmp"
-        install -m 0644 "$tmp/ca-certificates.crt" "$root/etc/ssl/certs/ca-certificates.crt"
-        printf 'root:x:0:0:root:/root:/sbin/nologin\nliqo:x:1000:1000:liqo:/workspace:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' \
-            >"$root/etc/passwd"
-        printf 'root:x:0:\nliqo:x:1000:\nnogroup:x:65534:\n' >"$root/etc/group"
-        chmod 0644 "$root/etc/passwd" "$root/etc/group"
-        tar --create --file "$out" --directory "$root" --owner=0 --group=0 --numeric-owner --mtime=@0 \
-            --sort=name .
+        # Of the unpacked root, only what `customize` made is kept.
+        extract ca-certificates
+        mkdir "$tmp/static"
+        (cd "$tmp/root" && cp -a --parents etc/ssl/certs/ca-certificates.crt etc/passwd etc/group tmp workspace \
+            "$tmp/static/")
+        pack "$tmp/static"
         ;;
     *)
         echo "usage: $0 static|net|openssl OUT.tar" >&2
