@@ -4,8 +4,9 @@ the module cache, on local clusters with real nodes (testenv.localk8s), its imag
 
 Only values are set (`chart_values`): the images (names and tags of the local ones, pullPolicy
 IfNotPresent), the WireGuard implementation (userspace: this kernel has no WireGuard module), the
-clusters' Pod and Service CIDRs and their cluster IDs. The clusters' API servers reach Services through
-node 0 (localk8s `egress`), so Liqo's admission webhook is called as in any cluster: through its Service.
+clusters' Pod and Service CIDRs, their cluster IDs and their API servers' addresses. The clusters' API
+servers reach Services through node 0 (localk8s `egress`), so Liqo's admission webhook is called as in any
+cluster: through its Service.
 
     pair = LiqoChartPair.start(base_dir)   # two clusters with a node each, images loaded, Liqo installed
     pair.wait_available()                  # every Liqo Deployment and DaemonSet available
@@ -79,6 +80,10 @@ def chart_values(cluster: LocalCluster, cluster_id: str, images: dict[str, Image
         f"ipam.podCIDR={cluster.pod_cidr}",
         f"ipam.serviceCIDR={cluster.service_cidr}",
         f"discovery.config.clusterID={cluster_id}",
+        # Where the other cluster reaches this one's API server (the kubeconfigs Liqo's Tenant controller
+        # issues). Without it Liqo looks for a control-plane Node, and this control plane is no Node:
+        # "no ApiServer.Address variable provided and no master node found" (at peering, not at install).
+        f"apiServer.address={cluster.server}",
     ]
     for name, prefix in IMAGE_VALUES.items():
         repository, tag = images[name].ref.rsplit(":", 1)
