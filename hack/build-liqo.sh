@@ -3,7 +3,10 @@
 # hack/versions.env (LIQO_VERSION), through the wrapper module hack/tools/liqo/, into
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/liqo-<version>/<binary>
 # Used by the `realliqo` e2e tests (testenv/liqo_real). liqoctl is built only for the comparison
-# benchmark and the adoption test: the operator never runs it.
+# benchmark and the adoption test: the operator never runs it. The other components of Liqo's images
+# (proxy, metric-agent, fabric, gateway and its wireguard and geneve containers, telemetry,
+# uninstaller) are built on request, by hack/build-liqo-images.sh; each is named as Liqo's
+# build/liqo/build.sh names it (its cmd/ directory's basename: cmd/gateway/wireguard -> wireguard).
 # Idempotent (only missing binaries are built) and one build at a time: each `go build` already
 # uses every core. Prints each build's time. Usage: hack/build-liqo.sh [binary...]
 set -euo pipefail
@@ -28,7 +31,9 @@ fi
 
 for bin in "${binaries[@]}"; do
     case $bin in
-        liqo-controller-manager | crd-replicator | ipam | virtual-kubelet | webhook | liqoctl) ;;
+        liqo-controller-manager | crd-replicator | ipam | virtual-kubelet | webhook | liqoctl) pkg=$bin ;;
+        proxy | metric-agent | fabric | gateway | telemetry | uninstaller) pkg=$bin ;;
+        wireguard | geneve) pkg=gateway/$bin ;;
         *)
             echo "error: unknown Liqo binary '$bin'" >&2
             exit 2
@@ -43,11 +48,11 @@ for bin in "${binaries[@]}"; do
     ldflags="-s -w"
     # Same stamp as Liqo's build/liqoctl/build.sh.
     [[ $bin == liqoctl ]] && ldflags+=" -X github.com/liqotech/liqo/pkg/liqoctl/version.LiqoctlVersion=v$LIQO_VERSION"
-    echo "building github.com/liqotech/liqo/cmd/$bin -> $out"
+    echo "building github.com/liqotech/liqo/cmd/$pkg -> $out"
     start=$SECONDS
     # Static binaries like Liqo's images; temp name + rename so an interrupted build is never cached.
     CGO_ENABLED=0 go -C "$root/hack/tools/liqo" build -trimpath -ldflags "$ldflags" -o "$out.tmp" \
-        "github.com/liqotech/liqo/cmd/$bin"
+        "github.com/liqotech/liqo/cmd/$pkg"
     mv -f "$out.tmp" "$out"
     echo "built $bin in $((SECONDS - start))s ($(du -h "$out" | cut -f1))"
 done

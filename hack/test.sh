@@ -28,6 +28,8 @@ if [[ -x hack/build-liqo.sh ]]; then phase liqo hack/build-liqo.sh; fi
 # The nodes' container runtime (Debian packages) and the images they run (the operator's, from the Dockerfile).
 phase runtime hack/install-node-runtime.sh
 phase images hack/build-images.sh
+# Liqo's images, from the same module (the liqochart e2e tests: Liqo's chart installed with helm).
+phase liqo-images hack/build-liqo-images.sh
 phase lint hack/lint.sh
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
 # testenv/tests: the harness's own tests (pure ones, and e2e ones against the local clusters).

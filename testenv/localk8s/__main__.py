@@ -1,7 +1,7 @@
 """CLI: `python -m testenv.localk8s up --dir DIR [--nodes N] NAME...` / `... down --dir DIR` /
 `... load --dir DIR ARCHIVE...` (docker-archives into every node of the clusters in DIR) /
-`... archive ROOTFS.tar REF OUT.tar CONFIG-JSON` (a root filesystem tarball as a one-layer docker-archive,
-for hack/build-images.sh)."""
+`... archive ROOTFS.tar REF OUT.tar CONFIG-JSON [--base LAYER.tar]...` (a root filesystem tarball as a
+docker-archive, on top of the --base layers if any, for hack/build-images.sh and build-liqo-images.sh)."""
 
 from __future__ import annotations
 
@@ -70,18 +70,22 @@ def main(argv: list[str] | None = None) -> int:
     p_load = sub.add_parser("load", help="import docker-archives into every node of the clusters in DIR")
     p_load.add_argument("--dir", type=Path, required=True)
     p_load.add_argument("archives", nargs="+", type=Path)
-    p_archive = sub.add_parser("archive", help="a root filesystem tarball as a one-layer docker-archive")
+    p_archive = sub.add_parser("archive", help="a root filesystem tarball as a docker-archive (one layer)")
     p_archive.add_argument("rootfs", type=Path)
     p_archive.add_argument("ref")
     p_archive.add_argument("out", type=Path)
     p_archive.add_argument("config", type=json.loads, help="the image's runtime config, as JSON")
+    p_archive.add_argument(
+        "--base", type=Path, action="append", default=[], help="a lower layer (tarball), repeatable; ROOTFS goes on top"
+    )
     args = parser.parse_args(argv)
     if args.command == "up":
         up(args.dir, args.names, args.nodes)
     elif args.command == "load":
         load(args.dir, args.archives)
     elif args.command == "archive":
-        docker_archive(args.out, args.ref, args.rootfs, args.config, f"{args.rootfs.name} as one layer")
+        created_by = f"{args.rootfs.name} as {'a' if args.base else 'one'} layer"
+        docker_archive(args.out, args.ref, args.rootfs, args.config, created_by, args.base)
     else:
         down(args.dir)
     return 0

@@ -39,7 +39,7 @@ from testenv import audit
 from testenv import kube as k
 from testenv.kube import Kube
 
-from . import node, pki
+from . import network, node, pki
 from .images import pause_image
 from .network import Lan, ensure_inotify_instances
 from .node import Node, NodeSpec
@@ -49,6 +49,7 @@ from .tools import tool_path
 STATE_FILE = "cluster.json"
 PROCESSES = ("kube-controller-manager", "kube-apiserver", "etcd")
 NODE_BINARIES = ("kube-scheduler", "kubelet", "kube-proxy", "coredns")
+EGRESS = Path(__file__).with_name("egress.py")
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 POLL_INTERVAL = 0.2
 STOP_TIMEOUT_SECONDS = 10.0
@@ -122,6 +123,7 @@ class LocalCluster:
         lan: Lan | None = None,
         index: int = 0,
         pod_cidr: str = "10.244.0.0/16",
+        egress: bool = False,
     ) -> None:
         if not _NAME.match(name):
             raise ValueError(f"cluster name {name!r} must be a short DNS label")
@@ -134,6 +136,9 @@ class LocalCluster:
         self.lan = lan
         self.index = index
         self.pod_cidr = pod_cidr
+        # With nodes: the API server dials into the cluster (webhooks, aggregated APIs, kubelets) through
+        # an egress proxy in node 0's network namespace (egress.py), so Services are reachable from it.
+        self.egress = egress and nodes > 0
         self._init_paths()
         self._allocate_ports()
 
@@ -142,6 +147,7 @@ class LocalCluster:
         self.ca_cert = self.workdir / "pki" / "ca.crt"
         self.ca_key = self.workdir / "pki" / "ca.key"
         self.audit_log = self.workdir / "audit.log"
+        self.egress_socket = self.workdir / "egress.sock"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._argv: dict[str, list[str]] = {}  # how each process was started, for restart()
 
@@ -173,6 +179,8 @@ class LocalCluster:
         if self.nodes:
             names.append("kube-scheduler")
         names += [spec.process(d) for spec in self.node_specs() for d in spec.daemons]
+        if self.egress:
+            names.append(self.node_specs()[0].process("egress"))
         return names
 
     # ---- paths -------------------------------------------------------------------------------
@@ -206,6 +214,7 @@ class LocalCluster:
             "lan": self.lan.to_json() if self.lan is not None else None,
             "index": self.index,
             "pod_cidr": self.pod_cidr,
+            "egress": self.egress,
         }
         (self.workdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
@@ -220,6 +229,7 @@ class LocalCluster:
         cluster.lan = Lan.from_json(state["lan"]) if state.get("lan") else None
         cluster.index = state.get("index", 0)
         cluster.pod_cidr = state.get("pod_cidr", "10.244.0.0/16")
+        cluster.egress = state.get("egress", False)
         cluster._init_paths()
         cluster.etcd_client_port = state["etcd_client_port"]
         cluster.etcd_peer_port = state["etcd_peer_port"]
@@ -511,7 +521,26 @@ class LocalCluster:
             # rejects 127.0.0.0/8) and there are no pods to use it anyway.
             return ["--endpoint-reconciler-type=none"]
         pki_dir = self.pki_dir
+        egress = []
+        if self.egress:
+            config = {
+                "apiVersion": "apiserver.k8s.io/v1beta1",
+                "kind": "EgressSelectorConfiguration",
+                "egressSelections": [
+                    {
+                        "name": "cluster",
+                        "connection": {
+                            "proxyProtocol": "HTTPConnect",
+                            "transport": {"uds": {"udsName": str(self.egress_socket)}},
+                        },
+                    }
+                ],
+            }
+            path = self.workdir / "egress-selector.yaml"
+            path.write_text(yaml.safe_dump(config, sort_keys=False))
+            egress = [f"--egress-selector-config-file={path}"]
         return [
+            *egress,
             f"--kubelet-client-certificate={pki_dir / 'kubelet-client.crt'}",
             f"--kubelet-client-key={pki_dir / 'kubelet-client.key'}",
             f"--kubelet-certificate-authority={self.ca_cert}",
@@ -540,6 +569,12 @@ class LocalCluster:
         for spec in specs:
             Node(self, spec).start(binaries, deadline)
         daemons = [spec.process(d) for spec in specs for d in spec.daemons]
+        if self.egress:
+            process = specs[0].process("egress")
+            argv = [sys.executable, str(EGRESS), str(self.egress_socket)]
+            self._spawn(process, network.in_netns(specs[0].netns, argv))
+            daemons.append(process)
+            self._wait("the egress proxy", deadline, daemons, self.egress_socket.exists)
         for spec in specs:
             self._wait(f"Node {spec.name} to be Ready", deadline, daemons, partial(_node_ready, kc, spec.name))
             healthz = partial(_http_ok, f"http://{spec.ip}:10256/healthz")
@@ -642,10 +677,11 @@ def _default_service_account_exists(client: kubernetes.client.ApiClient) -> bool
 
 
 def start_clusters(
-    names: list[str], base_dir: Path, timeout: float | None = None, nodes: int = 0
+    names: list[str], base_dir: Path, timeout: float | None = None, nodes: int = 0, egress: bool = False
 ) -> dict[str, LocalCluster]:
     """Start one cluster per name, in parallel, under base_dir/<name>; all or none come up. With `nodes`,
-    each gets that many nodes, all on one LAN of their own (default timeout: 120 s, 300 s with nodes)."""
+    each gets that many nodes, all on one LAN of their own (default timeout: 120 s, 300 s with nodes); with
+    `egress` too, their API servers reach Services and Pods through node 0 (egress.py)."""
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate cluster names: {names}")
     base_dir.mkdir(parents=True, exist_ok=True)
@@ -664,6 +700,7 @@ def start_clusters(
             lan=lan,
             index=i,
             pod_cidr=f"10.{244 + i}.0.0/16",
+            egress=egress,
         )
         for i, name in enumerate(names)
     }

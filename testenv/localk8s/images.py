@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,23 +52,28 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def docker_archive(out: Path, ref: str, layer: Path, config: dict[str, Any], created_by: str) -> Path:
-    """Write a one-layer image as a docker-archive: `layer` is an uncompressed tar of the root filesystem,
-    `config` the image's runtime config (Entrypoint, Env, User, ...)."""
-    diff_id = _sha256_file(layer)
+def docker_archive(
+    out: Path, ref: str, layer: Path, config: dict[str, Any], created_by: str, base: Sequence[Path] = ()
+) -> Path:
+    """Write an image as a docker-archive: `layer` is an uncompressed tar of the root filesystem (or, with
+    `base`, of what it adds on top of those layers, lowest first), `config` the image's runtime config
+    (Entrypoint, Env, User, ...). Images that share a base layer share its blob in containerd's store."""
+    layers = [*base, layer]
+    diff_ids = [_sha256_file(path) for path in layers]
     image_config = {
         "architecture": "amd64",
         "os": "linux",
         "config": config,
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
-        "history": [{"created_by": created_by}],
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]},
+        "history": [{"created_by": f"{path.name} as a layer"} for path in base] + [{"created_by": created_by}],
     }
     config_bytes = json.dumps(image_config, sort_keys=True).encode()
     config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
-    manifest = [{"Config": config_name, "RepoTags": [ref], "Layers": [f"{diff_id}/layer.tar"]}]
+    manifest = [{"Config": config_name, "RepoTags": [ref], "Layers": [f"{d}/layer.tar" for d in diff_ids]}]
     tmp = out.with_name(out.name + ".tmp")
     with tarfile.open(tmp, "w") as tar:
-        tar.add(layer, arcname=f"{diff_id}/layer.tar")
+        for path, diff_id in zip(layers, diff_ids, strict=True):
+            tar.add(path, arcname=f"{diff_id}/layer.tar")
         for name, data in ((config_name, config_bytes), ("manifest.json", json.dumps(manifest).encode())):
             info = tarfile.TarInfo(name)
             info.size = len(data)

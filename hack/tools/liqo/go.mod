@@ -1,5 +1,5 @@
-// Wrapper module: builds Liqo's control-plane commands (liqo-controller-manager, crd-replicator,
-// ipam, virtual-kubelet) and liqoctl from the published github.com/liqotech/liqo module. Liqo's
+// Wrapper module: builds Liqo's commands (the control plane, the data plane of its images and
+// liqoctl) from the published github.com/liqotech/liqo module. Liqo's
 // go.mod replaces virtual-kubelet with the liqotech fork; replace directives only apply in the
 // main module, so it is repeated here (this is why `go install ...@v1.2.0` fails).
 module github.com/liqo-peering-operator/hack/tools/liqo
@@ -101,6 +101,7 @@ require (
 	github.com/jmoiron/sqlx v1.4.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/julienschmidt/httprouter v1.3.0 // indirect
 	github.com/kevinburke/ssh_config v1.2.0 // indirect
 	github.com/klauspost/compress v1.18.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect

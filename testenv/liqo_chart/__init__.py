@@ -1,0 +1,260 @@
+"""Liqo as users install it: `helm install liqo` of Liqo's own chart, unchanged, from the pinned Go module in
+the module cache, on local clusters with real nodes (testenv.localk8s), its images built here
+(hack/build-liqo-images.sh) and imported into the nodes' containerd.
+
+Only values are set (`chart_values`): the images (names and tags of the local ones, pullPolicy
+IfNotPresent), the WireGuard implementation (userspace: this kernel has no WireGuard module), the
+clusters' Pod and Service CIDRs, their cluster IDs and their API servers' addresses. The clusters' API
+servers reach Services through node 0 (localk8s `egress`), so Liqo's admission webhook is called as in any
+cluster: through its Service.
+
+    pair = LiqoChartPair.start(base_dir)   # two clusters with a node each, images loaded, Liqo installed
+    pair.wait_available()                  # every Liqo Deployment and DaemonSet available
+    pair.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testenv import kube as k
+from testenv.helm import run_helm
+from testenv.kube import Kube
+from testenv.liqo_env import chart_dir, liqo_version
+from testenv.localk8s import LocalCluster, start_clusters
+from testenv.localk8s.images import Image, ImagesMissingError
+from testenv.localk8s.tools import REPO_ROOT
+
+NAMESPACE = "liqo"
+RELEASE = "liqo"
+# Written by hack/build-liqo-images.sh: {"<image>": {"ref": ..., "archive": ...}}.
+LIQO_IMAGES = REPO_ROOT / ".local" / "liqo-images.json"
+# Where the chart's values name each image (<prefix>.name, <prefix>.version).
+IMAGE_VALUES = {
+    "liqo-controller-manager": "controllerManager.image",
+    "crd-replicator": "crdReplicator.image",
+    "ipam": "ipam.internal.image",
+    "webhook": "webhook.image",
+    "proxy": "proxy.image",
+    "virtual-kubelet": "virtualKubelet.image",
+    "metric-agent": "metricAgent.image",
+    "cert-creator": "metricAgent.initContainer.image",
+    "telemetry": "telemetry.image",
+    "uninstaller": "uninstaller.image",
+    "fabric": "networking.fabric.image",
+    "gateway": "networking.gatewayTemplates.container.gateway.image",
+    "gateway/wireguard": "networking.gatewayTemplates.container.wireguard.image",
+    "gateway/geneve": "networking.gatewayTemplates.container.geneve.image",
+}
+CLUSTERS = ("consumer", "provider")
+DEPLOYMENT = k.Res("apps", "v1", "deployments")
+DAEMONSET = k.Res("apps", "v1", "daemonsets")
+
+
+def liqo_images() -> dict[str, Image]:
+    """The images hack/build-liqo-images.sh built for this checkout, by name (as in IMAGE_VALUES)."""
+    if not LIQO_IMAGES.is_file():
+        raise ImagesMissingError(f"{LIQO_IMAGES} is missing; run hack/build-liqo-images.sh first")
+    entries = json.loads(LIQO_IMAGES.read_text())
+    images = {name: Image(entry["ref"], Path(entry["archive"])) for name, entry in entries.items()}
+    missing = sorted(set(IMAGE_VALUES) - set(images))
+    if missing:
+        raise ImagesMissingError(f"{LIQO_IMAGES} lacks {missing}; run hack/build-liqo-images.sh again")
+    for image in images.values():
+        if not image.archive.is_file():
+            raise ImagesMissingError(f"{image.archive} is missing; run hack/build-liqo-images.sh again")
+    return images
+
+
+def chart_values(cluster: LocalCluster, cluster_id: str, images: dict[str, Image]) -> list[str]:
+    """The --set values of one cluster's install: images, WireGuard in userspace, CIDRs, cluster ID."""
+    values = [
+        "pullPolicy=IfNotPresent",
+        # The chart has no appVersion: its labels take the tag; each image has its own version below.
+        f"tag=v{liqo_version()}",
+        "networking.gatewayTemplates.wireguard.implementation=userspace",
+        f"ipam.podCIDR={cluster.pod_cidr}",
+        f"ipam.serviceCIDR={cluster.service_cidr}",
+        f"discovery.config.clusterID={cluster_id}",
+        # Where the other cluster reaches this one's API server (the kubeconfigs Liqo's Tenant controller
+        # issues). Without it Liqo looks for a control-plane Node, and this control plane is no Node:
+        # "no ApiServer.Address variable provided and no master node found" (at peering, not at install).
+        f"apiServer.address={cluster.server}",
+    ]
+    for name, prefix in IMAGE_VALUES.items():
+        repository, tag = images[name].ref.rsplit(":", 1)
+        values += [f"{prefix}.name={repository}", f"{prefix}.version={tag}"]
+    return values
+
+
+def load_images(clusters: list[LocalCluster], images: dict[str, Image]) -> float:
+    """Import every image into every node of the clusters, one importer per cluster; the seconds it took."""
+    started = time.monotonic()
+
+    def load(cluster: LocalCluster) -> None:
+        for image in images.values():
+            cluster.load_image(image.archive)
+
+    with ThreadPoolExecutor(max_workers=len(clusters) or 1) as pool:
+        for f in [pool.submit(load, c) for c in clusters]:
+            f.result()
+    return time.monotonic() - started
+
+
+@dataclass
+class Workload:
+    kind: str
+    name: str
+    desired: int
+    available: int
+
+    @property
+    def ok(self) -> bool:
+        return self.desired > 0 and self.available == self.desired
+
+
+def workloads(kc: Kube) -> list[Workload]:
+    """Liqo's Deployments and DaemonSets in its namespace, with their available replicas."""
+    out = []
+    for d in kc.list(DEPLOYMENT, NAMESPACE):
+        status = d.get("status") or {}
+        out.append(
+            Workload(
+                "Deployment", d["metadata"]["name"], d["spec"].get("replicas", 1), status.get("availableReplicas", 0)
+            )
+        )
+    for ds in kc.list(DAEMONSET, NAMESPACE):
+        status = ds.get("status") or {}
+        out.append(
+            Workload(
+                "DaemonSet",
+                ds["metadata"]["name"],
+                status.get("desiredNumberScheduled", 0),
+                status.get("numberAvailable", 0),
+            )
+        )
+    return out
+
+
+def pod_report(kc: Kube) -> list[str]:
+    """One line per Pod in Liqo's namespace: phase, readiness, each container's state (waiting reason and
+    message, last termination), for reports and failure messages."""
+    lines = []
+    for pod in kc.list(k.POD, NAMESPACE):
+        status = pod.get("status") or {}
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+        parts = [f"{pod['metadata']['name']}: {status.get('phase')} ready={ready}"]
+        for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            state = c.get("state") or {}
+            (kind, detail), *_ = state.items() or [("unknown", {})]
+            desc = f"{c['name']} {kind}"
+            if detail.get("reason"):
+                desc += f" {detail['reason']}"
+            if detail.get("message"):
+                desc += f": {detail['message'][:300]}"
+            if c.get("restartCount"):
+                last = (c.get("lastState") or {}).get("terminated") or {}
+                desc += f" (restarts {c['restartCount']}, last exit {last.get('exitCode')} {last.get('reason', '')})"
+            parts.append(desc)
+        lines.append("; ".join(parts))
+    return lines
+
+
+def logs_tail(kc: Kube, lines: int = 15) -> str:
+    """The last lines of the log of every container in Liqo's namespace that is not ready."""
+    out = []
+    for pod in kc.list(k.POD, NAMESPACE):
+        name = pod["metadata"]["name"]
+        for c in (pod.get("status") or {}).get("containerStatuses") or []:
+            if c.get("ready"):
+                continue
+            for previous in ("false", "true") if c.get("restartCount") else ("false",):
+                path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/log?container={c['name']}&previous={previous}"
+                try:
+                    text = kc.get_text(path)
+                except k.KubeError as exc:
+                    text = f"(no log: {exc})"
+                tail = "\n".join(text.splitlines()[-lines:])
+                out.append(f"--- {name}/{c['name']}{' (previous)' if previous == 'true' else ''}\n{tail}")
+    return "\n".join(out)
+
+
+@dataclass
+class LiqoChartPair:
+    base_dir: Path
+    clusters: dict[str, LocalCluster]
+    images: dict[str, Image]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, base_dir: Path, images: dict[str, Image] | None = None) -> LiqoChartPair:
+        """Two clusters with one node each, the images in their nodes, Liqo installed on both (not waited
+        for: see wait_available)."""
+        images = images or liqo_images()
+        started = time.monotonic()
+        clusters = start_clusters(list(CLUSTERS), base_dir, nodes=1, egress=True)
+        pair = cls(base_dir, clusters, images)
+        try:
+            pair.timings["clusters"] = time.monotonic() - started
+            pair.timings["images"] = load_images(list(clusters.values()), images)
+            pair.install()
+        except BaseException:
+            pair.stop()
+            raise
+        return pair
+
+    def kube(self, side: str) -> Kube:
+        return Kube(self.clusters[side].api_client())
+
+    def cluster_id(self, side: str) -> str:
+        return f"{side}-chart-id"
+
+    def install(self) -> None:
+        started = time.monotonic()
+
+        def install(side: str) -> str:
+            cluster = self.clusters[side]
+            args = ["install", RELEASE, str(chart_dir()), "--namespace", NAMESPACE, "--create-namespace"]
+            for value in chart_values(cluster, self.cluster_id(side), self.images):
+                args += ["--set", value]
+            return run_helm(*args, kubeconfig=cluster.kubeconfig, timeout=300)
+
+        with ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
+            for f in [pool.submit(install, side) for side in self.clusters]:
+                f.result()
+        self.timings["helm install"] = time.monotonic() - started
+
+    def wait_available(self, timeout: float = 240) -> dict[str, list[Workload]]:
+        """Every Liqo Deployment and DaemonSet available on both clusters; else AssertionError with each
+        Pod's state and the logs of those not ready."""
+        started = time.monotonic()
+        deadline = started + timeout
+        kcs = {side: self.kube(side) for side in self.clusters}
+        while True:
+            state = {side: workloads(kc) for side, kc in kcs.items()}
+            if all(ws and all(w.ok for w in ws) for ws in state.values()):
+                self.timings["available"] = time.monotonic() - started
+                return state
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Liqo not available within {timeout:.0f}s:\n{self.report(kcs)}")
+            time.sleep(2)
+
+    def report(self, kcs: dict[str, Kube] | None = None, logs: bool = True) -> str:
+        kcs = kcs or {side: self.kube(side) for side in self.clusters}
+        out = []
+        for side, kc in kcs.items():
+            out.append(f"== {side}")
+            for w in workloads(kc):
+                out.append(f"{w.kind} {w.name}: {w.available}/{w.desired} available")
+            out += pod_report(kc)
+            if logs:
+                out.append(logs_tail(kc))
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        for cluster in self.clusters.values():
+            cluster.stop()
