@@ -25,13 +25,14 @@ def liqo_objects(api: k8s.ApiClient) -> dict[str, int]:
 
 
 def counts(apis: dict[str, k8s.ApiClient]) -> dict[str, dict[str, int]]:
-    """Liqo's objects, Secrets and namespaces on each cluster (side -> client)."""
+    """Liqo's objects, Secrets and namespaces on each cluster (side -> client). Namespaces being deleted,
+    and their Secrets, are left out: an earlier test's namespace going away is not this test's doing."""
     out = {}
     for side, api in apis.items():
         core = k8s.CoreV1Api(api)
-        out[side] = {
-            **liqo_objects(api),
-            "secrets": len(core.list_secret_for_all_namespaces().items),
-            "namespaces": len(core.list_namespace().items),
-        }
+        namespaces = api.sanitize_for_serialization(core.list_namespace())["items"]
+        going = {n["metadata"]["name"] for n in namespaces if n["metadata"].get("deletionTimestamp")}
+        listed = api.sanitize_for_serialization(core.list_secret_for_all_namespaces())["items"]
+        secrets = [s for s in listed if s["metadata"]["namespace"] not in going]
+        out[side] = {**liqo_objects(api), "secrets": len(secrets), "namespaces": len(namespaces) - len(going)}
     return out

@@ -98,7 +98,9 @@ class RealEnv:
 def _start_env(pair: RealLiqoPair, log_dir: Path) -> RealEnv:
     consumer_api = api_client(pair["consumer"].kubeconfig)
     install_crd(consumer_api)
-    operator = OperatorProcess(Path(pair["consumer"].kubeconfig), log_dir).start()
+    # The production resync (60 s), not the 5 s of the stand-in suites: a step that waited for a resync
+    # instead of its event then stands out (test_each_step_follows_its_prerequisite).
+    operator = OperatorProcess(Path(pair["consumer"].kubeconfig), log_dir, ["--resync-interval", "60"]).start()
     return RealEnv(pair, operator, Peerings(consumer_api), consumer_api, api_client(pair["provider"].kubeconfig))
 
 
@@ -325,11 +327,13 @@ class TestPeeredWithRealLiqo:
             "offloading": "Healthy",
         }, mirror
 
-    def test_each_step_follows_its_prerequisite_within_2s(
+    def test_each_step_follows_its_prerequisite(
         self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """From the API servers' audit logs: every step of the peering is written at most 2 s after the
-        last write (by Liqo) of what it waits for. A lost wake-up shows as one whole resync (60 s)."""
+        """From the API servers' audit logs: every step of the peering is written soon after the last write
+        (by Liqo) of what it waits for. A lost wake-up waits for the resync (60 s here); 10 s tells the two
+        apart even on a loaded machine (2.18 s once, for the signed nonce, with three suites running beside
+        it). The reaction times themselves are printed as BENCH lines, not asserted."""
         env, ns = peered
         created = datetime.fromisoformat(env.peerings.get(ns, NAME)["metadata"]["creationTimestamp"])  # type: ignore[index]
         events = {side: audit.writes(env.pair[side].audit_log, since=created) for side in ("consumer", "provider")}
@@ -339,8 +343,8 @@ class TestPeeredWithRealLiqo:
             for r in found:
                 print(f"\nBENCH real Liqo reaction: {r.step}: {r.seconds * 1000:.0f} ms")
         assert [r.step for r in found] == [s.name for s in steps]  # every step seen, in this order
-        slow = [(r.step, round(r.seconds, 2)) for r in found if r.seconds > 2.0]
-        assert not slow, slow
+        waited = [(r.step, round(r.seconds, 2)) for r in found if r.seconds > 10.0]
+        assert not waited, waited
 
     def test_quiet_at_rest(self, peered: tuple[RealEnv, str]) -> None:
         """Once Ready (and Liqo's aggregate caught up), 60 s without a single write by the operator on
