@@ -18,7 +18,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -89,16 +89,21 @@ def local_clusters() -> Iterator[dict[str, LocalCluster]]:
         yield clusters
 
 
-@pytest.fixture(scope="session")
-def node_images() -> dict[str, Image]:
-    """The images `make images` built ("python-base", "operator"). Locally the tests that need them skip
-    until it has run; in CI (CI=true) their absence is a failure."""
+def images_or_skip(load: Callable[[], dict[str, Image]]) -> dict[str, Image]:
+    """Images a build script made: locally the tests that need them skip until it has run; in CI
+    (CI=true) their absence is a failure."""
     try:
-        return built_images()
+        return load()
     except ImagesMissingError as exc:
         if os.environ.get("CI"):
             raise
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def node_images() -> dict[str, Image]:
+    """The images `make images` built ("python-base", "operator")."""
+    return images_or_skip(built_images)
 
 
 @pytest.fixture(scope="session")

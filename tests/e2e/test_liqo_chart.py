@@ -10,7 +10,6 @@ the node. The API server calls Liqo's webhook through its Service (localk8s `egr
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -26,7 +25,8 @@ from testenv.liqo_chart import (
     LiqoChartPair,
     liqo_images,
 )
-from testenv.localk8s.images import Image, ImagesMissingError
+from testenv.localk8s.images import Image
+from testenv.localk8s.pytest_plugin import images_or_skip
 
 pytestmark = [pytest.mark.liqochart]
 
@@ -44,12 +44,7 @@ DAEMONSETS = {"liqo-fabric"}
 
 @pytest.fixture(scope="module")
 def images() -> dict[str, Image]:
-    try:
-        return liqo_images()
-    except ImagesMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
+    return images_or_skip(liqo_images)
 
 
 @pytest.fixture(scope="module")
