@@ -6,27 +6,40 @@ Only values are set: the images, WireGuard in userspace, the Pod/Service CIDRs a
 Deployment and DaemonSet of the chart must become available on both clusters: the controller manager, CRD
 replicator, IPAM, webhook, proxy, metric agent (its cert-creator init container first) and the fabric on
 the node. The API server calls Liqo's webhook through its Service (localk8s `egress`).
+
+Then the operator peers the pair (issue 11): its LiqoPeering becomes Ready with Liqo's real gateways
+(WireGuard in userspace, Connections `Connected` both ways), a Deployment in an offloaded namespace is put
+on the virtual node by kube-scheduler and runs on the provider's node, and deleting the LiqoPeering unpeers
+both sides. These tests share one peering and run in this order, after the install tests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testenv import kube as k
+from testenv.kube import Kube
 from testenv.liqo_chart import (
     DAEMONSET,
     DEPLOYMENT,
     NAMESPACE,
     LiqoChartPair,
     liqo_images,
+    pod_report,
 )
-from testenv.localk8s.images import Image
+from testenv.localk8s.images import Image, pause_image
 from testenv.localk8s.pytest_plugin import images_or_skip
+from testenv.operator_support import SECRET, OperatorProcess, Peerings, api_client, install_crd, wait_for
 
 pytestmark = [pytest.mark.liqochart]
 
@@ -109,3 +122,261 @@ def test_the_api_server_calls_liqos_webhook_through_its_service(pair: LiqoChartP
         kc.delete(res, "probe-cluster")
     log = cluster.log_path(cluster.node_specs()[0].process("egress")).read_text()
     assert f"CONNECT {cluster_ip}:" in log, log[-2000:]
+
+
+# --- the operator peers the pair -----------------------------------------------------------------------------
+PEERING_NS = "chart-peering"
+NAME = "provider"
+OFFLOADED_NS = "chart-offloaded"
+NAMESPACEOFFLOADING = k.Res("offloading.liqo.io", "v1beta1", "namespaceoffloadings")
+GATEWAY_SELECTOR = "networking.liqo.io/component=gateway"
+
+
+@dataclass
+class ChartPeering:
+    pair: LiqoChartPair
+    operator: OperatorProcess
+    peerings: Peerings
+    created: float  # time.monotonic() when the LiqoPeering was created
+
+    @property
+    def consumer(self) -> Kube:
+        return self.pair.kube("consumer")
+
+    @property
+    def provider(self) -> Kube:
+        return self.pair.kube("provider")
+
+    def tenant_namespace(self, side: str) -> str:
+        """Liqo's tenant namespace on `side` for the other cluster."""
+        other = "provider" if side == "consumer" else "consumer"
+        selector = f"liqo.io/remote-cluster-id={self.pair.cluster_id(other)},liqo.io/tenant-namespace=true"
+        found = self.pair.kube(side).list(k.NAMESPACE, selector=selector)
+        assert found, f"no tenant namespace on the {side}"
+        return str(found[0]["metadata"]["name"])
+
+    def diagnostics(self) -> str:
+        """The LiqoPeering's status, the tail of the operator's log and every Liqo Pod's state and log."""
+        tail = "\n".join(self.operator.log().splitlines()[-20:])
+        status = self.peerings.status(PEERING_NS, NAME)
+        return (
+            f"LiqoPeering status: {status}\n--- operator log ({self.operator.log_path}):\n{tail}\n{self.pair.report()}"
+        )
+
+
+@pytest.fixture(scope="module")
+def peering(pair: LiqoChartPair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartPeering]:
+    """The operator running as a process against the consumer, and one LiqoPeering (NodePort gateway server)
+    created; not waited for. Whatever is left of it is unpeered at the end."""
+    consumer_api = api_client(pair.clusters["consumer"].kubeconfig)
+    install_crd(consumer_api)
+    operator = OperatorProcess(Path(pair.clusters["consumer"].kubeconfig), tmp_path_factory.mktemp("chart-operator"))
+    operator.start()
+    peerings = Peerings(consumer_api)
+    try:
+        peerings.make_namespace(PEERING_NS)
+        # The admin kubeconfig of the provider: its server is the API server's LAN address (198.18.x.1),
+        # which the consumer's Pods and node reach too.
+        peerings.put_kubeconfig_secret(PEERING_NS, SECRET, Path(pair.clusters["provider"].kubeconfig).read_bytes())
+        spec = {
+            "remoteKubeconfigSecretRef": {"name": SECRET},
+            "timeout": "3m",
+            # No load balancer here: the provider's gateway is exposed on its node's port.
+            "networking": {"gatewayServer": {"serviceType": "NodePort"}},
+        }
+        peerings.create(PEERING_NS, NAME, spec)
+        yield ChartPeering(pair, operator, peerings, time.monotonic())
+    finally:
+        try:
+            peerings.delete(PEERING_NS, NAME)
+            peerings.wait_gone(PEERING_NS, NAME, timeout=180)
+        finally:
+            operator.stop()
+            sys.stderr.write(f"\n--- operator log: {operator.log_path}\n")
+
+
+def _ready(obj: dict[str, Any]) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_a_liqo_peering_becomes_ready_with_real_gateways(
+    peering: ChartPeering, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        status = peering.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=420)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{peering.diagnostics()}") from None
+    took = time.monotonic() - peering.created
+    with capsys.disabled():
+        print(f"\nBENCH Liqo's chart, real gateways: LiqoPeering create -> Ready: {took:.1f}s")
+    consumer_id, provider_id = peering.pair.cluster_id("consumer"), peering.pair.cluster_id("provider")
+    assert status["localClusterID"] == consumer_id and status["remoteClusterID"] == provider_id
+    conds = {c["type"]: c["status"] for c in status["conditions"]}
+    for cond_type in ("Ready", "NetworkReady", "AuthenticationReady", "OffloadingReady"):
+        assert conds[cond_type] == "True", status["conditions"]
+
+    # The gateways: Liqo's own Pods (gateway, wireguard, geneve containers) Running on each cluster's node,
+    # the server on the provider, the client on the consumer.
+    for side, kind in (("provider", k.GATEWAYSERVER), ("consumer", k.GATEWAYCLIENT)):
+        kc, ns = peering.pair.kube(side), peering.tenant_namespace(side)
+        assert len(kc.list(kind, ns)) == 1, (side, kind.plural)
+        pods = kc.list(k.POD, ns, selector=GATEWAY_SELECTOR)
+        assert len(pods) == 1, (side, [p["metadata"]["name"] for p in pods])
+        pod = pods[0]
+        assert pod["spec"]["nodeName"] == f"{side}-node-0", pod["metadata"]["name"]
+        assert pod["status"]["phase"] == "Running" and _ready(pod), pod_report(kc)
+        containers = {c["name"]: c for c in pod["status"]["containerStatuses"]}
+        assert set(containers) == {"gateway", "wireguard", "geneve"}, containers.keys()
+        assert all(c["ready"] for c in containers.values()), containers
+
+    # The Connections, written by Liqo's gateways once WireGuard (userspace) completed a handshake.
+    def connected() -> dict[str, str] | None:
+        found = {}
+        for side in ("consumer", "provider"):
+            conns = peering.pair.kube(side).list(k.CONNECTION, peering.tenant_namespace(side))
+            found[side] = ",".join(str((c.get("status") or {}).get("value")) for c in conns)
+        return found if set(found.values()) == {"Connected"} else None
+
+    wait_for("the Connections on both sides to be Connected", connected, timeout=60)
+
+    # The virtual Node, registered by Liqo's virtual kubelet (a Pod on the consumer's node).
+    node = peering.consumer.get(k.NODE, provider_id)
+    assert node is not None and node["metadata"]["labels"]["liqo.io/type"] == "virtual-node"
+    assert _ready(node), node["status"]["conditions"]
+    vk = peering.consumer.list(
+        k.POD, peering.tenant_namespace("consumer"), selector=f"liqo.io/virtual-node={provider_id}"
+    )
+    assert [p["spec"]["nodeName"] for p in vk] == ["consumer-node-0"]
+
+
+def test_a_deployment_is_offloaded_to_the_providers_node(peering: ChartPeering) -> None:
+    """A Deployment in a namespace offloaded with podOffloadingStrategy Remote: Liqo's webhook gives its Pod
+    the virtual node's affinity and toleration, kube-scheduler puts it on the virtual node, the virtual
+    kubelet reflects it to the provider, where kube-scheduler and the kubelet run it on the provider's node,
+    and its Running status comes back to the consumer's Pod."""
+    consumer, provider = peering.consumer, peering.provider
+    provider_id = peering.pair.cluster_id("provider")
+    image = pause_image().ref  # every node's containerd has it (its sandbox image)
+    consumer.create(k.NAMESPACE, {"metadata": {"name": OFFLOADED_NS}})
+    try:
+        consumer.create(
+            NAMESPACEOFFLOADING,
+            {
+                "apiVersion": "offloading.liqo.io/v1beta1",
+                "kind": "NamespaceOffloading",
+                "metadata": {"name": "offloading"},
+                "spec": {
+                    "namespaceMappingStrategy": "DefaultName",
+                    "podOffloadingStrategy": "Remote",
+                    "clusterSelector": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "liqo.io/type", "operator": "In", "values": ["virtual-node"]}
+                                ]
+                            }
+                        ]
+                    },
+                },
+            },
+            OFFLOADED_NS,
+        )
+
+        def offloaded() -> str | None:
+            no = consumer.get(NAMESPACEOFFLOADING, "offloading", OFFLOADED_NS) or {}
+            st = no.get("status") or {}
+            return st.get("remoteNamespaceName") if st.get("offloadingPhase") == "Ready" else None
+
+        # Ready before the Deployment: the webhook adds the virtual node's affinity only to Pods created in
+        # a namespace Liqo already offloads.
+        remote_ns = wait_for("the NamespaceOffloading to be Ready", offloaded, timeout=120)
+        labels = {"app": "pause"}
+        consumer.create(
+            k.DEPLOYMENT,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "pause"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "pause", "image": image, "imagePullPolicy": "Never"}]},
+                    },
+                },
+            },
+            OFFLOADED_NS,
+        )
+
+        def running(kc: Kube, ns: str) -> dict[str, Any] | None:
+            pods = kc.list(k.POD, ns, selector="app=pause")
+            return pods[0] if len(pods) == 1 and (pods[0].get("status") or {}).get("phase") == "Running" else None
+
+        try:
+            local = wait_for("the Pod Running on the consumer", lambda: running(consumer, OFFLOADED_NS), 180)
+            remote = wait_for("its reflection Running on the provider", lambda: running(provider, remote_ns), 60)
+        except AssertionError as exc:
+            pods = {
+                "consumer": consumer.list(k.POD, OFFLOADED_NS),
+                "provider": provider.list(k.POD, remote_ns),
+            }
+            raise AssertionError(f"{exc}\n{pods}\n{peering.diagnostics()}") from None
+        # Scheduled by kube-scheduler (no Binding here) onto the virtual node, run by the provider's kubelet.
+        assert local["spec"]["nodeName"] == provider_id, local["spec"]
+        assert remote["spec"]["nodeName"] == "provider-node-0", remote["spec"]
+        assert remote["metadata"]["name"] == local["metadata"]["name"]
+        assert remote["spec"]["containers"][0]["image"] == image
+        assert _ready(remote) and _ready(local)
+        # The consumer's Pod shows the address the provider's Pod has (the clusters' Pod CIDRs do not
+        # overlap, so Liqo remaps nothing).
+        assert local["status"]["podIP"] == remote["status"]["podIP"], (local["status"], remote["status"])
+        shadows = provider.list(k.Res("offloading.liqo.io", "v1beta1", "shadowpods"), remote_ns)
+        assert [s["metadata"]["name"] for s in shadows] == [local["metadata"]["name"]]
+    finally:
+        with contextlib.suppress(k.KubeError):
+            consumer.delete(k.DEPLOYMENT, "pause", OFFLOADED_NS)
+        with contextlib.suppress(k.KubeError):
+            consumer.delete(NAMESPACEOFFLOADING, "offloading", OFFLOADED_NS)
+            wait_for(
+                "the NamespaceOffloading to be gone",
+                lambda: consumer.get(NAMESPACEOFFLOADING, "offloading", OFFLOADED_NS) is None,
+                timeout=90,
+            )
+        consumer.delete(k.NAMESPACE, OFFLOADED_NS)
+
+
+def test_deleting_the_liqo_peering_unpeers_both_sides(peering: ChartPeering) -> None:
+    consumer, provider = peering.consumer, peering.provider
+    c_ns, p_ns = peering.tenant_namespace("consumer"), peering.tenant_namespace("provider")
+    started = time.monotonic()
+    peering.peerings.delete(PEERING_NS, NAME)
+    try:
+        peering.peerings.wait_gone(PEERING_NS, NAME, timeout=180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{peering.diagnostics()}") from None
+    print(f"LiqoPeering delete -> gone: {time.monotonic() - started:.1f}s")
+    left = {
+        "consumer": (consumer, c_ns, [k.GATEWAYCLIENT, k.CONNECTION, k.IDENTITY, k.RESOURCESLICE, k.VIRTUALNODE]),
+        "provider": (provider, p_ns, [k.GATEWAYSERVER, k.CONNECTION, k.TENANT, k.RESOURCESLICE]),
+    }
+
+    def remaining() -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for side, (kc, ns, kinds) in left.items():
+            names = [f"{r.plural}/{o['metadata']['name']}" for r in kinds for o in kc.list(r, ns)]
+            # The gateway Pods and the virtual kubelet's go with their Deployments.
+            names += [f"pods/{p['metadata']['name']}" for p in kc.list(k.POD, ns)]
+            if side == "consumer":
+                names += [
+                    f"nodes/{n['metadata']['name']}" for n in kc.list(k.NODE, selector="liqo.io/type=virtual-node")
+                ]
+            if names:
+                out[side] = names
+        return out
+
+    try:
+        wait_for("nothing of the peering left on either side", lambda: not remaining(), timeout=120)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nleft: {remaining()}") from None
