@@ -200,7 +200,9 @@ def render() -> None:
             ("open_fds", "open files"),
             ("tcp_established", "TCP connections"),
         ):
-            lines.append(f"| {label} | {first[key]} | {last[key]} | {verdict['growth_second_half'][key]} |")
+            lines.append(
+                f"| {label} | {round(first[key], 1)} | {round(last[key], 1)} | {verdict['growth_second_half'][key]} |"
+            )
         lines += [
             "",
             "Create to Ready: median {median} s, p95 {p95} s;".format(**soak["ready_seconds"])
