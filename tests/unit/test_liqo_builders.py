@@ -9,6 +9,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import GatewayClientSpec, GatewayServerSpec, NetworkingSpec, OffloadingSpec
@@ -352,6 +353,29 @@ def test_control_plane_csr_ed25519() -> None:
     ) == ED_KEY.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
+# What Liqo v1.2.0's GenerateCSRForControlPlane (Go's x509.CreateCertificateRequest) makes from ED_KEY for
+# cluster "consumer-cluster-id", printed by a Go program once (kept here, not generated at test time).
+GO_CONTROL_PLANE_CSR = b"""-----BEGIN CERTIFICATE REQUEST-----
+MIGvMGMCAQAwMDEQMA4GA1UEChMHbGlxby5pbzEcMBoGA1UEAxMTY29uc3VtZXIt
+Y2x1c3Rlci1pZDAqMAUGAytlcAMhAAOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3c
+hmQSVTG4oAAwBQYDK2VwA0EAdVRtiJK4tEBYt++YP4QAx0mvFXEio5ISIax9Wx0c
+lxkKEYbzcvx3mOSXPNbIhuUpQsclRdCpDIGTjxPcyTuVCQ==
+-----END CERTIFICATE REQUEST-----
+"""
+
+
+def test_control_plane_csr_is_byte_for_byte_liqos() -> None:
+    # The provider compares a new Tenant's CSR with the one it stored at the first peering (kept after
+    # unpeering): liqoctl's and the operator's must be the same bytes, or one cannot follow the other.
+    assert auth.control_plane_csr(ED_KEY, "consumer-cluster-id") == GO_CONTROL_PLANE_CSR
+
+
+def test_control_plane_csr_tags_strings_as_go_does() -> None:
+    assert auth._go_string_type("consumer-id") == _ASN1Type.PrintableString
+    assert auth._go_string_type("ünïcode") == _ASN1Type.UTF8String
+    assert auth._go_string_type("under_score") == _ASN1Type.UTF8String
+
+
 def test_control_plane_csr_is_deterministic_for_ed25519() -> None:
     # The Tenant is re-applied every reconcile: a changing CSR would rewrite it each time.
     assert auth.control_plane_csr(ED_KEY, "consumer-id") == auth.control_plane_csr(ED_KEY, "consumer-id")
@@ -362,7 +386,7 @@ def test_control_plane_csr_rsa_and_ec() -> None:
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
     csr = load_csr(auth.control_plane_csr(rsa_key, "consumer-id"))
     assert csr.is_signature_valid
-    assert csr.subject.rfc4514_string() == "O=liqo.io,CN=consumer-id"
+    assert csr.subject.rfc4514_string() == "CN=consumer-id,O=liqo.io"  # RFC 4514 lists the last RDN first
     ec_csr = load_csr(auth.control_plane_csr(ec.generate_private_key(ec.SECP256R1()), "consumer-id"))
     assert ec_csr.is_signature_valid
 

@@ -8,12 +8,15 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import PeeringContext, metadata
 
 CONTROL_PLANE_ORGANIZATION = "liqo.io"
+# ASN.1 PrintableString's alphabet (Go's encoding/asn1 isPrintable, as it marshals names).
+_PRINTABLE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 '()+,-./:=?")
 
 
 def b64(data: bytes) -> str:
@@ -59,12 +62,22 @@ def load_cluster_keys(keys_secret: dict[str, Any]) -> tuple[Any, bytes]:
     return private, public_der
 
 
+def _go_string_type(value: str) -> _ASN1Type:
+    """How Go's encoding/asn1 tags a string in a name: PrintableString when it can, else UTF8String."""
+    return _ASN1Type.PrintableString if all(c in _PRINTABLE for c in value) else _ASN1Type.UTF8String
+
+
 def control_plane_csr(private_key: Any, cluster_id: str) -> bytes:
-    """PEM CSR with CN=<cluster ID>, O=liqo.io, signed with the cluster key, as Liqo's GenerateCSRForControlPlane."""
+    """PEM CSR with O=liqo.io, CN=<cluster ID>, signed with the cluster key: byte for byte what Liqo's
+    GenerateCSRForControlPlane makes from an ed25519 key (Go's subject order, O before CN, and its string
+    types). The provider keeps the first CSR of a consumer in its tenant namespace beyond unpeering (Secret
+    liqo-remote-certificate) and refuses any other ("the stored and the provided CSR do not match"), so a
+    different encoding would keep `liqoctl peer` from re-peering after the operator, and back."""
+    org = CONTROL_PLANE_ORGANIZATION
     subject = x509.Name(
         [
-            x509.NameAttribute(NameOID.COMMON_NAME, cluster_id),
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, CONTROL_PLANE_ORGANIZATION),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, org, _type=_go_string_type(org)),
+            x509.NameAttribute(NameOID.COMMON_NAME, cluster_id, _type=_go_string_type(cluster_id)),
         ]
     )
     algorithm: hashes.SHA256 | None = None
