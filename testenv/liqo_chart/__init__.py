@@ -15,7 +15,9 @@ cluster: through its Service.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from testenv.kube import Kube
 from testenv.liqo_env import chart_dir, liqo_version
 from testenv.localk8s import LocalCluster, start_clusters
 from testenv.localk8s.images import Image, ImagesMissingError
+from testenv.localk8s.network import run as run_in_netns
 from testenv.localk8s.tools import REPO_ROOT
 
 NAMESPACE = "liqo"
@@ -183,12 +186,30 @@ def logs_tail(kc: Kube, lines: int = 15) -> str:
     return "\n".join(out)
 
 
+# The table of set_connection_fault's partition, in the consumer's node namespace.
+PARTITION_TABLE = "liqo-e2e-partition"
+
+
 @dataclass
 class LiqoChartPair:
     base_dir: Path
     clusters: dict[str, LocalCluster]
     images: dict[str, Image]
     timings: dict[str, float] = field(default_factory=dict)
+    # Where the Pods' logs (Liqo's components, gateways, virtual kubelets) are copied on stop.
+    keep_logs: Path | None = None
+    # No load balancer here: a LiqoPeering exposes the provider's gateway on its node's port.
+    peering_networking: dict[str, object] = field(
+        default_factory=lambda: {"gatewayServer": {"serviceType": "NodePort"}}
+    )
+    schedules_pods = True  # kube-scheduler runs
+
+    def __getitem__(self, side: str) -> LocalCluster:
+        return self.clusters[side]
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {side: self.cluster_id(side) for side in self.clusters}
 
     @classmethod
     def start(cls, base_dir: Path, images: dict[str, Image] | None = None) -> LiqoChartPair:
@@ -255,6 +276,40 @@ class LiqoChartPair:
                 out.append(logs_tail(kc))
         return "\n".join(out)
 
+    def set_connection_fault(self, value: str | None) -> None:
+        """Any value: the consumer's node drops every UDP datagram to or from the provider's node, so the
+        gateways' WireGuard tunnel has no handshake and Liqo's Connections are not Connected: a partition of
+        the data plane, where the process tier's stand-in writes the Connections' status itself. None: the
+        partition heals (WireGuard retries its handshake by itself)."""
+        node = self.clusters["consumer"].node_specs()[0]
+        peer = self.clusters["provider"].node_specs()[0].ip
+        # Deleting a table that does not exist fails: create it (a no-op when present) first.
+        rules = f"table inet {PARTITION_TABLE} {{}}\ndelete table inet {PARTITION_TABLE}\n"
+        if value is not None:
+            chains = "".join(
+                f"    chain {hook} {{ type filter hook {hook} priority filter; policy accept;"
+                f" ip daddr {peer} meta l4proto udp drop; ip saddr {peer} meta l4proto udp drop; }}\n"
+                for hook in ("input", "forward", "output")
+            )
+            rules += f"table inet {PARTITION_TABLE} {{\n{chains}}}\n"
+        run_in_netns(["nft", "-f", "-"], node.netns, stdin=rules)
+
+    def virtual_kubelets(self) -> int:
+        """The consumer's virtual-kubelet Pods that are Running."""
+        pods = self.kube("consumer").list(k.POD, selector="offloading.liqo.io/component=virtual-kubelet")
+        return len([p for p in pods if (p.get("status") or {}).get("phase") == "Running"])
+
+    def diagnostics(self) -> list[str]:
+        return [f"Liqo's Pod logs are copied to {self.keep_logs} at the end", self.report()]
+
     def stop(self) -> None:
+        if self.keep_logs is not None:
+            # Before the clusters stop: LocalCluster.stop removes its workdir, and the Pods' logs are in it.
+            for side, cluster in self.clusters.items():
+                for node in cluster.node_specs():
+                    logs = node.dir / "pod-logs"
+                    # A Pod's log may go while it is copied (its Pod deleted): copy what is left.
+                    with contextlib.suppress(shutil.Error, OSError):
+                        shutil.copytree(logs, self.keep_logs / side / node.name, dirs_exist_ok=True)
         for cluster in self.clusters.values():
             cluster.stop()

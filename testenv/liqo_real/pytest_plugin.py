@@ -1,13 +1,15 @@
-"""pytest fixtures: two local clusters running Liqo's real control plane (marker `realliqo`).
+"""pytest fixtures: two local clusters running Liqo for real (marker `realliqo`).
 
-- `real_liqo` (session): clusters `rl-consumer` / `rl-provider`, separate from the stand-in clusters,
-  each with Liqo's chart applied and its controller manager, CRD replicator, IPAM (and virtual kubelets,
-  once Liqo creates them) running as local processes, plus the data-plane stand-in.
-- `start_real_liqo_pair(base_dir, prefix, nodes)`: the same, for a test that needs fresh clusters of its own
-  (or the demo, with a real node each: tainted NO_LIQO_PODS, since Liqo's Pods are played by processes here).
+- `real_liqo` (session): the pair the realliqo suite and the liqochart tests share, a `LiqoInstall`
+  (testenv.liqo_install): by default Liqo's own chart on clusters with a real node each
+  (testenv.liqo_chart); with LIQO_INSTALL=processes, clusters `rl-consumer` / `rl-provider` with Liqo's
+  chart objects applied and its controller manager, CRD replicator, IPAM (and virtual kubelets, once Liqo
+  creates them) running as local processes, plus the data-plane stand-in.
+- `start_real_liqo_pair(base_dir, prefix, nodes)`: the process pair, for a test or a benchmark that needs
+  fresh clusters of its own (with nodes: tainted NO_LIQO_PODS, since Liqo's Pods are played by processes).
 
-The binaries come from hack/build-liqo.sh; when one is missing the fixture fails with that fix (it does
-not skip: hack/test.sh builds them).
+The binaries come from hack/build-liqo.sh, the chart's images from hack/build-liqo-images.sh; when one is
+missing the fixture fails with that fix (it does not skip in CI: hack/test.sh builds them).
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ import pytest
 
 from testenv import kube as k
 from testenv.kube import Kube
+from testenv.liqo_chart import LiqoChartPair, liqo_images
+from testenv.liqo_install import LiqoInstall, install_kind
 from testenv.localk8s import LocalCluster, start_clusters
+from testenv.localk8s.pytest_plugin import images_or_skip
 
 from . import RUNNABLE, RealLiqo, missing_binaries
 
@@ -40,7 +45,7 @@ REAL_SETTINGS = {
 # demo) tolerates the taint.
 NO_LIQO_PODS = {"key": "liqo-real.testenv/liqo-pods-run-as-processes", "effect": "NoSchedule"}
 
-_live: list[RealLiqoPair] = []
+_live: list[LiqoInstall] = []
 _live_lock = threading.Lock()
 
 
@@ -59,8 +64,35 @@ class RealLiqoPair:
     def __getitem__(self, side: str) -> LocalCluster:
         return self.clusters[side]
 
+    # What a LiqoPeering's spec.networking needs on this installation: nothing (the data-plane stand-in
+    # gives the gateway server's LoadBalancer Service an address).
+    peering_networking: dict[str, object] = field(default_factory=dict)
+    # kube-scheduler runs only on clusters with nodes: without, the tests bind Pods themselves.
+    schedules_pods = False
+
     def kube(self, side: str) -> Kube:
         return Kube(self.clusters[side].api_client())
+
+    def set_connection_fault(self, value: str | None) -> None:
+        """The data-plane stand-in writes this status value on every Connection (None: Connected)."""
+        for env in self.liqo.values():
+            assert env.dataplane is not None
+            env.dataplane.set_fault(value)
+
+    def virtual_kubelets(self) -> int:
+        """The consumer's virtual kubelets that run (processes here)."""
+        runner = self.liqo["consumer"].runner
+        return len([p for p in runner.processes("virtual-kubelet") if p.alive()]) if runner else 0
+
+    def diagnostics(self) -> list[str]:
+        out = [f"Liqo's logs are copied to {self.keep_logs} at the end"]
+        for side, env in self.liqo.items():
+            if env.runner:
+                out.append(f"[{side}] {env.runner.describe()}")
+                out.extend(f"[{side}] runner error: {e}" for e in env.runner.errors[-5:])
+            if env.dataplane:
+                out.extend(f"[{side}] data plane error: {e}" for e in env.dataplane.errors[-5:])
+        return out
 
     def stop(self) -> None:
         for env in self.liqo.values():
@@ -125,12 +157,30 @@ def start_real_liqo_pair(base_dir: Path, prefix: str = "rl", nodes: int = 0) -> 
     return pair
 
 
+def start_chart_pair(base_dir: Path) -> LiqoChartPair:
+    """Liqo's chart on two clusters with a node each, every Liqo workload available."""
+    _install_sigterm_handler()
+    pair = LiqoChartPair.start(base_dir, images_or_skip(liqo_images))
+    with _live_lock:
+        _live.append(pair)
+    try:
+        pair.wait_available()
+    except BaseException:
+        pair.stop()
+        raise
+    return pair
+
+
 @pytest.fixture(scope="session")
-def real_liqo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealLiqoPair]:
+def real_liqo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiqoInstall]:
+    """The pair the realliqo suite (and the liqochart tests) share: Liqo's chart, or with
+    LIQO_INSTALL=processes its controllers as processes (testenv.liqo_install)."""
+    # Short: a node's unix socket paths must fit 108 bytes.
     base = Path(tempfile.mkdtemp(prefix="liqo-real-"))
-    pair = start_real_liqo_pair(base)
+    pair: LiqoInstall = start_chart_pair(base) if install_kind() == "chart" else start_real_liqo_pair(base)
     pair.keep_logs = tmp_path_factory.mktemp("liqo-logs")
     try:
         yield pair
     finally:
         pair.stop()
+        shutil.rmtree(base, ignore_errors=True)

@@ -37,6 +37,7 @@ from testenv.liqo_chart import (
     liqo_images,
     pod_report,
 )
+from testenv.liqo_install import install_kind
 from testenv.localk8s.images import Image, pause_image
 from testenv.localk8s.pytest_plugin import images_or_skip
 from testenv.operator_support import SECRET, OperatorProcess, Peerings, api_client, install_crd, wait_for
@@ -61,7 +62,11 @@ def images() -> dict[str, Image]:
 
 
 @pytest.fixture(scope="module")
-def pair(images: dict[str, Image]) -> Iterator[LiqoChartPair]:
+def pair(images: dict[str, Image], request: pytest.FixtureRequest) -> Iterator[LiqoChartPair]:
+    """The realliqo suite's pair when that is Liqo's chart (the default), else one of this module's own."""
+    if install_kind() == "chart":
+        yield request.getfixturevalue("real_liqo")
+        return
     # Short: a node's unix socket paths must fit 108 bytes.
     base_dir = Path(tempfile.mkdtemp(prefix="lchart-"))
     pair = LiqoChartPair.start(base_dir, images)
