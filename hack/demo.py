@@ -1,5 +1,10 @@
-"""The local demo: two clusters with a real node each, Liqo (real, or objects + stand-in), the operator
-installed with Helm as a Pod, and examples/basic.yaml until Ready.
+"""The local demo: two clusters with a real node each, Liqo, the operator installed with Helm as a Pod, and
+an example LiqoPeering until Ready.
+
+DEMO_LIQO picks Liqo: `chart` (the default) is Liqo as users install it, `helm install liqo` of its own
+chart with the images built here and real gateways, and the peering is examples/nodeport.yaml (no load
+balancer here); `processes` is Liqo's controllers as processes with the data plane stood in, and
+`standin` Liqo's objects with the lighter Liqo stand-in; both peer with examples/basic.yaml.
 
 Run through `make demo` (hack/demo.sh, which builds the tools and the images first); `make demo-down`
 stops everything. State lives in .local/.
@@ -19,6 +24,7 @@ import yaml
 
 from testenv.helm import run_helm
 from testenv.kube import Kube
+from testenv.liqo_chart import LiqoChartPair, liqo_images
 from testenv.liqo_env import install_liqo
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
 from testenv.liqo_real.pytest_plugin import NO_LIQO_PODS
@@ -31,6 +37,7 @@ from testenv.operator_support import Peerings, api_client, wait_for
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ROOT / ".local" / "clusters"
 LIQO_REAL = ROOT / ".local" / "liqo-real"
+LIQO_CHART = ROOT / ".local" / "liqo-chart"
 STATE = ROOT / ".local" / "demo"
 CHART = ROOT / "deploy" / "helm" / "liqo-peering-operator"
 RELEASE, RELEASE_NS = "liqo-peering-operator", "liqo-peering"
@@ -87,6 +94,23 @@ def real_liqo_up() -> tuple[Path, Path]:
     return CLUSTERS / "consumer.kubeconfig", CLUSTERS / "provider.kubeconfig"
 
 
+def chart_liqo_up() -> tuple[Path, Path]:
+    """Two clusters with a node each and Liqo installed on both with its own Helm chart (testenv.liqo_chart);
+    the clusters keep running when this process exits."""
+    if LIQO_CHART.exists():
+        clusters_down(LIQO_CHART)
+    pair = LiqoChartPair.start(LIQO_CHART, liqo_images())
+    pair.wait_available(timeout=420)
+    print(
+        "Liqo installed with its Helm chart on both clusters: "
+        + ", ".join(f"{k} {v:.0f}s" for k, v in pair.timings.items())
+    )
+    CLUSTERS.mkdir(parents=True, exist_ok=True)
+    for side, cluster in pair.clusters.items():
+        shutil.copyfile(cluster.kubeconfig, CLUSTERS / f"{side}.kubeconfig")
+    return CLUSTERS / "consumer.kubeconfig", CLUSTERS / "provider.kubeconfig"
+
+
 def standin_liqo_up() -> tuple[Path, Path]:
     """Two clusters with Liqo's objects and the Liqo stand-in (lighter: no Liqo binaries needed)."""
     clusters_up(CLUSTERS, ["consumer", "provider"], nodes=1)
@@ -128,7 +152,12 @@ def up(mode: str) -> None:
     started = time.monotonic()
     STATE.mkdir(parents=True, exist_ok=True)
     stop_background()
-    if mode == "real":
+    example = "basic.yaml"
+    if mode == "chart":
+        consumer_kc, provider_kc = chart_liqo_up()
+        install_operator(consumer_kc, LIQO_CHART / "consumer", [])
+        example = "nodeport.yaml"
+    elif mode == "processes":
         consumer_kc, provider_kc = real_liqo_up()
         # The node is tainted against Liqo's own Pods (processes here); the operator's Pod tolerates that.
         toleration = [f"tolerations[0].{key}={value}" for key, value in NO_LIQO_PODS.items()]
@@ -139,11 +168,11 @@ def up(mode: str) -> None:
     consumer = api_client(consumer_kc)
     peerings = Peerings(consumer)
     peerings.put_kubeconfig_secret("default", "provider-kubeconfig", provider_kc.read_bytes())
-    example = yaml.safe_load((ROOT / "examples" / "basic.yaml").read_text())
-    if peerings.get("default", example["metadata"]["name"]) is None:
-        peerings.create("default", example["metadata"]["name"], example["spec"])
-    print("applied examples/basic.yaml; waiting for Ready ...")
-    status = peerings.wait_status("default", example["metadata"]["name"], "ready", timeout=420)
+    doc = yaml.safe_load((ROOT / "examples" / example).read_text())
+    if peerings.get("default", doc["metadata"]["name"]) is None:
+        peerings.create("default", doc["metadata"]["name"], doc["spec"])
+    print(f"applied examples/{example}; waiting for Ready ...")
+    status = peerings.wait_status("default", doc["metadata"]["name"], "ready", timeout=420)
     print(f"LiqoPeering default/provider is ready ({time.monotonic() - started:.0f}s in all)\n")
     print(f"remote cluster {status['remoteClusterID']}, role {status['foreignCluster']['role']}")
 
@@ -152,10 +181,17 @@ def main() -> int:
     if sys.argv[1:] == ["down"]:
         stop_background()
         clusters_down(CLUSTERS)
+        if LIQO_CHART.exists():
+            clusters_down(LIQO_CHART)
+        shutil.rmtree(LIQO_CHART, ignore_errors=True)
         shutil.rmtree(LIQO_REAL, ignore_errors=True)
         shutil.rmtree(STATE, ignore_errors=True)
         return 0
-    up(os.environ.get("DEMO_LIQO", "real"))
+    mode = os.environ.get("DEMO_LIQO", "chart")
+    if mode not in ("chart", "processes", "standin"):
+        print(f"DEMO_LIQO={mode!r}: use chart (the default), processes or standin", file=sys.stderr)
+        return 2
+    up(mode)
     return 0
 
 

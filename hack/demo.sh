@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: builds what is missing (tools, the container runtime from Debian, the images), starts two
-# local clusters with a real node each, running Liqo's real control plane (DEMO_LIQO=standin: Liqo's
-# objects and the lighter Liqo stand-in instead), installs the operator with Helm (a Pod on the consumer's
-# node), applies examples/basic.yaml and waits until the peering is Ready.
+# local clusters with a real node each, installs Liqo on both with its own Helm chart (DEMO_LIQO=processes:
+# Liqo's controllers as processes, the data plane stood in; DEMO_LIQO=standin: Liqo's objects and the
+# lighter Liqo stand-in), installs the operator with Helm (a Pod on the consumer's node), applies an
+# example LiqoPeering and waits until it is Ready.
 # `make demo-down` (hack/demo.sh down) stops everything and removes .local/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,10 @@ if [[ ${1:-} == down ]]; then
 fi
 hack/venv.sh
 hack/build-tools.sh
-if [[ ${DEMO_LIQO:-real} == real ]]; then hack/build-liqo.sh; fi
+mode=${DEMO_LIQO:-chart}
+if [[ $mode != standin ]]; then hack/build-liqo.sh; fi
 hack/build-images.sh
+if [[ $mode == chart ]]; then hack/build-liqo-images.sh; fi
 .venv/bin/python hack/demo.py
 kubectl=$(hack/tool-path.sh kubectl 2>/dev/null || command -v kubectl || true)
 export KUBECONFIG=$PWD/.local/clusters/consumer.kubeconfig
@@ -29,6 +32,7 @@ The demo is running. Try:
   kubectl describe lp -n default provider
   kubectl get lp -A -o wide -w
   kubectl logs -n liqo-peering deploy/liqo-peering-operator
-Logs: .local/demo/ (liqo-real.log or liqo-standin.log), and the operator's through kubectl logs
+Logs: kubectl logs -n liqo (Liqo), .local/demo/ (DEMO_LIQO=processes or standin), and the operator's
+through kubectl logs
 Tear it all down with: make demo-down
 EOM
