@@ -278,6 +278,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     # With the chart installation's runs too: four bars per metric, the chart's hatched.
     series = [(real_runs, "liqoctl", "tab:gray", "", ""), (real_runs, "operator", "tab:blue", "", "")]
     if chart_runs:
+        series = [(runs, who, color, hatch, " (processes)") for runs, who, color, hatch, _ in series]
         series += [
             (chart_runs, "liqoctl", "tab:gray", "//", " (Liqo's chart)"),
             (chart_runs, "operator", "tab:blue", "//", " (Liqo's chart)"),
