@@ -1,4 +1,4 @@
-"""python -m bench [--runs N] [--scale 1,10,25,50] [--skip-real] [--skip-scale] ...: see --help."""
+"""python -m bench [--runs N] [--scale 1,10,25,50] [--skip-real] [--skip-scale] [--install chart] ...: see --help."""
 
 from __future__ import annotations
 
@@ -34,12 +34,19 @@ def load_average() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
-def save(results: dict[str, Any], out: Path, meta: dict[str, Any]) -> None:
+# Where each installation's real-Liqo results go in the JSON: runs, summary, and the run's `meta`.
+RESULT_KEYS = {
+    "processes": ("real_runs", "real_summary", "meta"),
+    "chart": ("real_chart_runs", "real_chart_summary", "real_chart_meta"),
+}
+
+
+def save(results: dict[str, Any], out: Path, meta: dict[str, Any], meta_key: str = "meta") -> None:
     git = ["git", "-C", str(REPO)]
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     # Others may be editing the operator while this runs: say which version was measured.
     dirty = subprocess.run([*git, "status", "--porcelain", "operator"], capture_output=True, text=True).stdout
-    results["meta"] = {
+    results[meta_key] = {
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.time() - meta["started"]),
         "commit": commit.strip(),
@@ -61,6 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-seconds", type=float, default=60.0, help="the quiet window at each scale level")
     p.add_argument("--skip-real", action="store_true", help="keep the real-Liqo results already in --out")
     p.add_argument("--skip-scale", action="store_true", help="keep the scale results already in --out")
+    p.add_argument(
+        "--install",
+        choices=sorted(real.INSTALLS),
+        default="processes",
+        help="how Liqo is installed for the real-Liqo runs: `processes` (default; its controllers as local "
+        "processes, a data-plane stand-in) or `chart` (helm install of Liqo's chart on clusters with a real "
+        "node each, real gateway Pods; needs hack/build-liqo-images.sh). The chart's results go under "
+        "real_chart_* in --out, next to the others; it runs the real-Liqo part only (the scale part uses "
+        "no real Liqo)",
+    )
     p.add_argument("--out", type=Path, default=REPO / "docs" / "performance.json")
     p.add_argument("--plot", type=Path, default=REPO / "docs" / "performance.png")
     p.add_argument("--workdir", type=Path, default=None, help="where clusters and logs go (default: a temp dir)")
@@ -74,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     levels = [int(x) for x in args.scale.split(",") if x]
     args.keep = args.keep or args.trace
+    runs_key, summary_key, meta_key = RESULT_KEYS[args.install]
+    if args.install != "processes":
+        args.skip_scale = True
 
     exit_on_sigterm()
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -86,17 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Saved after every run and level: a failure (or Ctrl-C) late in an hour-long run keeps the rest.
         if not args.skip_real:
-            results["real_runs"] = []
-            for run in real.run_all(args.runs, work, args.keep, args.trace):
-                results["real_runs"].append(run.to_json())
-                results["real_summary"] = report.summarize_real(results["real_runs"])
-                save(results, args.out, meta)
+            results[runs_key] = []
+            for run in real.run_all(args.runs, work, args.keep, args.trace, args.install):
+                results[runs_key].append(run.to_json())
+                results[summary_key] = report.summarize_real(results[runs_key])
+                save(results, args.out, meta, meta_key)
         if not args.skip_scale:
             results["scale_runs"] = []
             for level in scale.run_all(levels, work, args.idle_seconds, args.keep):
                 results["scale_runs"].append(level.to_json())
                 results["scale_summary"] = report.summarize_scale(results["scale_runs"])
-                save(results, args.out, meta)
+                save(results, args.out, meta, meta_key)
     except KeyboardInterrupt:
         log("interrupted: everything started has been stopped")
         return 130
@@ -105,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    save(results, args.out, meta)
+    save(results, args.out, meta, meta_key)
     report.plot(results, args.plot)
     print(report.console(results))
     log(f"results: {args.out}, plot: {args.plot}")

@@ -1,18 +1,26 @@
-"""Operator vs `liqoctl peer` against Liqo's real control plane (testenv.liqo_real), each on fresh clusters.
+"""Operator vs `liqoctl peer` against Liqo's real control plane, each on fresh clusters.
 
-Per run: a fresh pair of local clusters with Liqo v1.2.0's controllers; the contender (the operator, or
-liqoctl) acts as a user of its own (bench.requests counts its requests); watches (bench.tracker) time the
-milestones; the audit logs give its writes and the operator's reaction latencies (testenv.reactions).
+Per run: a fresh pair of local clusters with Liqo v1.2.0; the contender (the operator, or liqoctl) acts as
+a user of its own (bench.requests counts its requests); watches (bench.tracker) time the milestones; the
+audit logs give its writes and the operator's reaction latencies (testenv.reactions).
+
+Two installations of Liqo (`INSTALLS`), the same measurement on each:
+- `processes` (the default): Liqo's controllers as local processes, a data-plane stand-in
+  (testenv.liqo_real).
+- `chart`: `helm install liqo` of Liqo's own chart on clusters with a real node each, real gateway Pods
+  (WireGuard in userspace), the virtual kubelet a real Pod (testenv.liqo_chart). No load balancer there:
+  both contenders expose the provider's gateway server as a NodePort.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +29,10 @@ from typing import Any
 from testenv import audit
 from testenv import kube as k
 from testenv.kube import Kube
+from testenv.liqo_chart import LiqoChartPair, liqo_images
 from testenv.liqo_real import RUNNABLE, liqo_binary, missing_binaries
-from testenv.liqo_real.pytest_plugin import RealLiqoPair, start_real_liqo_pair
+from testenv.liqo_real.pytest_plugin import start_real_liqo_pair
+from testenv.localk8s import LocalCluster
 from testenv.operator_support import SECRET, Peerings, api_client, install_crd
 from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 
@@ -52,6 +62,66 @@ PEERING_KINDS = [
 VK_PODS = Kind("consumer", k.POD, "offloading.liqo.io/component=virtual-kubelet")
 STAGES = ("NetworkReady", "AuthenticationReady", "OffloadingReady")
 ESTABLISH_TIMEOUT = 600.0
+CHART_AVAILABLE_TIMEOUT = 420.0  # every Liqo Deployment and DaemonSet of a fresh chart install available
+
+
+@dataclass
+class BenchPair:
+    """What a run needs of a fresh cluster pair, whichever way Liqo was installed on it."""
+
+    clusters: dict[str, LocalCluster]
+    ids: dict[str, str]
+    stop: Callable[[], None]
+    liqoctl_peer_args: list[str] = field(default_factory=list)  # extra `liqoctl peer` flags
+    peering_spec: dict[str, Any] = field(default_factory=dict)  # extra LiqoPeering spec, the same choices
+    timings: dict[str, float] = field(default_factory=dict)  # how long bringing the pair up took, by step
+
+    def __getitem__(self, side: str) -> LocalCluster:
+        return self.clusters[side]
+
+
+def processes_pair(work: Path, prefix: str) -> BenchPair:
+    """Liqo's controllers as local processes, a data-plane stand-in (testenv.liqo_real)."""
+    started = time.monotonic()
+    pair = start_real_liqo_pair(work / "clusters", prefix=prefix)
+    return BenchPair(pair.clusters, pair.ids, pair.stop, timings={"pair": time.monotonic() - started})
+
+
+def chart_pair(work: Path, prefix: str) -> BenchPair:
+    """`helm install liqo` on two clusters with a node each, every Liqo workload available
+    (testenv.liqo_chart). The provider's gateway server is a NodePort Service: there is no load balancer."""
+    # Short, outside `work`: a node's unix socket paths must fit 108 bytes.
+    base = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    started = time.monotonic()
+    try:
+        pair = LiqoChartPair.start(base)
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+
+    def stop() -> None:
+        try:
+            pair.stop()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    try:
+        pair.wait_available(CHART_AVAILABLE_TIMEOUT)
+    except BaseException:
+        stop()
+        raise
+    pair.timings["pair"] = time.monotonic() - started
+    return BenchPair(
+        pair.clusters,
+        {side: pair.cluster_id(side) for side in SIDES},
+        stop,
+        liqoctl_peer_args=["--gw-server-service-type", "NodePort"],
+        peering_spec={"networking": {"gatewayServer": {"serviceType": "NodePort"}}},
+        timings=dict(pair.timings),
+    )
+
+
+INSTALLS: dict[str, Callable[[Path, str], BenchPair]] = {"processes": processes_pair, "chart": chart_pair}
 
 
 @dataclass
@@ -59,6 +129,9 @@ class RealRun:
     contender: str
     run: int
     operator_version: str = ""  # common.operator_version() when the run started
+    install: str = "processes"  # how Liqo was installed on the pair (INSTALLS)
+    load_average: list[float] = field(default_factory=list)  # the machine's (1, 5, 15 min) as the peering started
+    pair_timings: dict[str, float] = field(default_factory=dict)  # bringing the fresh pair up, by step
     m1: float | None = None  # ResourceSlice Authentication=Accepted (watch event), seconds from start
     m2: float | None = None  # virtual Node Ready (operator: event; liqoctl: 1 s polls after it returned)
     m2_event: float | None = None  # virtual Node Ready, watch event (both)
@@ -81,13 +154,19 @@ class RealRun:
         return asdict(self)
 
 
-def check_binaries() -> None:
-    missing = missing_binaries(tuple(sorted(RUNNABLE | {"liqoctl"})))
+def check_binaries(install: str = "processes") -> None:
+    missing = missing_binaries(tuple(sorted((RUNNABLE if install == "processes" else set()) | {"liqoctl"})))
     if missing:
         raise SystemExit(f"Liqo binaries missing: {', '.join(missing)}; run hack/build-liqo.sh")
+    if install == "chart":
+        liqo_images()  # raises with the fix (hack/build-liqo-images.sh) when they are not built
 
 
-def _kubes(pair: RealLiqoPair) -> dict[str, Kube]:
+def _load_average() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def _kubes(pair: BenchPair) -> dict[str, Kube]:
     return {side: Kube(pair[side].api_client()) for side in SIDES}
 
 
@@ -127,7 +206,7 @@ def _poll_node_ready(kc: Kube, start: float, timeout: float) -> float:
     raise TimeoutError("the virtual node did not turn Ready")
 
 
-def _audit(pair: RealLiqoPair, since: float) -> dict[str, list[audit.AuditEvent]]:
+def _audit(pair: BenchPair, since: float) -> dict[str, list[audit.AuditEvent]]:
     when = datetime.fromtimestamp(since, UTC)
     return {side: audit.writes(pair[side].audit_log, since=when) for side in SIDES}
 
@@ -167,7 +246,7 @@ def audited_reads(user: str) -> Iterator[None]:
         audit.POLICY["rules"].remove(rule)
 
 
-def _write_trace(pair: RealLiqoPair, start: float, path: Path) -> None:
+def _write_trace(pair: BenchPair, start: float, path: Path) -> None:
     """Every request of the contender and every write of the others, both clusters, from `start`."""
     since = datetime.fromtimestamp(start, UTC)
     rows = []
@@ -181,14 +260,23 @@ def _write_trace(pair: RealLiqoPair, start: float, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False, trace: bool = False) -> RealRun:
-    result = RealRun(contender, index, operator_version())
+def run_once(
+    contender: str,
+    index: int,
+    base_dir: Path,
+    keep_logs: bool = False,
+    trace: bool = False,
+    install: str = "processes",
+) -> RealRun:
+    result = RealRun(contender, index, operator_version(), install)
     work = Path(tempfile.mkdtemp(prefix=f"{contender}-{index}-", dir=base_dir))
-    log(f"real Liqo, {contender} run {index}: starting a fresh cluster pair")
+    log(f"real Liqo ({install}), {contender} run {index}: starting a fresh cluster pair")
     with contextlib.ExitStack() as stack:
         with audited_reads(CONTENDER) if trace else contextlib.nullcontext():
-            pair = start_real_liqo_pair(work / "clusters", prefix=f"b{contender[0]}{index}")
+            pair = INSTALLS[install](work, f"b{contender[0]}{index}")
         stack.callback(quietly, pair.stop, "the cluster pair")
+        result.pair_timings = {step: round(seconds, 1) for step, seconds in pair.timings.items()}
+        log(f"{contender} run {index}: pair up in {pair.timings.get('pair', 0):.0f}s")
         kubes = _kubes(pair)
         ids = pair.ids
         kubeconfigs = {}
@@ -217,9 +305,11 @@ def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False
                 tracker.expect(stage, any_with("consumer/liqopeerings", stage, "True"))
 
         before = _counts(kubes)
+        result.load_average = _load_average()
         start = establishing = time.time()
         if peerings:
-            peerings.create(NAMESPACE, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "10m"})
+            spec = {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "10m", **pair.peering_spec}
+            peerings.create(NAMESPACE, NAME, spec)
             times = tracker.wait(["m1", "m2", "m3", *STAGES], ESTABLISH_TIMEOUT)
             result.requests = _since(before, kubes)
             result.m3 = times["m3"] - start
@@ -227,7 +317,7 @@ def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False
             result.m2 = times["m2"] - start
         else:
             args = ["--kubeconfig", str(kubeconfigs["consumer"]), "--remote-kubeconfig", str(kubeconfigs["provider"])]
-            _liqoctl(["peer", *args, "--timeout", "10m"], work, work / "liqoctl.log")
+            _liqoctl(["peer", *args, *pair.liqoctl_peer_args, "--timeout", "10m"], work, work / "liqoctl.log")
             result.returned = time.time() - start
             result.requests = _since(before, kubes)
             result.m2 = _poll_node_ready(kubes["consumer"], start, ESTABLISH_TIMEOUT)
@@ -278,9 +368,11 @@ def run_once(contender: str, index: int, base_dir: Path, keep_logs: bool = False
     return result
 
 
-def run_all(runs: int, base_dir: Path, keep_logs: bool = False, trace: bool = False) -> Iterator[RealRun]:
+def run_all(
+    runs: int, base_dir: Path, keep_logs: bool = False, trace: bool = False, install: str = "processes"
+) -> Iterator[RealRun]:
     """Runs alternate between the contenders, so that load from other work on the machine hits both alike."""
-    check_binaries()
+    check_binaries(install)
     for index in range(1, runs + 1):
         for contender in ("liqoctl", "operator"):
-            yield run_once(contender, index, base_dir, keep_logs, trace)
+            yield run_once(contender, index, base_dir, keep_logs, trace, install)

@@ -86,7 +86,16 @@ def summarize_real(runs: list[Run]) -> dict[str, Any]:
         "delete": _ratio(op["delete"], ctl["delete"]),
         "requests_consumer": _ratio(op["requests"]["consumer"]["total"], ctl["requests"]["consumer"]["total"]),
         "requests_provider": _ratio(op["requests"]["provider"]["total"], ctl["requests"]["provider"]["total"]),
+        # liqoctl has no M3: the LiqoPeering's Ready against liqoctl's usable virtual node.
+        "m3_to_liqoctl_m2": _ratio(op["m3"], ctl["m2"]),
     }
+    # The machine's 1-minute load average as each run started (recorded since the chart installation came).
+    loads = [r["load_average"][0] for r in runs if r.get("load_average")]
+    if loads:
+        out["load_average_1m"] = {"median": median(loads), "min": min(loads), "max": max(loads)}
+    pair_up = [r["pair_timings"]["pair"] for r in runs if (r.get("pair_timings") or {}).get("pair") is not None]
+    if pair_up:
+        out["pair_up_median"] = median(pair_up)
     return out
 
 
@@ -167,40 +176,47 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
 
+def _real_table(real: dict[str, Any], title: str) -> list[str]:
+    op, ctl, ratio = real["operator"], real["liqoctl"], real["ratio_operator_to_liqoctl"]
+    lines = [
+        f"{title}, medians of {real['runs_per_contender']} runs per contender (seconds):",
+        "",
+        "| | liqoctl | operator | operator/liqoctl |",
+        "| --- | --- | --- | --- |",
+        f"| M1 slice Authentication=Accepted | {_fmt(ctl['m1'])} | {_fmt(op['m1'])} | {_fmt(ratio['m1'])} |",
+        f"| `liqoctl peer` returned | {_fmt(ctl['returned'])} | | |",
+        f"| M2 virtual node Ready | {_fmt(ctl['m2'])} | {_fmt(op['m2'])} | {_fmt(ratio['m2'])} |",
+        f"| M3 LiqoPeering Ready | | {_fmt(op['m3'])} | |",
+        f"| M3 - M2 | | {_fmt(op['m3_minus_m2'])} | |",
+        f"| delete -> all gone | {_fmt(ctl['delete'])} | {_fmt(op['delete'])} | {_fmt(ratio['delete'])} |",
+        f"| reaction p50 | {_fmt(ctl['reaction_p50'], 3)} | {_fmt(op['reaction_p50'], 3)} | |",
+        f"| reaction p95 | {_fmt(ctl['reaction_p95'], 3)} | {_fmt(op['reaction_p95'], 3)} | |",
+        "",
+        "Requests per peering while establishing, median (consumer / provider):",
+        "",
+        "| verb | liqoctl | operator |",
+        "| --- | --- | --- |",
+    ]
+    seen = {v for c in (op, ctl) for side in ("consumer", "provider") for v in c["requests"][side]}
+    verbs = [*sorted(seen - {"total"}), "total"]
+    for verb in verbs:
+        cells = []
+        for c in (ctl, op):
+            req = c["requests"]
+            cells.append(f"{_fmt(req['consumer'].get(verb, 0), 0)} / {_fmt(req['provider'].get(verb, 0), 0)}")
+        lines.append(f"| {verb} | {cells[0]} | {cells[1]} |")
+    lines.append("")
+    return lines
+
+
 def console(results: dict[str, Any]) -> str:
     """The numbers, as markdown tables (what docs/performance.md quotes)."""
     lines: list[str] = []
-    real = results.get("real_summary")
-    if real:
-        op, ctl, ratio = real["operator"], real["liqoctl"], real["ratio_operator_to_liqoctl"]
-        lines += [
-            f"Real Liqo v1.2.0, medians of {real['runs_per_contender']} runs per contender (seconds):",
-            "",
-            "| | liqoctl | operator | operator/liqoctl |",
-            "| --- | --- | --- | --- |",
-            f"| M1 slice Authentication=Accepted | {_fmt(ctl['m1'])} | {_fmt(op['m1'])} | {_fmt(ratio['m1'])} |",
-            f"| `liqoctl peer` returned | {_fmt(ctl['returned'])} | | |",
-            f"| M2 virtual node Ready | {_fmt(ctl['m2'])} | {_fmt(op['m2'])} | {_fmt(ratio['m2'])} |",
-            f"| M3 LiqoPeering Ready | | {_fmt(op['m3'])} | |",
-            f"| M3 - M2 | | {_fmt(op['m3_minus_m2'])} | |",
-            f"| delete -> all gone | {_fmt(ctl['delete'])} | {_fmt(op['delete'])} | {_fmt(ratio['delete'])} |",
-            f"| reaction p50 | {_fmt(ctl['reaction_p50'], 3)} | {_fmt(op['reaction_p50'], 3)} | |",
-            f"| reaction p95 | {_fmt(ctl['reaction_p95'], 3)} | {_fmt(op['reaction_p95'], 3)} | |",
-            "",
-            "Requests per peering while establishing, median (consumer / provider):",
-            "",
-            "| verb | liqoctl | operator |",
-            "| --- | --- | --- |",
-        ]
-        seen = {v for c in (op, ctl) for side in ("consumer", "provider") for v in c["requests"][side]}
-        verbs = [*sorted(seen - {"total"}), "total"]
-        for verb in verbs:
-            cells = []
-            for c in (ctl, op):
-                req = c["requests"]
-                cells.append(f"{_fmt(req['consumer'].get(verb, 0), 0)} / {_fmt(req['provider'].get(verb, 0), 0)}")
-            lines.append(f"| {verb} | {cells[0]} | {cells[1]} |")
-        lines.append("")
+    if results.get("real_summary"):
+        lines += _real_table(results["real_summary"], "Real Liqo v1.2.0 (its controllers as processes)")
+    if results.get("real_chart_summary"):
+        title = "Real Liqo v1.2.0 installed by its Helm chart (real node, real gateway Pods)"
+        lines += _real_table(results["real_chart_summary"], title)
     scale = results.get("scale_summary")
     if scale:
         lines += [
@@ -258,17 +274,30 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ("m3", "M3\nLiqoPeering Ready"),
         ("delete", "delete\n(all gone)"),
     ]
-    for offset, contender, color in ((-0.2, "liqoctl", "tab:gray"), (0.2, "operator", "tab:blue")):
-        mine = _of(real_runs, contender)
+    chart_runs = results.get("real_chart_runs") or []
+    # With the chart installation's runs too: four bars per metric, the chart's hatched.
+    series = [(real_runs, "liqoctl", "tab:gray", "", ""), (real_runs, "operator", "tab:blue", "", "")]
+    if chart_runs:
+        series = [(runs, who, color, hatch, " (processes)") for runs, who, color, hatch, _ in series]
+        series += [
+            (chart_runs, "liqoctl", "tab:gray", "//", " (Liqo's chart)"),
+            (chart_runs, "operator", "tab:blue", "//", " (Liqo's chart)"),
+        ]
+        offsets, width = [-0.3, -0.1, 0.1, 0.3], 0.19
+    else:
+        offsets, width = [-0.2, 0.2], 0.38
+    for offset, (runs, contender, color, hatch, suffix) in zip(offsets, series, strict=True):
+        mine = _of(runs, contender)
         for i, (field, _) in enumerate(metrics):
             values = [r[field] for r in mine if r.get(field) is not None]
             if values:
-                ax.bar(i + offset, statistics.median(values), 0.38, color=color, label=contender if i == 0 else None)
+                label = contender + suffix if i == 0 else None
+                ax.bar(i + offset, statistics.median(values), width, color=color, hatch=hatch, label=label)
                 ax.plot([i + offset] * len(values), values, "k.", markersize=4)
     ax.set_xticks(range(len(metrics)), [label for _, label in metrics])
     ax.set_ylabel("seconds (bars: median, dots: runs)")
     ax.set_title("Real Liqo v1.2.0, fresh clusters per run")
-    ax.legend()
+    ax.legend(fontsize=8 if chart_runs else None)
 
     ax = axes[0][1]
     summary = results.get("real_summary") or {}

@@ -21,13 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from testenv import audit, procstat, requests
+from testenv import audit, procstat
 from testenv.kube import Kube, KubeError
 from testenv.liqo_env import install_liqo, render_chart
 from testenv.localk8s import LocalCluster, start_clusters
 from testenv.operator_support import Peerings, api_client, install_crd
 from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET, Step, Target, peering_steps, reactions
 
+from . import requests
 from .common import LIQOPEERING, operator_version, start_operator
 from .lightk8s import LightCluster, LightProviders, start_light_providers
 from .procs import Spawned, log, quietly, save_logs
