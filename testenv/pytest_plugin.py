@@ -15,6 +15,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from collections.abc import Iterator
@@ -99,7 +100,10 @@ def case(
     operator_env: OperatorEnv, liqo_standin: StandInProcess, leak_scan: LeakScan, request: pytest.FixtureRequest
 ) -> Iterator[PeeringCase]:
     """A namespace of its own holding Secret provider-kubeconfig; its peerings are unpeered afterwards."""
-    namespace = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())
+    if len(name) > 50:  # keep it unique: parametrized tests differ only at the end
+        name = name[:41] + "-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:8]
+    namespace = "e2e-" + name.strip("-")
     peerings = operator_env.peerings
     install_crd(peerings.api)  # idempotent; restores it if a chart test on these clusters removed it
     peerings.make_namespace(namespace)

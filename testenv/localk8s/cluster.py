@@ -385,13 +385,25 @@ class LocalCluster:
     def restart(self, process: str, timeout: float = 120.0) -> None:
         """Stop one control-plane process (SIGTERM: a graceful shutdown, as a rolling restart does) and
         start it again as it was started; return once the API server is ready again."""
+        self.stop_process(process)
+        self.start_process(process, timeout)
+
+    def stop_process(self, process: str, graceful: bool = True) -> None:
+        """Stop one control-plane process, gracefully (SIGTERM, then SIGKILL after 60 s: an API server drains
+        its requests first) or at once (SIGKILL: a crash); start_process brings it back."""
         proc = self._procs[process]
-        proc.terminate()
+        if graceful:
+            proc.terminate()
+        else:
+            proc.kill()
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+    def start_process(self, process: str, timeout: float = 120.0) -> None:
+        """Start a stopped control-plane process as it was started; return once the API server is ready."""
         self._spawn(process, self._argv[process])
         deadline = time.monotonic() + timeout
         admin = self.api_client()
