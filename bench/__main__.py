@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import real, report, scale
+from .common import load_average
 from .procs import exit_on_sigterm, log
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,10 +29,6 @@ def machine() -> dict[str, Any]:
     models = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
     cpu = models[0] if models else platform.processor()
     return {"nproc": run("nproc"), "free_g": run("free", "-g"), "cpu": cpu, "kernel": platform.release()}
-
-
-def load_average() -> list[float]:
-    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
 # Where each installation's real-Liqo results go in the JSON: runs, summary, and the run's `meta`.

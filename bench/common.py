@@ -19,6 +19,11 @@ SETTLE_SECONDS = 3.0
 REPO = Path(__file__).resolve().parents[1]
 
 
+def load_average() -> list[float]:
+    """The machine's load average over 1, 5 and 15 minutes."""
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
 def operator_version() -> str:
     """The commit, and a hash of uncommitted changes under operator/: others may be editing it meanwhile,
     and each run starts the operator from the working tree."""

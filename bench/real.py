@@ -37,7 +37,7 @@ from testenv.operator_support import SECRET, Peerings, api_client, install_crd
 from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 
 from . import requests
-from .common import LIQOPEERING, operator_version, start_operator
+from .common import LIQOPEERING, load_average, operator_version, start_operator
 from .procs import log, quietly, save_logs
 from .tracker import Kind, Tracker, all_gone, any_with
 
@@ -94,7 +94,7 @@ def chart_pair(work: Path, prefix: str) -> BenchPair:
     base = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
     started = time.monotonic()
     try:
-        pair = LiqoChartPair.start(base)
+        pair = LiqoChartPair.up(base, timeout=CHART_AVAILABLE_TIMEOUT)
     except BaseException:
         shutil.rmtree(base, ignore_errors=True)
         raise
@@ -105,18 +105,13 @@ def chart_pair(work: Path, prefix: str) -> BenchPair:
         finally:
             shutil.rmtree(base, ignore_errors=True)
 
-    try:
-        pair.wait_available(CHART_AVAILABLE_TIMEOUT)
-    except BaseException:
-        stop()
-        raise
     pair.timings["pair"] = time.monotonic() - started
     return BenchPair(
         pair.clusters,
-        {side: pair.cluster_id(side) for side in SIDES},
+        pair.ids,
         stop,
-        liqoctl_peer_args=["--gw-server-service-type", "NodePort"],
-        peering_spec={"networking": {"gatewayServer": {"serviceType": "NodePort"}}},
+        liqoctl_peer_args=pair.liqoctl_peer_args,
+        peering_spec={"networking": pair.peering_networking},
         timings=dict(pair.timings),
     )
 
@@ -160,10 +155,6 @@ def check_binaries(install: str = "processes") -> None:
         raise SystemExit(f"Liqo binaries missing: {', '.join(missing)}; run hack/build-liqo.sh")
     if install == "chart":
         liqo_images()  # raises with the fix (hack/build-liqo-images.sh) when they are not built
-
-
-def _load_average() -> list[float]:
-    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
 def _kubes(pair: BenchPair) -> dict[str, Kube]:
@@ -305,7 +296,7 @@ def run_once(
                 tracker.expect(stage, any_with("consumer/liqopeerings", stage, "True"))
 
         before = _counts(kubes)
-        result.load_average = _load_average()
+        result.load_average = load_average()
         start = establishing = time.time()
         if peerings:
             spec = {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "10m", **pair.peering_spec}

@@ -99,8 +99,7 @@ def chart_liqo_up() -> tuple[Path, Path]:
     the clusters keep running when this process exits."""
     if LIQO_CHART.exists():
         clusters_down(LIQO_CHART)
-    pair = LiqoChartPair.start(LIQO_CHART, liqo_images())
-    pair.wait_available(timeout=420)
+    pair = LiqoChartPair.up(LIQO_CHART, liqo_images(), timeout=420)
     print(
         "Liqo installed with its Helm chart on both clusters: "
         + ", ".join(f"{k} {v:.0f}s" for k, v in pair.timings.items())

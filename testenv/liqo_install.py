@@ -25,6 +25,7 @@ class LiqoInstall(Protocol):
     keep_logs: Path | None
     # What a LiqoPeering's spec.networking needs on this installation (a NodePort gateway server on chart).
     peering_networking: dict[str, object]
+    liqoctl_peer_args: list[str]  # the same choice for `liqoctl peer`
     # Whether kube-scheduler places Pods (else a test binds them itself).
     schedules_pods: bool
 

@@ -10,6 +10,7 @@ cluster: through its Service.
 
     pair = LiqoChartPair.start(base_dir)   # two clusters with a node each, images loaded, Liqo installed
     pair.wait_available()                  # every Liqo Deployment and DaemonSet available
+    pair = LiqoChartPair.up(base_dir)      # the two at once (stopped again if Liqo never becomes available)
     pair.stop()
 """
 
@@ -202,6 +203,8 @@ class LiqoChartPair:
     peering_networking: dict[str, object] = field(
         default_factory=lambda: {"gatewayServer": {"serviceType": "NodePort"}}
     )
+    # The same choice for `liqoctl peer`.
+    liqoctl_peer_args: list[str] = field(default_factory=lambda: ["--gw-server-service-type", "NodePort"])
     schedules_pods = True  # kube-scheduler runs
 
     def __getitem__(self, side: str) -> LocalCluster:
@@ -223,6 +226,17 @@ class LiqoChartPair:
             pair.timings["clusters"] = time.monotonic() - started
             pair.timings["images"] = load_images(list(clusters.values()), images)
             pair.install()
+        except BaseException:
+            pair.stop()
+            raise
+        return pair
+
+    @classmethod
+    def up(cls, base_dir: Path, images: dict[str, Image] | None = None, timeout: float = 240) -> LiqoChartPair:
+        """start, then wait_available; the pair is stopped again if Liqo does not become available."""
+        pair = cls.start(base_dir, images)
+        try:
+            pair.wait_available(timeout)
         except BaseException:
             pair.stop()
             raise

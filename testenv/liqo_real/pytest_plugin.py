@@ -67,6 +67,7 @@ class RealLiqoPair:
     # What a LiqoPeering's spec.networking needs on this installation: nothing (the data-plane stand-in
     # gives the gateway server's LoadBalancer Service an address).
     peering_networking: dict[str, object] = field(default_factory=dict)
+    liqoctl_peer_args: list[str] = field(default_factory=list)  # the same choice for `liqoctl peer`
     # kube-scheduler runs only on clusters with nodes: without, the tests bind Pods themselves.
     schedules_pods = False
 
@@ -162,7 +163,7 @@ def start_chart_pair(base_dir: Path) -> LiqoChartPair:
     _install_sigterm_handler()
     pair = LiqoChartPair.start(base_dir, images_or_skip(liqo_images))
     with _live_lock:
-        _live.append(pair)
+        _live.append(pair)  # before the wait: a SIGTERM meanwhile stops it too
     try:
         pair.wait_available()
     except BaseException:

@@ -200,9 +200,7 @@ def test_liqoctl_peering_is_adopted_without_disruption(
     which peer the same pair again, would fail on anything left)."""
     env, namespace = rcase
     args = ["--kubeconfig", str(env.pair["consumer"].kubeconfig)]
-    args += ["--remote-kubeconfig", str(env.pair["provider"].kubeconfig)]
-    if (env.pair.peering_networking.get("gatewayServer") or {}) == {"serviceType": "NodePort"}:
-        args += ["--gw-server-service-type", "NodePort"]  # what the LiqoPeering's spec says on this pair
+    args += ["--remote-kubeconfig", str(env.pair["provider"].kubeconfig), *env.pair.liqoctl_peer_args]
     started = time.monotonic()
     peer = subprocess.run(
         [str(liqo_binary("liqoctl")), "peer", *args, "--timeout", "5m"],
