@@ -45,8 +45,10 @@ SCENARIOS = (
     ),
     Scenario(
         "2",
-        "Provider unreachable or hung: reported, recovers by itself, no head-of-line blocking",
+        "Provider stopped (establishing, Ready), unreachable or hung: reported, recovers by itself, "
+        "no head-of-line blocking",
         (
+            f"{P}test_provider_api_server_stopped_is_reported_and_the_peering_recovers_by_itself",
             f"{P}test_provider_hung_is_reported_and_the_peering_recovers_by_itself",
             f"{P}test_a_hung_provider_does_not_hold_up_another_peering",
             f"{P}test_unreachable_provider_then_force_delete",

@@ -53,6 +53,9 @@ EGRESS = Path(__file__).with_name("egress.py")
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 POLL_INTERVAL = 0.2
 STOP_TIMEOUT_SECONDS = 10.0
+# kube-controller-manager's --leader-elect-renew-deadline (its default): a leader-elected one that cannot renew
+# its lease this long gives up leadership and exits ("leaderelection lost"), and is started again.
+KCM_RENEW_DEADLINE_SECONDS = 10.0
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 
 
@@ -150,6 +153,7 @@ class LocalCluster:
         self.egress_socket = self.workdir / "egress.sock"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._argv: dict[str, list[str]] = {}  # how each process was started, for restart()
+        self._stopped: dict[str, float] = {}  # when stop_process stopped it (time.monotonic())
 
     def __repr__(self) -> str:
         return f"LocalCluster(name={self.name!r}, server={self.server!r}, workdir={str(self.workdir)!r})"
@@ -402,9 +406,19 @@ class LocalCluster:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+        self._stopped[process] = time.monotonic()
 
     def start_process(self, process: str, timeout: float = 120.0) -> None:
-        """Start a stopped control-plane process as it was started; return once the API server is ready."""
+        """Start a stopped control-plane process as it was started; return once the API server is ready.
+
+        An API server down longer than KCM_RENEW_DEADLINE_SECONDS restarts kube-controller-manager too, as a
+        control plane does: its controller manager, leader-elected by default, exits once it cannot renew its
+        lease, and starts again. This one runs without election (see _start_processes), so it would live
+        through the outage with every informer (the garbage collector's among them) in client-go's reflector
+        backoff, which after 30 s of failures waits 30 to 60 s between attempts and resets only after two
+        minutes without one: its garbage collector then saw a deletion only up to a minute after the API
+        server was back (a Tenant deleted in the foreground by unpeering waited that long)."""
+        down = time.monotonic() - self._stopped.pop(process, time.monotonic())
         self._spawn(process, self._argv[process])
         deadline = time.monotonic() + timeout
         admin = self.api_client()
@@ -414,6 +428,11 @@ class LocalCluster:
             )
         finally:
             admin.close()
+        manager = "kube-controller-manager"
+        if process == "kube-apiserver" and down > KCM_RENEW_DEADLINE_SECONDS and manager in self._procs:
+            self.stop_process(manager, graceful=False)  # it exits at once when it loses leadership
+            self._stopped.pop(manager, None)
+            self._spawn(manager, self._argv[manager])
 
     def _check_alive(self, process: str) -> None:
         proc = self._procs[process]

@@ -13,6 +13,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from testenv.localk8s import cluster as cluster_module
 from testenv.localk8s import pki
 from testenv.localk8s.cluster import LocalCluster, kubeconfig_dict
 from testenv.localk8s.ports import free_port, is_listening
@@ -137,3 +138,29 @@ def test_tool_path_script_agrees_with_python(tmp_path: Path, monkeypatch: pytest
         binary.chmod(0o755)
         out = subprocess.run([script, name], capture_output=True, text=True, check=True).stdout.strip()
         assert Path(out) == tool_path(name) == binary
+
+
+@pytest.mark.parametrize(("deadline", "restarted"), [(10.0, False), (-1.0, True)])
+def test_an_api_server_down_past_the_lease_deadline_restarts_the_controller_manager(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deadline: float, restarted: bool
+) -> None:
+    """As a leader-elected controller manager exits when it cannot renew its lease: one that lived through a
+    long outage kept its garbage collector's informers in client-go's backoff for up to a minute more."""
+    cluster = LocalCluster("provider", tmp_path / "provider")
+    cluster.pid_dir.mkdir(parents=True)
+    cluster.log_dir.mkdir(parents=True)
+    for process in ("kube-apiserver", "kube-controller-manager"):
+        cluster._spawn(process, ["sleep", "60"])  # stand-ins: only their pids matter here
+    monkeypatch.setattr(cluster, "_wait", lambda *args: None)  # no /readyz to wait for
+    monkeypatch.setattr(cluster, "api_client", lambda: type("Client", (), {"close": lambda self: None})())
+    monkeypatch.setattr(cluster_module, "KCM_RENEW_DEADLINE_SECONDS", deadline)  # down longer than it, or not
+    manager = cluster._procs["kube-controller-manager"]
+    try:
+        cluster.stop_process("kube-apiserver", graceful=False)
+        cluster.start_process("kube-apiserver")
+        assert (cluster._procs["kube-controller-manager"] is not manager) == restarted
+        assert (manager.poll() is not None) == restarted
+    finally:
+        for proc in (*cluster._procs.values(), manager):
+            proc.kill()
+            proc.wait()

@@ -560,6 +560,61 @@ def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
     assert _uids(env) == objects
 
 
+DOWN_SECONDS = 30.0  # the issue's scenario: the provider's API server stopped this long
+
+
+def _provider_down(case: PeeringCase, phase: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kill the provider's kube-apiserver (SIGKILL), keep it down DOWN_SECONDS, start it again, and wait for
+    the peering to be Ready; the status must say ProviderUnreachable, naming the server, meanwhile."""
+    ns, provider = case.namespace, case.env.lc["provider"]
+    stopped = time.monotonic()
+    provider.stop_process("kube-apiserver", graceful=False)  # down at once (a graceful one drains for a minute)
+    try:
+        cond = case.peerings.wait_reason(ns, NAME, "ProviderUnreachable", timeout=DOWN_SECONDS)
+        detected = time.monotonic() - stopped
+        assert cond["status"] == "False" and provider.server.split("//")[1] in cond["message"], cond
+        assert case.peerings.status(ns, NAME)["peerStatus"] == "error"
+        time.sleep(max(0.0, DOWN_SECONDS - (time.monotonic() - stopped)))  # the scenario: down this long
+    finally:
+        provider.start_process("kube-apiserver")
+    back = time.monotonic()
+    if phase == "establishing":
+        case.standin.set_faults("both", connection=None)
+    case.peerings.wait_status(ns, NAME, "ready", timeout=120)
+    with capsys.disabled():
+        print(
+            f"\nBENCH provider API server stopped ({phase}) -> ProviderUnreachable: {detected:.1f}s;"
+            f" started again -> Ready: {time.monotonic() - back:.1f}s"
+        )
+
+
+def test_provider_api_server_stopped_is_reported_and_the_peering_recovers_by_itself(
+    case: PeeringCase, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The provider's kube-apiserver stopped (SIGKILL) for 30 s, so connections are refused where the
+    freeze below lets them hang: first while the peering is establishing (held in networking by Connections
+    the stand-in withholds), then, once it is Ready, again. While it is down the status says
+    ProviderUnreachable and names the server; once it is back the peering goes on to Ready by itself, and
+    no Liqo object that existed before was re-created. Unpeering afterwards takes seconds, as without the
+    outage. How long each step took is printed, not asserted."""
+    env, ns = case.env, case.namespace
+    case.standin.set_faults("both", connection="Never")
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_reason(ns, NAME, "WaitingForConnection", timeout=60)
+    objects = _uids(env)
+    assert objects, "no Liqo object yet"
+    _provider_down(case, "establishing", capsys)
+    ready = _uids(env)
+    assert {key: ready.get(key) for key in objects} == objects, "a Liqo object was re-created"
+    _provider_down(case, "ready", capsys)
+    assert _uids(env) == ready, "a Liqo object was re-created"
+    deleted = time.monotonic()
+    case.peerings.delete(ns, NAME)
+    case.peerings.wait_gone(ns, NAME, timeout=60)
+    with capsys.disabled():
+        print(f"\nBENCH provider API server stopped twice -> unpeered: {time.monotonic() - deleted:.1f}s")
+
+
 def test_a_hung_provider_does_not_hold_up_another_peering(
     case: PeeringCase, capsys: pytest.CaptureFixture[str]
 ) -> None:

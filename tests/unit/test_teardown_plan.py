@@ -280,3 +280,24 @@ def test_run_waits_for_the_identity_secret_even_when_the_identity_is_already_gon
     local.finish_deletions()
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
     assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")
+
+
+def test_a_tenant_held_by_the_garbage_collector_says_so() -> None:
+    """Deleted in the foreground, the Tenant waits for the provider's garbage collector (which may lag, e.g.
+    after that API server was down): the reason unpeering waits names it, not only the Tenant."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    remote.put(
+        r.TENANT,
+        "consumer-id",
+        P_NS,
+        labels=CTX.owner,
+        finalizers=[teardown.FOREGROUND],
+        deletionTimestamp="2026-01-01T00:00:00Z",
+    )
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert left == [
+        f"Tenant {P_NS}/consumer-id on the provider (held by finalizer foregroundDeletion: the provider's garbage"
+        " collector removes what it owns first)"
+    ]
+    remote.finish_deletions()
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []

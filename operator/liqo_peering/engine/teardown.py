@@ -102,13 +102,30 @@ def _step(
         if res == r.VIRTUAL_NODE and not _slice_was_ours(local, ctx):
             return []
         client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
-        if client.get(res, name, ns) is not None:
-            return [f"{res.kind} {ns}/{name} on the {side}"]
+        left = client.get(res, name, ns)
+        if left is not None:
+            return [f"{res.kind} {ns}/{name} on the {side}{_held_by(left, side)}"]
     # Checked on every pass once the Identity is gone, not only on the pass that saw it go (an Identity
     # deleted in the background, by an earlier version or by hand, leaves its Secret to the collector).
     if res == r.IDENTITY:
         return _identity_secrets_terminating(client, ctx)
     return []
+
+
+FOREGROUND = "foregroundDeletion"  # the API server's finalizer of an object deleted in the foreground
+
+
+def _held_by(obj: dict, side: str) -> str:
+    """For an object deleted in the foreground and still there: whose move it is.
+
+    The garbage collector of its cluster removes the foregroundDeletion finalizer once the object's
+    dependents are gone, and it may lag: after that API server was down, the controller manager's
+    informers may still be backing off (a Tenant then held unpeering up to a minute in the e2e tests).
+    """
+    meta = obj.get("metadata") or {}
+    if not meta.get("deletionTimestamp") or FOREGROUND not in (meta.get("finalizers") or []):
+        return ""
+    return f" (held by finalizer {FOREGROUND}: the {side}'s garbage collector removes what it owns first)"
 
 
 def _identity_secrets_terminating(local: ClusterClient, ctx: PeeringContext) -> list[str]:
