@@ -308,7 +308,7 @@ def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> Non
     assert not [w for w in writes if w.verb == "create" and w.resource != "events"], writes
 
 
-def test_with_two_replicas_exactly_one_acts(suite: Suite) -> None:
+def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.CaptureFixture[str]) -> None:
     suite.helm("upgrade", RELEASE, *suite.install_args("ha.enabled=true", "replicaCount=2"))
     pods = wait_for("two ready replicas", lambda: suite.ready_pods(2), timeout=180)
     names = [p["metadata"]["name"] for p in pods]
@@ -325,6 +325,44 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite) -> None:
     writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
     writers = {w.pod_name for w in writes}
     assert len(writers) == 1 and standby not in writers, json.dumps(sorted(map(str, writers)))
+
+    # Handover (issue "Survives", point 5): the active replica's Pod is deleted, as a drain or a rollout
+    # does (SIGTERM: kopf withdraws it from the peering object on its way out). The standby resumes, and
+    # once the Deployment's replacement has joined, the next change is reconciled by one Pod alone, never
+    # the deleted one.
+    (active,) = writers
+    assert active is not None
+    deleted = time.monotonic()
+    k8s.CoreV1Api(suite.peerings.api).delete_namespaced_pod(active, RELEASE_NS)
+    wait_for(
+        f"the standby {standby} to resume",
+        lambda: not _standing_by(suite.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{standby}/log")),
+        timeout=120,
+        interval=0.2,
+    )
+    handover = time.monotonic() - deleted
+    pods = wait_for("two ready replicas again", lambda: suite.ready_pods(2), timeout=180)
+    names = [p["metadata"]["name"] for p in pods]
+    assert active not in names and standby in names, names
+
+    def settled() -> list[str] | None:
+        logs = {n: suite.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{n}/log") for n in names}
+        waiting = [n for n, log in logs.items() if _standing_by(log)]
+        return waiting if len(waiting) == 1 else None
+
+    wait_for("one of the two to stand by", settled, timeout=60)
+    since = datetime.now(UTC)
+    suite.change_and_reconcile("7m")
+    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    writers = {w.pod_name for w in writes}
+    assert len(writers) == 1 and active not in writers, json.dumps(sorted(map(str, writers)))
+    with capsys.disabled():
+        print(f"\nBENCH HA handover: active Pod deleted -> standby resumed: {handover:.1f}s")
+
+
+def _standing_by(log: str) -> bool:
+    """Whether a replica's kopf log ends paused: its last peering verdict was to pause."""
+    return log.rfind("Pausing operations in favour of") > log.rfind("Resuming operations after the pause")
 
 
 def test_helm_uninstall_honours_crds_keep(suite: Suite) -> None:
