@@ -350,7 +350,12 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
         waiting = [n for n, log in logs.items() if _standing_by(log)]
         return waiting if len(waiting) == 1 else None
 
-    wait_for("one of the two to stand by", settled, timeout=60)
+    try:
+        wait_for("one of the two to stand by", settled, timeout=120)
+    except AssertionError as exc:
+        logs = {n: suite.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{n}/log") for n in names}
+        verdicts = {n: [ln[:160] for ln in log.splitlines() if "operations" in ln] for n, log in logs.items()}
+        raise AssertionError(f"{exc}\n{json.dumps(verdicts, indent=1)}") from None
     since = datetime.now(UTC)
     suite.change_and_reconcile("7m")
     writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
