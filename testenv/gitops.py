@@ -2,6 +2,9 @@
 
 - `Flux`: Flux's source-controller and kustomize-controller (hack/build-gitops.sh), in namespace
   flux-system, with Flux's CRDs read from their Go modules in the module cache.
+- `ArgoCD`: Argo CD's application controller and repo server (its multi-call binary, hack/build-gitops.sh)
+  with a redis-server (Debian's) as their cache, in namespace argocd, with Argo CD's CRDs read from its Go
+  module.
 
 Both run as users run them outside a cluster: their usual flags, the cluster's admin kubeconfig, every
 listener on a free port of 127.0.0.1. `stop()` deletes what they manage while they still run (so their
@@ -31,6 +34,8 @@ TOOLS_DIR = REPO_ROOT / "hack" / "tools"
 
 GITREPOSITORY = k.Res("source.toolkit.fluxcd.io", "v1", "gitrepositories")
 KUSTOMIZATION = k.Res("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
+APPLICATION = k.Res("argoproj.io", "v1alpha1", "applications")
+APPPROJECT = k.Res("argoproj.io", "v1alpha1", "appprojects")
 
 
 def module_dir(tool: str, module: str) -> Path:
@@ -257,3 +262,171 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
         if cond.get("type") == type_:
             return dict(cond)
     return {}
+
+
+class ArgoCD:
+    """Argo CD's application controller and repo server, with a redis-server, against one cluster.
+
+    Set up as Argo CD's install manifests set up namespace argocd (argocd-cm, argocd-secret, the default
+    AppProject), with the cluster it runs against as its in-cluster destination
+    (https://kubernetes.default.svc): ARGOCD_FAKE_IN_CLUSTER, as `argocd admin`/core mode runs outside a Pod,
+    points it at KUBECONFIG. The repo server runs `git` and `kustomize` (hack/build-gitops.sh) from PATH.
+    """
+
+    NAMESPACE = "argocd"
+
+    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_dir = log_dir
+        self.kc = k.Kube.from_kubeconfig(str(kubeconfig), user_agent="e2e-gitops")
+        self.work = Path(tempfile.mkdtemp(prefix="argocd-"))
+        self.crds: list[str] = []
+        self.procs: list[Proc] = []
+        self.metrics_port = 0
+
+    def crd_files(self) -> list[Path]:
+        crds = module_dir("argocd", "github.com/argoproj/argo-cd/v3") / "manifests" / "crds"
+        return [crds / "application-crd.yaml", crds / "appproject-crd.yaml"]
+
+    def _bin_dir(self) -> Path:
+        """Argo CD's image layout: one binary, each component a link to it (its cmd/main.go dispatches on
+        argv[0]); kustomize beside them."""
+        bin_dir = self.work / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        argocd = tool_path("argocd")
+        for name in ("argocd-application-controller", "argocd-repo-server"):
+            (bin_dir / name).symlink_to(argocd)
+        (bin_dir / "kustomize").symlink_to(tool_path("kustomize"))
+        git = shutil.which("git")
+        if git is None:
+            raise FileNotFoundError("git is not installed (hack/install-node-runtime.sh installs it)")
+        return bin_dir
+
+    def _install(self) -> None:
+        ensure_namespace(self.kc, self.NAMESPACE)
+        self.crds = install_crds(self.kc, self.crd_files())
+        labels = {"app.kubernetes.io/part-of": "argocd"}
+        for name in ("argocd-cm", "argocd-rbac-cm", "argocd-cmd-params-cm"):
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}}
+            self.kc.apply(k.CONFIGMAP, body, "e2e-gitops", self.NAMESPACE)
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "argocd-secret", "labels": labels},
+            "data": {"server.secretkey": k.b64(os.urandom(32).hex())},
+        }
+        self.kc.apply(k.SECRET, secret, "e2e-gitops", self.NAMESPACE)
+        project = {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AppProject",
+            "metadata": {"name": "default"},
+            "spec": {
+                "sourceRepos": ["*"],
+                "destinations": [{"server": "*", "namespace": "*"}],
+                "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
+            },
+        }
+        self.kc.apply(APPPROJECT, project, "e2e-gitops", self.NAMESPACE)
+
+    def configure(self, snippet: Path) -> None:
+        """Merge an argocd-cm snippet into argocd-cm, as `kubectl -n argocd patch configmap argocd-cm
+        --patch-file <snippet>` does."""
+        patch = yaml.safe_load(snippet.read_text())
+        self.kc.patch(k.CONFIGMAP, "argocd-cm", {"data": patch["data"]}, self.NAMESPACE)
+
+    def start(self) -> ArgoCD:
+        started = time.monotonic()
+        self._install()
+        bin_dir = self._bin_dir()
+        ports = {name: free_port() for name in ("redis", "repo", "repo-metrics", "controller-metrics")}
+        self.metrics_port = ports["controller-metrics"]
+        redis = f"127.0.0.1:{ports['redis']}"
+        env = {
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "KUBECONFIG": str(self.kubeconfig),
+            "ARGOCD_FAKE_IN_CLUSTER": "true",
+            "ARGOCD_GPG_ENABLED": "false",
+            "TMPDIR": str(self.work),
+            "HOME": str(self.work),
+        }
+        (self.work / "redis").mkdir()
+        self.procs = [
+            Proc(
+                "redis-server",
+                [
+                    "redis-server",
+                    "--bind", "127.0.0.1",
+                    "--port", str(ports["redis"]),
+                    "--save", "",
+                    "--appendonly", "no",
+                    "--dir", str(self.work / "redis"),
+                ],
+                self.log_dir,
+            ),
+            Proc(
+                "argocd-repo-server",
+                [
+                    str(bin_dir / "argocd-repo-server"),
+                    "--address", "127.0.0.1",
+                    "--port", str(ports["repo"]),
+                    "--metrics-address", "127.0.0.1",
+                    "--metrics-port", str(ports["repo-metrics"]),
+                    "--disable-tls",
+                    "--redis", redis,
+                    "--loglevel", "debug",
+                    "--logformat", "text",
+                ],
+                self.log_dir,
+                env,
+            ),
+            Proc(
+                "argocd-application-controller",
+                [
+                    str(bin_dir / "argocd-application-controller"),
+                    "--kubeconfig", str(self.kubeconfig),
+                    "--namespace", self.NAMESPACE,
+                    "--redis", redis,
+                    "--repo-server", f"127.0.0.1:{ports['repo']}",
+                    "--repo-server-plaintext",
+                    # Argo CD binds this one on every address (controller/appcontroller.go: 0.0.0.0:<port>).
+                    "--metrics-port", str(ports["controller-metrics"]),
+                    # Keep each resource's health in the Application's status.resources (Argo CD 3 keeps it
+                    # only in its cache unless asked), where the tests read it.
+                    "--persist-resource-health",
+                    "--status-processors", "4",
+                    "--operation-processors", "4",
+                    "--loglevel", "debug",
+                    "--logformat", "text",
+                ],
+                self.log_dir,
+                env,
+            ),
+        ]  # fmt: skip
+        for p in self.procs:
+            p.start()
+        _wait_listening(self.procs, ports)
+        print(f"Argo CD up in {time.monotonic() - started:.1f}s (logs: {self.log_dir})")
+        return self
+
+    def check(self) -> None:
+        for p in self.procs:
+            p.check()
+
+    def stop(self) -> None:
+        try:
+            if all(p.alive() for p in self.procs):
+                # Argo CD deletes no Application while its sync runs: end those first (argocd app terminate-op).
+                for app in self.kc.list(APPLICATION):
+                    if app.get("operation"):
+                        terminate = {"status": {"operationState": {"phase": "Terminating"}}}
+                        self.kc.patch(APPLICATION, app["metadata"]["name"], terminate, self.NAMESPACE)
+                delete_all(self.kc, APPLICATION, timeout=180)
+        finally:
+            for p in reversed(self.procs):
+                p.stop()
+            if self.crds:
+                for obj in self.kc.list(APPLICATION):
+                    meta = obj["metadata"]
+                    self.kc.patch(APPLICATION, meta["name"], {"metadata": {"finalizers": None}}, meta["namespace"])
+            remove(self.kc, self.NAMESPACE, self.crds)
+            shutil.rmtree(self.work, ignore_errors=True)
