@@ -25,6 +25,8 @@ phase tools hack/build-tools.sh
 if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh; fi
 # Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real).
 if [[ -x hack/build-liqo.sh ]]; then phase liqo hack/build-liqo.sh; fi
+# The GitOps controllers for the GitOps e2e tests: Flux's source- and kustomize-controller, Argo CD, kustomize.
+phase gitops hack/build-gitops.sh
 # The nodes' container runtime (Debian packages) and the images they run (the operator's, from the Dockerfile).
 phase runtime hack/install-node-runtime.sh
 phase images hack/build-images.sh

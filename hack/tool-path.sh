@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Prints the cached path of a tool binary built by hack/build-tools.sh.
+# Prints the cached path of a tool binary built by hack/build-tools.sh,
+# and of the GitOps controllers built by hack/build-gitops.sh.
 # Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns
+#                          |source-controller|kustomize-controller|argocd|argocd-lua-health|kustomize
 set -euo pipefail
 here=$(dirname "$0")
 # shellcheck source=versions.env
@@ -13,14 +15,18 @@ case ${1:-} in
     etcd) dir=etcd-$ETCD_VERSION ;;
     helm) dir=helm-$HELM_VERSION ;;
     coredns) dir=coredns-$COREDNS_VERSION ;;
+    source-controller) dir=source-controller-$FLUX_SOURCE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
+    kustomize-controller) dir=kustomize-controller-$FLUX_KUSTOMIZE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
+    argocd | argocd-lua-health) dir=argocd-$ARGOCD_VERSION build=hack/build-gitops.sh ;;
+    kustomize) dir=kustomize-$KUSTOMIZE_VERSION build=hack/build-gitops.sh ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|source-controller|kustomize-controller|argocd|argocd-lua-health|kustomize" >&2
         exit 2
         ;;
 esac
 path=$cache_dir/$dir/$1
 if [[ ! -x $path ]]; then
-    echo "error: $path is missing; run 'make tools'" >&2
+    echo "error: $path is missing; run ${build:-'make tools'}" >&2
     exit 1
 fi
 echo "$path"

@@ -20,7 +20,14 @@ TOOLS: dict[str, tuple[str, str]] = {
     "etcd": ("etcd", "ETCD_VERSION"),
     "helm": ("helm", "HELM_VERSION"),
     "coredns": ("coredns", "COREDNS_VERSION"),
+    # The GitOps e2e tests' controllers (hack/build-gitops.sh).
+    "source-controller": ("source-controller", "FLUX_SOURCE_CONTROLLER_VERSION"),
+    "kustomize-controller": ("kustomize-controller", "FLUX_KUSTOMIZE_CONTROLLER_VERSION"),
+    "argocd": ("argocd", "ARGOCD_VERSION"),
+    "argocd-lua-health": ("argocd", "ARGOCD_VERSION"),
+    "kustomize": ("kustomize", "KUSTOMIZE_VERSION"),
 }
+GITOPS_TOOLS = frozenset({"source-controller", "kustomize-controller", "argocd", "argocd-lua-health", "kustomize"})
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
@@ -66,5 +73,6 @@ def tool_path(name: str, versions: dict[str, str] | None = None) -> Path:
     versions = versions if versions is not None else read_versions()
     path = cache_dir() / f"{prefix}-{versions[key]}" / name
     if not os.access(path, os.X_OK):
-        raise ToolMissingError(f"{path} is missing; run 'make tools' (hack/build-tools.sh) first")
+        build = "hack/build-gitops.sh" if name in GITOPS_TOOLS else "'make tools' (hack/build-tools.sh)"
+        raise ToolMissingError(f"{path} is missing; run {build} first")
     return path

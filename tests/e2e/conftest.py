@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from testenv.gitserver import GitServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,3 +27,10 @@ def kstatus_check() -> Path:
     path = Path(out.stdout.strip().splitlines()[-1])
     assert os.access(path, os.X_OK), out.stderr
     return path
+
+
+@pytest.fixture(scope="session")
+def git_server() -> Iterator[GitServer]:
+    """A Git server on 127.0.0.1 (smart HTTP, `git http-backend`) for the GitOps tests' repositories."""
+    with GitServer() as server:
+        yield server

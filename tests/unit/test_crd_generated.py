@@ -86,6 +86,14 @@ def test_status_subresource() -> None:
     assert VERSION["subresources"] == {"status": {}}
 
 
+def test_status_defaults_to_a_generation_not_yet_observed() -> None:
+    """Served before the operator's first status write: kstatus reads a custom resource without a status as
+    Current (Flux's `wait: true` was Ready at once, tests/e2e/test_flux.py), one whose observedGeneration
+    lags metadata.generation as InProgress."""
+    assert STATUS["default"] == {"observedGeneration": 0}
+    assert STATUS["properties"]["observedGeneration"]["type"] == "integer"
+
+
 def test_printer_columns() -> None:
     columns = {c["name"]: c for c in VERSION["additionalPrinterColumns"]}
     assert columns["Remote Cluster"]["jsonPath"] == ".status.remoteClusterID"
@@ -184,9 +192,10 @@ def test_optional_spec_objects_default_to_their_nested_defaults() -> None:
     assert props["offloading"]["default"]["createVirtualNode"] is True
     assert props["networking"]["properties"]["gatewayServer"]["default"]["port"] == 51840
     assert props["networking"]["properties"]["gatewayClient"]["default"] == {}
-    # The required secret ref must not be defaulted, and status objects are not defaulted at all.
+    # The required secret ref must not be defaulted, and the objects inside status are not defaulted (status
+    # itself is: test_status_defaults_to_a_generation_not_yet_observed).
     assert "default" not in props["remoteKubeconfigSecretRef"]
-    assert all("default" not in node or node["type"] != "object" for _, node in walk(STATUS))
+    assert all("default" not in node or node["type"] != "object" for path, node in walk(STATUS) if path)
 
 
 # -- defaults: the API server and pydantic agree ---------------------------------------------

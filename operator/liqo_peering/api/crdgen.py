@@ -121,6 +121,11 @@ def render_crd() -> dict[str, Any]:
     status_schema["properties"]["conditions"].update(
         {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
     )
+    # Until the operator first writes a status, the API server serves one that says "generation not yet
+    # observed": kstatus (Flux's `wait: true`, cli-utils) reads a custom resource without a status as
+    # Current, so a Kustomization applying a LiqoPeering was Ready before the operator had even seen it
+    # (tests/e2e/test_flux.py). Defaults are applied on every read, so this needs no write.
+    status_schema["default"] = {"observedGeneration": 0}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -1,0 +1,37 @@
+# shellcheck shell=bash
+# The build helpers shared by hack/build-tools.sh and hack/build-gitops.sh (sourced; needs $root, the repo).
+
+# The wrapper go.mod files must agree with hack/versions.env, the single source of versions;
+# fail loudly instead of caching a binary under the wrong version key.
+require_version() { # <module dir> <module path> <expected version>
+    local got
+    got=$(awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' \
+        "$1/go.mod")
+    if [[ $got != "$3" ]]; then
+        echo "error: $1/go.mod requires $2 $got but hack/versions.env says $3" >&2
+        exit 1
+    fi
+}
+
+# build <module dir> <package> <output path> <ldflags> [source file...]
+build() {
+    local dir=$1 pkg=$2 out=$3 ldflags=$4 inputs
+    shift 4
+    # The path is keyed by version only; this hash of everything else that goes into the binary
+    # (wrapper go.mod/go.sum, flags, and the sources of a program of ours) catches edits that keep the
+    # version.
+    inputs=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$pkg $ldflags") "$@" | sha256sum | cut -c1-16)
+    if [[ -x $out && $(cat "$out.inputs" 2>/dev/null) == "$inputs" ]]; then
+        echo "cached: $out"
+        return
+    fi
+    mkdir -p "$(dirname "$out")"
+    echo "building $pkg -> $out"
+    local start=$SECONDS
+    # Static binaries (as upstream releases them); write to a temp name and rename so that an
+    # interrupted build never leaves a truncated binary that a later run would treat as cached.
+    CGO_ENABLED=0 go -C "$root/$dir" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
+    mv -f "$out.tmp" "$out"
+    echo "$inputs" >"$out.inputs"
+    echo "built $(basename "$out") in $((SECONDS - start))s ($(du -h "$out" | cut -f1))"
+}

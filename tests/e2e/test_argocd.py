@@ -1,0 +1,202 @@
+"""Argo CD drives a LiqoPeering from Git: its application controller and repo server (built from its Go
+module, run as processes against the consumer, with Debian's redis-server) sync the Application of
+examples/gitops/application.yaml from a Git server on loopback, with deploy/argocd/argocd-cm-snippet.yaml
+merged into argocd-cm as a user would."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitops_common import Timeline, commit_example, peering_objects_left, peering_summary, tenant_namespaces
+
+from testenv import kube as k
+from testenv.gitops import APPLICATION, ArgoCD, manifests
+from testenv.gitserver import GitServer
+from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
+from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, wait_for
+
+SNIPPET = REPO_ROOT / "deploy" / "argocd" / "argocd-cm-snippet.yaml"
+APP_EXAMPLE = REPO_ROOT / "examples" / "gitops" / "application.yaml"
+OFFLOADING = k.Res("offloading.liqo.io", "v1beta1", "namespaceoffloadings")
+
+
+@pytest.fixture(scope="module")
+def argocd(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoCD]:
+    try:
+        for tool in ("argocd", "kustomize"):
+            tool_path(tool)
+    except ToolMissingError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    started = time.monotonic()
+    argo = ArgoCD(Path(operator_env.lc["consumer"].kubeconfig), tmp_path_factory.mktemp("argocd"))
+    argo.start()
+    try:
+        argo.configure(SNIPPET)
+        yield argo
+    finally:
+        argo.stop()
+        print(f"\ntest_argocd: Argo CD up, tests and teardown took {time.monotonic() - started:.1f}s")
+
+
+def apply_application(argocd: ArgoCD, git: GitServer, repo: str, namespace: str) -> str:
+    """examples/gitops/application.yaml with this test's Git URL and namespace; returns its name (short:
+    Argo CD puts it in a label on every object it syncs)."""
+    (app,) = manifests(APP_EXAMPLE)
+    name = "lp-" + hashlib.sha256(namespace.encode()).hexdigest()[:10]
+    app["metadata"]["name"] = name
+    app["spec"]["source"]["repoURL"] = git.url(repo)
+    app["spec"]["destination"]["namespace"] = namespace
+    argocd.kc.apply(APPLICATION, app, "e2e-gitops", ArgoCD.NAMESPACE)
+    return name
+
+
+def application(argocd: ArgoCD, name: str) -> dict[str, Any] | None:
+    return argocd.kc.get(APPLICATION, name, ArgoCD.NAMESPACE)
+
+
+def resource_health(app: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    """The health Argo CD computed for one of the Application's resources (its status.resources)."""
+    for res in ((app or {}).get("status") or {}).get("resources") or []:
+        if res.get("kind") == kind:
+            return dict(res.get("health") or {})
+    return {}
+
+
+def app_summary(app: dict[str, Any] | None) -> str:
+    status = (app or {}).get("status") or {}
+    lp = resource_health(app, "LiqoPeering")
+    return (
+        f"app {status.get('sync', {}).get('status', '-')}/{status.get('health', {}).get('status', '-')}"
+        f" LiqoPeering {lp.get('status', '-')}"
+    )
+
+
+def parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_application_syncs_in_waves_and_reports_the_peerings_health(
+    argocd: ArgoCD, git_server: GitServer, case: PeeringCase
+) -> None:
+    ns, started = case.namespace, time.monotonic()
+    repo = f"argocd-{ns}"
+    commit_example(git_server, repo, case)
+    case.standin.set_faults("both", delay="8")  # keep the peering establishing for a while
+    name = apply_application(argocd, git_server, repo, ns)
+    kc = argocd.kc
+    timeline = Timeline()
+    messages: set[str] = set()
+
+    def look() -> tuple[str, str]:
+        app = application(argocd, name)
+        lp = resource_health(app, "LiqoPeering")
+        if lp.get("status") == "Progressing":
+            messages.add(str(lp.get("message")))
+        offloading = "offloading" if kc.get(OFFLOADING, "offloading", ns) else "no offloading"
+        secret = "secret" if kc.get(k.SECRET, SECRET, ns) else "no secret"
+        return f"{app_summary(app)} ({secret}, {offloading})", peering_summary(case.peerings.get(ns, "provider"))
+
+    timeline.until(
+        "Argo CD to report the peering Progressing while it establishes",
+        look,
+        lambda g, p: p.startswith("establishing") and "LiqoPeering Progressing" in g,
+        timeout=180,
+    )
+    case.standin.set_faults("both", delay=None)
+    try:
+        timeline.until(
+            "the Application Synced and Healthy",
+            look,
+            lambda g, p: g.startswith("app Synced/Healthy") and "LiqoPeering Healthy" in g,
+            timeout=240,
+        )
+    finally:
+        timeline.report("Argo CD Application, its LiqoPeering's health, and the LiqoPeering")
+    argocd.check()
+
+    status = case.peerings.status(ns, "provider")
+    conds = {c["type"]: c for c in status["conditions"]}
+    app = application(argocd, name)
+    # Argo CD's own verdicts, through its Lua VM and deploy/argocd/health.lua: Progressing with the
+    # operator's message while establishing, Healthy with its Ready message once Ready.
+    assert resource_health(app, "LiqoPeering") == {"status": "Healthy", "message": conds["Ready"]["message"]}
+    print(f"Argo CD's Progressing messages: {sorted(messages)}")
+    assert messages and "" not in messages, messages
+    # Sync waves: the Secret (0) before the LiqoPeering (1); the NamespaceOffloading (2) only once the
+    # LiqoPeering was Healthy, so never while it was not ready.
+    assert not [s for s in timeline.seen if ", offloading)" in s[1] and not s[2].startswith("ready")], timeline.seen
+    secret = kc.get(k.SECRET, SECRET, ns)
+    peering = case.peerings.get(ns, "provider")
+    offloading = kc.get(OFFLOADING, "offloading", ns)
+    assert secret and peering and offloading
+    assert parse_time(secret["metadata"]["creationTimestamp"]) <= parse_time(peering["metadata"]["creationTimestamp"])
+    assert parse_time(offloading["metadata"]["creationTimestamp"]) >= parse_time(status["readyAt"]).replace(
+        microsecond=0
+    )
+    print(f"Application Synced and Healthy {time.monotonic() - started:.1f}s after the commit")
+
+    # Deleting the Application prunes in reverse waves: the LiqoPeering is unpeered and gone before its
+    # Secret goes.
+    consumer_ns, provider_ns = tenant_namespaces(case)
+    kc.delete(APPLICATION, name, ArgoCD.NAMESPACE)
+    order = Timeline()
+
+    def present() -> tuple[str, str]:
+        secret_there = "secret" if kc.get(k.SECRET, SECRET, ns) else "no secret"
+        app_there = "app" if application(argocd, name) else "no app"
+        return f"{app_there}, {secret_there}", peering_summary(case.peerings.get(ns, "provider"))
+
+    try:
+        order.until("the Application and what it synced gone", present, lambda g, p: g == "no app, no secret", 180)
+    finally:
+        order.report("Deleting the Application")
+    assert case.peerings.get(ns, "provider") is None
+    assert not [s for s in order.seen if "no secret" in s[1] and s[2] != "absent"], order.seen
+    assert kc.get(OFFLOADING, "offloading", ns) is None
+    assert peering_objects_left(case, consumer_ns, provider_ns) == []
+
+
+def test_wrong_secret_is_degraded_with_the_operators_message(
+    argocd: ArgoCD, git_server: GitServer, case: PeeringCase
+) -> None:
+    ns = case.namespace
+    repo = f"argocd-{ns}"
+    commit_example(git_server, repo, case, kubeconfig=b"this is not a kubeconfig\n")
+    name = apply_application(argocd, git_server, repo, ns)
+    case.peerings.wait_reason(ns, "provider", "KubeconfigInvalid", timeout=120)
+
+    def degraded() -> dict[str, Any] | None:
+        app = application(argocd, name)
+        health = resource_health(app, "LiqoPeering")
+        app_health = (((app or {}).get("status") or {}).get("health") or {}).get("status")
+        return {"app": app_health, **health} if health.get("status") == "Degraded" and app_health else None
+
+    verdict = wait_for("Argo CD to report the LiqoPeering Degraded", degraded, timeout=180)
+    stalled = case.peerings.condition(ns, "provider", "Stalled") or {}
+    print(f"\nArgo CD: LiqoPeering {verdict}\nLiqoPeering Stalled: {stalled.get('message')}")
+    assert verdict == {"app": "Degraded", "status": "Degraded", "message": stalled["message"]}
+    assert stalled["status"] == "True" and stalled["reason"] == "KubeconfigInvalid"
+    # The wave after it is never applied.
+    assert argocd.kc.get(OFFLOADING, "offloading", ns) is None
+    argocd.check()
+
+    # The sync keeps retrying (syncPolicy.retry) and Argo CD deletes no Application while its sync operation
+    # runs: terminate it first, as `argocd app terminate-op` does, then delete.
+    op = ((application(argocd, name) or {}).get("status") or {}).get("operationState") or {}
+    print(f"sync operation: {op.get('phase')}: {op.get('message')}")
+    terminate = {"status": {"operationState": {"phase": "Terminating"}}}
+    argocd.kc.patch(APPLICATION, name, terminate, ArgoCD.NAMESPACE)
+    wait_for("the sync operation ended", lambda: "operation" not in (application(argocd, name) or {}), timeout=60)
+    argocd.kc.delete(APPLICATION, name, ArgoCD.NAMESPACE)
+    wait_for("the Application gone", lambda: application(argocd, name) is None, timeout=120)
+    assert case.peerings.get(ns, "provider") is None
+    assert argocd.kc.get(k.SECRET, SECRET, ns) is None
