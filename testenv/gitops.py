@@ -144,18 +144,38 @@ def _wait_listening(procs: Sequence[Proc], ports: dict[str, int], timeout: float
     wait_for(f"{', '.join(p.name for p in procs)} listening on {ports}", up, timeout=timeout)
 
 
-class Flux:
-    """source-controller and kustomize-controller against one cluster, in namespace flux-system."""
+class Controllers:
+    """GitOps controllers run as processes against one cluster, in a namespace of theirs."""
 
-    NAMESPACE = "flux-system"
+    NAMESPACE = ""
 
     def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
         self.kubeconfig = kubeconfig
         self.log_dir = log_dir
         self.kc = k.Kube.from_kubeconfig(str(kubeconfig), user_agent="e2e-gitops")
-        self.storage = Path(tempfile.mkdtemp(prefix="flux-storage-"))
         self.crds: list[str] = []
         self.procs: list[Proc] = []
+
+    def _launch(self, ports: dict[str, int], what: str, started: float) -> None:
+        """Start self.procs and return once each listens on its ports."""
+        for p in self.procs:
+            p.start()
+        _wait_listening(self.procs, ports)
+        print(f"{what} up in {time.monotonic() - started:.1f}s (logs: {self.log_dir})")
+
+    def check(self) -> None:
+        for p in self.procs:
+            p.check()
+
+
+class Flux(Controllers):
+    """source-controller and kustomize-controller against one cluster, in namespace flux-system."""
+
+    NAMESPACE = "flux-system"
+
+    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+        super().__init__(kubeconfig, log_dir)
+        self.storage = Path(tempfile.mkdtemp(prefix="flux-storage-"))
 
     def crd_files(self) -> list[Path]:
         source = module_dir("source-controller", "github.com/fluxcd/source-controller")
@@ -199,15 +219,8 @@ class Flux:
                 env,
             ),
         ]
-        for p in self.procs:
-            p.start()
-        _wait_listening(self.procs, ports)
-        print(f"Flux controllers up in {time.monotonic() - started:.1f}s (logs: {self.log_dir})")
+        self._launch(ports, "Flux controllers", started)
         return self
-
-    def check(self) -> None:
-        for p in self.procs:
-            p.check()
 
     def stop(self) -> None:
         try:
@@ -264,7 +277,7 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
     return {}
 
 
-class ArgoCD:
+class ArgoCD(Controllers):
     """Argo CD's application controller and repo server, with a redis-server, against one cluster.
 
     Set up as Argo CD's install manifests set up namespace argocd (argocd-cm, argocd-secret, the default
@@ -276,12 +289,8 @@ class ArgoCD:
     NAMESPACE = "argocd"
 
     def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.log_dir = log_dir
-        self.kc = k.Kube.from_kubeconfig(str(kubeconfig), user_agent="e2e-gitops")
+        super().__init__(kubeconfig, log_dir)
         self.work = Path(tempfile.mkdtemp(prefix="argocd-"))
-        self.crds: list[str] = []
-        self.procs: list[Proc] = []
         self.metrics_port = 0
 
     def crd_files(self) -> list[Path]:
@@ -402,15 +411,8 @@ class ArgoCD:
                 env,
             ),
         ]  # fmt: skip
-        for p in self.procs:
-            p.start()
-        _wait_listening(self.procs, ports)
-        print(f"Argo CD up in {time.monotonic() - started:.1f}s (logs: {self.log_dir})")
+        self._launch(ports, "Argo CD", started)
         return self
-
-    def check(self) -> None:
-        for p in self.procs:
-            p.check()
 
     def stop(self) -> None:
         try:
