@@ -24,7 +24,7 @@ from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.remotes import RemoteClients
-from liqo_peering.engine import authentication, discovery, networking, offloading, teardown
+from liqo_peering.engine import authentication, discovery, networking, offloading, protection, teardown
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import DuplicatePeering, PeeringError, own_cluster_unavailable
@@ -65,8 +65,10 @@ class PeeringService:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         tenant_access: TenantAccess | None = None,
         remotes: RemoteClients | None = None,
+        protect_secrets: bool = True,
     ) -> None:
         self.local = local
+        self.protect_secrets = protect_secrets
         self.events = events
         self.metrics = metrics
         self.policy = policy
@@ -123,6 +125,8 @@ class PeeringService:
                     f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
                 ) from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
+            if self.protect_secrets:  # before anything exists that unpeering would need it for
+                protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
             remote = self._remote_client(namespace, name, spec)
             outcome.remote = remote
             if known is not None and known.error is None and known.remote is remote and known.ctx is not None:
@@ -301,6 +305,14 @@ class PeeringService:
         fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
         bidirectional = ((fc or {}).get("status") or {}).get("role") == "ConsumerAndProvider"
         return teardown.run(self.local, remote, ctx, bidirectional=bidirectional, local_only=force)
+
+    def release_secret(self, namespace: str, secret: str | None, exclude: str | None = None) -> None:
+        """The Secret's protection goes once no LiqoPeering uses it (``exclude``: the one just unpeered)."""
+        if not secret:
+            return
+        still = protection.release(self.local, namespace, secret, exclude)
+        if still:
+            log.info(f"Secret {namespace}/{secret} stays protected: LiqoPeering {', '.join(still)} uses it")
 
     def report_teardown(self, body: dict[str, Any], reason: str, message: str) -> None:
         """Say in status why deletion is not finishing (e.g. the provider is unreachable)."""

@@ -20,10 +20,11 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
   resources: ["events"]
   verbs: ["create", "patch"]
 # Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
-# watched so that a rotated kubeconfig is picked up. Never written.
+# watched so that a rotated kubeconfig is picked up. With kubeconfigSecretProtection, patched only to add
+# and remove the operator's finalizer (kubeconfig-in-use); their data is never written.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch"{{ if .Values.kubeconfigSecretProtection }}, "patch"{{ end }}]
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
 # HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set).
 - apiGroups: ["kopf.dev"]
