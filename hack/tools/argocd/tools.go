@@ -1,9 +1,5 @@
 //go:build tools
 
-// The command this module builds besides argocd-lua-health (main.go), pinned so that `go mod tidy` keeps
-// its dependencies. Build with: go build github.com/argoproj/argo-cd/v3/cmd
+// Nothing to pin any more: both programs of this module (main.go, components/main.go) import what they
+// build from, so `go mod tidy` keeps it.
 package main
-
-import (
-	_ "github.com/argoproj/argo-cd/v3/cmd"
-)
