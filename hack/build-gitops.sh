@@ -3,6 +3,7 @@
 # through wrapper modules in hack/tools/, into
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 #   source-controller, kustomize-controller  Flux (tests/e2e/test_flux.py)
+#   helm-controller                          Flux's HelmRelease (tests/e2e/test_flux_helmrelease.py)
 #   argocd                                   Argo CD's application controller and repo server, called
 #                                            by those names (tests/e2e/test_argocd.py)
 #   kustomize                                what Argo CD's repo server runs for a kustomization.yaml
@@ -23,7 +24,7 @@ cache_dir=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools
 
 binaries=("$@")
 if [[ ${#binaries[@]} -eq 0 ]]; then
-    binaries=(source-controller kustomize-controller argocd argocd-lua-health kustomize)
+    binaries=(source-controller kustomize-controller helm-controller argocd argocd-lua-health kustomize)
 fi
 
 for bin in "${binaries[@]}"; do
@@ -39,6 +40,12 @@ for bin in "${binaries[@]}"; do
                 "v$FLUX_KUSTOMIZE_CONTROLLER_VERSION"
             build hack/tools/kustomize-controller github.com/fluxcd/kustomize-controller \
                 "$cache_dir/kustomize-controller-$FLUX_KUSTOMIZE_CONTROLLER_VERSION/kustomize-controller" ""
+            ;;
+        helm-controller)
+            require_version hack/tools/helm-controller github.com/fluxcd/helm-controller \
+                "v$FLUX_HELM_CONTROLLER_VERSION"
+            build hack/tools/helm-controller github.com/fluxcd/helm-controller \
+                "$cache_dir/helm-controller-$FLUX_HELM_CONTROLLER_VERSION/helm-controller" ""
             ;;
         argocd)
             require_version hack/tools/argocd github.com/argoproj/argo-cd/v3 "v$ARGOCD_VERSION"

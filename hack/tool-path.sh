@@ -2,7 +2,7 @@
 # Prints the cached path of a tool binary built by hack/build-tools.sh,
 # and of the GitOps controllers built by hack/build-gitops.sh.
 # Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns
-#                          |source-controller|kustomize-controller|argocd|argocd-lua-health|kustomize
+#                          |source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize
 set -euo pipefail
 here=$(dirname "$0")
 # shellcheck source=versions.env
@@ -17,10 +17,11 @@ case ${1:-} in
     coredns) dir=coredns-$COREDNS_VERSION ;;
     source-controller) dir=source-controller-$FLUX_SOURCE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
     kustomize-controller) dir=kustomize-controller-$FLUX_KUSTOMIZE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
+    helm-controller) dir=helm-controller-$FLUX_HELM_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
     argocd | argocd-lua-health) dir=argocd-$ARGOCD_VERSION build=hack/build-gitops.sh ;;
     kustomize) dir=kustomize-$KUSTOMIZE_VERSION build=hack/build-gitops.sh ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|source-controller|kustomize-controller|argocd|argocd-lua-health|kustomize" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize" >&2
         exit 2
         ;;
 esac

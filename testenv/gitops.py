@@ -1,7 +1,7 @@
 """GitOps controllers as processes against a local cluster, for the GitOps e2e tests.
 
-- `Flux`: Flux's source-controller and kustomize-controller (hack/build-gitops.sh), in namespace
-  flux-system, with Flux's CRDs read from their Go modules in the module cache.
+- `Flux`: Flux's source-controller with kustomize-controller or helm-controller (hack/build-gitops.sh),
+  in namespace flux-system, with Flux's CRDs read from their Go modules in the module cache.
 - `ArgoCD`: Argo CD's application controller and repo server (its multi-call binary, hack/build-gitops.sh)
   with a redis-server (Debian's) as their cache, in namespace argocd, with Argo CD's CRDs read from its Go
   module.
@@ -34,6 +34,14 @@ TOOLS_DIR = REPO_ROOT / "hack" / "tools"
 
 GITREPOSITORY = k.Res("source.toolkit.fluxcd.io", "v1", "gitrepositories")
 KUSTOMIZATION = k.Res("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
+HELMCHART = k.Res("source.toolkit.fluxcd.io", "v1", "helmcharts")
+HELMRELEASE = k.Res("helm.toolkit.fluxcd.io", "v2", "helmreleases")
+# Flux's controllers -> their Go modules (hack/tools/<controller> pins the version), where their CRDs are.
+FLUX_MODULES = {
+    "source-controller": "github.com/fluxcd/source-controller",
+    "kustomize-controller": "github.com/fluxcd/kustomize-controller",
+    "helm-controller": "github.com/fluxcd/helm-controller",
+}
 APPLICATION = k.Res("argoproj.io", "v1alpha1", "applications")
 APPPROJECT = k.Res("argoproj.io", "v1alpha1", "appprojects")
 
@@ -169,74 +177,75 @@ class Controllers:
 
 
 class Flux(Controllers):
-    """source-controller and kustomize-controller against one cluster, in namespace flux-system."""
+    """Flux's controllers against one cluster, in namespace flux-system: source-controller and
+    kustomize-controller (test_flux.py), or source-controller and helm-controller
+    (test_flux_helmrelease.py)."""
 
     NAMESPACE = "flux-system"
 
-    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_dir: Path,
+        components: Sequence[str] = ("source-controller", "kustomize-controller"),
+    ) -> None:
         super().__init__(kubeconfig, log_dir)
+        self.components = tuple(components)
         self.storage = Path(tempfile.mkdtemp(prefix="flux-storage-"))
 
     def crd_files(self) -> list[Path]:
-        source = module_dir("source-controller", "github.com/fluxcd/source-controller")
-        kustomize = module_dir("kustomize-controller", "github.com/fluxcd/kustomize-controller")
-        return sorted((source / "config" / "crd" / "bases").glob("*.yaml")) + sorted(
-            (kustomize / "config" / "crd" / "bases").glob("*.yaml")
-        )
+        files: list[Path] = []
+        for component in self.components:
+            bases = module_dir(component, FLUX_MODULES[component]) / "config" / "crd" / "bases"
+            files += sorted(bases.glob("*.yaml"))
+        return files
 
     def start(self) -> Flux:
         started = time.monotonic()
         ensure_namespace(self.kc, self.NAMESPACE)
         self.crds = install_crds(self.kc, self.crd_files())
         env = {"KUBECONFIG": str(self.kubeconfig), "RUNTIME_NAMESPACE": self.NAMESPACE}
-        ports = {name: free_port() for name in ("storage", "sc-metrics", "sc-health", "kc-metrics", "kc-health")}
-        storage = f"127.0.0.1:{ports['storage']}"
+        ports: dict[str, int] = {}
         common = ["--log-level=debug", "--log-encoding=console", "--enable-leader-election=false"]
-        self.procs = [
-            Proc(
-                "source-controller",
-                [
-                    str(tool_path("source-controller")),
-                    *common,
-                    f"--metrics-addr=127.0.0.1:{ports['sc-metrics']}",
-                    f"--health-addr=127.0.0.1:{ports['sc-health']}",
-                    f"--storage-path={self.storage}",
-                    f"--storage-addr={storage}",
-                    f"--storage-adv-addr={storage}",
-                ],
-                self.log_dir,
-                env,
-            ),
-            Proc(
-                "kustomize-controller",
-                [
-                    str(tool_path("kustomize-controller")),
-                    *common,
-                    f"--metrics-addr=127.0.0.1:{ports['kc-metrics']}",
-                    f"--health-addr=127.0.0.1:{ports['kc-health']}",
-                ],
-                self.log_dir,
-                env,
-            ),
-        ]
+        for component in self.components:
+            ports[f"{component}-metrics"], ports[f"{component}-health"] = free_port(), free_port()
+            argv = [
+                str(tool_path(component)),
+                *common,
+                f"--metrics-addr=127.0.0.1:{ports[f'{component}-metrics']}",
+                f"--health-addr=127.0.0.1:{ports[f'{component}-health']}",
+            ]
+            if component == "source-controller":
+                # Where it serves the artifacts (the Git revision, the packaged chart) the others fetch.
+                ports["storage"] = free_port()
+                storage = f"127.0.0.1:{ports['storage']}"
+                argv += [f"--storage-path={self.storage}", f"--storage-addr={storage}", f"--storage-adv-addr={storage}"]
+            self.procs.append(Proc(component, argv, self.log_dir, env))
         self._launch(ports, "Flux controllers", started)
         return self
 
     def stop(self) -> None:
+        # The objects that hold what a controller applied first (a HelmRelease's uninstall, a
+        # Kustomization's prune), then their sources (HelmChart: the one helm-controller made).
+        kinds = [KUSTOMIZATION, HELMRELEASE, HELMCHART, GITREPOSITORY]
+        kinds = [res for res in kinds if self._serves(res)]
         try:
-            if all(p.alive() for p in self.procs):
-                delete_all(self.kc, KUSTOMIZATION)
-                delete_all(self.kc, GITREPOSITORY)
+            if self.procs and all(p.alive() for p in self.procs):
+                for res in kinds:
+                    delete_all(self.kc, res)
         finally:
             for p in self.procs:
                 p.stop()
             # Anything left (a controller had died) has its finalizers released by hand.
-            for res in (KUSTOMIZATION, GITREPOSITORY):
-                for obj in self.kc.list(res) if self.crds else []:
+            for res in kinds:
+                for obj in self.kc.list(res):
                     meta = obj["metadata"]
                     self.kc.patch(res, meta["name"], {"metadata": {"finalizers": None}}, meta["namespace"])
             remove(self.kc, self.NAMESPACE, self.crds)
             shutil.rmtree(self.storage, ignore_errors=True)
+
+    def _serves(self, res: k.Res) -> bool:
+        return f"{res.plural}.{res.group}" in self.crds
 
     def git_repository(self, namespace: str, name: str, url: str) -> dict[str, Any]:
         body = {

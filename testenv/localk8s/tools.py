@@ -23,11 +23,14 @@ TOOLS: dict[str, tuple[str, str]] = {
     # The GitOps e2e tests' controllers (hack/build-gitops.sh).
     "source-controller": ("source-controller", "FLUX_SOURCE_CONTROLLER_VERSION"),
     "kustomize-controller": ("kustomize-controller", "FLUX_KUSTOMIZE_CONTROLLER_VERSION"),
+    "helm-controller": ("helm-controller", "FLUX_HELM_CONTROLLER_VERSION"),
     "argocd": ("argocd", "ARGOCD_VERSION"),
     "argocd-lua-health": ("argocd", "ARGOCD_VERSION"),
     "kustomize": ("kustomize", "KUSTOMIZE_VERSION"),
 }
-GITOPS_TOOLS = frozenset({"source-controller", "kustomize-controller", "argocd", "argocd-lua-health", "kustomize"})
+GITOPS_TOOLS = frozenset(
+    {"source-controller", "kustomize-controller", "helm-controller", "argocd", "argocd-lua-health", "kustomize"}
+)
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 

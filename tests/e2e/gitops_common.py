@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from kubernetes import client as k8s
 
 from testenv.gitops import example_repo
 from testenv.gitserver import GitServer
@@ -40,12 +41,16 @@ def tenant_namespaces(case: PeeringCase) -> tuple[str, str]:
 
 
 def peering_objects_left(case: PeeringCase, consumer_ns: str, provider_ns: str) -> list[str]:
-    env = case.env
-    left = []
+    return liqo_objects(case.env.peerings.api, case.env.provider_api, consumer_ns, provider_ns)
+
+
+def liqo_objects(consumer: k8s.ApiClient, provider: k8s.ApiClient, consumer_ns: str, provider_ns: str) -> list[str]:
+    """The Liqo objects of a peering in its tenant namespaces on both sides ("consumer virtualnodes/x")."""
+    found = []
     for side, group, plural in PEERING_OBJECTS:
-        api, where = (env.peerings.api, consumer_ns) if side == "consumer" else (env.provider_api, provider_ns)
-        left += [f"{side} {plural}/{o['metadata']['name']}" for o in items(api, group, plural, where)]
-    return left
+        api, where = (consumer, consumer_ns) if side == "consumer" else (provider, provider_ns)
+        found += [f"{side} {plural}/{o['metadata']['name']}" for o in items(api, group, plural, where)]
+    return found
 
 
 @dataclass
@@ -71,10 +76,10 @@ class Timeline:
             time.sleep(0.2)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; seen: {self.seen}")
 
-    def report(self, title: str) -> None:
+    def report(self, title: str, second: str = "LiqoPeering") -> None:
         print(f"\n{title}:")
         for at, gitops, peering in self.seen:
-            print(f"  {at:6.1f}s  {gitops:<50} LiqoPeering {peering}")
+            print(f"  {at:6.1f}s  {gitops:<50} {second} {peering}")
 
 
 def peering_summary(obj: dict[str, Any] | None) -> str:

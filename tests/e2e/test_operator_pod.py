@@ -73,6 +73,9 @@ class Suite:
     peerings: Peerings
     image: Image  # the operator's
     python: Image  # the base image, for the Pods that look at the cluster from inside
+    # When the suite began: the consumer's audit log holds writes of other operator Pods before it (the
+    # session's node clusters are shared with test_flux_helmrelease.py).
+    started: datetime
 
     @property
     def kubeconfig(self) -> Path:
@@ -175,7 +178,7 @@ def suite(
     # The provider's admin kubeconfig: its server is the provider's API server on the LAN.
     peerings.put_kubeconfig_secret(PEERING_NS, SECRET, Path(lc["provider"].kubeconfig).read_bytes())
     try:
-        yield Suite(lc, standin, kc, peerings, node_images["operator"], node_images["python-base"])
+        yield Suite(lc, standin, kc, peerings, node_images["operator"], node_images["python-base"], datetime.now(UTC))
     finally:
         standin.stop()
 
@@ -236,7 +239,7 @@ def test_a_peering_turns_ready(suite: Suite) -> None:
     assert status["localClusterID"] == suite.lc.ids["consumer"]
     assert status["remoteClusterID"] == suite.lc.ids["provider"]
     # Every write came from the operator's Pod, as the chart's ServiceAccount (a token bound to the Pod).
-    writes = audit.writes(suite.lc["consumer"].audit_log, user_agent_prefix="liqo-peering-operator")
+    writes = audit.writes(suite.lc["consumer"].audit_log, suite.started, user_agent_prefix="liqo-peering-operator")
     assert writes and {w.username for w in writes} == {f"system:serviceaccount:{RELEASE_NS}:{FULLNAME}"}
     assert {w.pod_name for w in writes} == {suite.pods()[0]["metadata"]["name"]}
 

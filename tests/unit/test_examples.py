@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from pydantic import BaseModel
@@ -98,3 +100,17 @@ def test_gitops_sync_waves() -> None:
     (app,) = documents(gitops / "application.yaml")
     assert app["kind"] == "Application"
     assert app["spec"]["source"]["path"] == "examples/gitops"
+
+
+def test_flux_helmrelease_installs_this_repositorys_chart() -> None:
+    gitrepo, release = documents(EXAMPLES / "flux" / "helmrelease.yaml")
+    chart = REPO / release["spec"]["chart"]["spec"]["chart"]
+    assert (chart / "Chart.yaml").is_file(), chart
+    assert release["spec"]["chart"]["spec"]["sourceRef"] == {
+        "kind": gitrepo["kind"],
+        "name": gitrepo["metadata"]["name"],
+    }
+    # The release name holds the chart's, so the objects are named after it alone (the chart's fullname).
+    assert documents(chart / "Chart.yaml")[0]["name"] in release["spec"]["releaseName"]
+    schema = json.loads((chart / "values.schema.json").read_text())
+    jsonschema.validate(release["spec"]["values"], schema)
