@@ -30,21 +30,21 @@ fi
 for bin in "${binaries[@]}"; do
     case $bin in
         source-controller)
-            require_version hack/tools/source-controller github.com/fluxcd/source-controller \
+            require_version hack/tools/flux github.com/fluxcd/source-controller \
                 "v$FLUX_SOURCE_CONTROLLER_VERSION"
-            build hack/tools/source-controller github.com/fluxcd/source-controller \
+            build hack/tools/flux github.com/fluxcd/source-controller \
                 "$cache_dir/source-controller-$FLUX_SOURCE_CONTROLLER_VERSION/source-controller" ""
             ;;
         kustomize-controller)
-            require_version hack/tools/kustomize-controller github.com/fluxcd/kustomize-controller \
+            require_version hack/tools/flux github.com/fluxcd/kustomize-controller \
                 "v$FLUX_KUSTOMIZE_CONTROLLER_VERSION"
-            build hack/tools/kustomize-controller github.com/fluxcd/kustomize-controller \
+            build hack/tools/flux github.com/fluxcd/kustomize-controller \
                 "$cache_dir/kustomize-controller-$FLUX_KUSTOMIZE_CONTROLLER_VERSION/kustomize-controller" ""
             ;;
         helm-controller)
-            require_version hack/tools/helm-controller github.com/fluxcd/helm-controller \
+            require_version hack/tools/flux github.com/fluxcd/helm-controller \
                 "v$FLUX_HELM_CONTROLLER_VERSION"
-            build hack/tools/helm-controller github.com/fluxcd/helm-controller \
+            build hack/tools/flux github.com/fluxcd/helm-controller \
                 "$cache_dir/helm-controller-$FLUX_HELM_CONTROLLER_VERSION/helm-controller" ""
             ;;
         argocd)

@@ -36,7 +36,7 @@ GITREPOSITORY = k.Res("source.toolkit.fluxcd.io", "v1", "gitrepositories")
 KUSTOMIZATION = k.Res("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
 HELMCHART = k.Res("source.toolkit.fluxcd.io", "v1", "helmcharts")
 HELMRELEASE = k.Res("helm.toolkit.fluxcd.io", "v2", "helmreleases")
-# Flux's controllers -> their Go modules (hack/tools/<controller> pins the version), where their CRDs are.
+# Flux's controllers -> their Go modules (hack/tools/flux pins the versions), where their CRDs are.
 FLUX_MODULES = {
     "source-controller": "github.com/fluxcd/source-controller",
     "kustomize-controller": "github.com/fluxcd/kustomize-controller",
@@ -196,7 +196,7 @@ class Flux(Controllers):
     def crd_files(self) -> list[Path]:
         files: list[Path] = []
         for component in self.components:
-            bases = module_dir(component, FLUX_MODULES[component]) / "config" / "crd" / "bases"
+            bases = module_dir("flux", FLUX_MODULES[component]) / "config" / "crd" / "bases"
             files += sorted(bases.glob("*.yaml"))
         return files
 

@@ -1,9 +1,0 @@
-//go:build tools
-
-// Package tools pins the command this module builds, so that `go mod tidy` keeps its dependencies.
-// Build with: go build github.com/fluxcd/source-controller
-package tools
-
-import (
-	_ "github.com/fluxcd/source-controller"
-)
