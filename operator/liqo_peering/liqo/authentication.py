@@ -73,11 +73,16 @@ def control_plane_csr(private_key: Any, cluster_id: str) -> bytes:
     types). The provider keeps the first CSR of a consumer in its tenant namespace beyond unpeering (Secret
     liqo-remote-certificate) and refuses any other ("the stored and the provided CSR do not match"), so a
     different encoding would keep `liqoctl peer` from re-peering after the operator, and back."""
+    return liqo_csr(private_key, cluster_id)
+
+
+def liqo_csr(private_key: Any, common_name: str) -> bytes:
+    """PEM CSR with O=liqo.io and this CN, as Liqo's generateCSR makes them (control plane and peering user)."""
     org = CONTROL_PLANE_ORGANIZATION
     subject = x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, org, _type=_go_string_type(org)),
-            x509.NameAttribute(NameOID.COMMON_NAME, cluster_id, _type=_go_string_type(cluster_id)),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name, _type=_go_string_type(common_name)),
         ]
     )
     algorithm: hashes.SHA256 | None = None

@@ -20,10 +20,12 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
   resources: ["events"]
   verbs: ["create", "patch"]
 # Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
-# watched so that a rotated kubeconfig is picked up. Never written.
+# watched so that a rotated kubeconfig is picked up. Written only with spec.credentials.mint: the
+# minted kubeconfig's Secret (created, updated, deleted at unpeering), and the bootstrap Secret deleted
+# with deleteBootstrapSecret.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
 # HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set).
 - apiGroups: ["kopf.dev"]
