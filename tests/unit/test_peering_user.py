@@ -18,6 +18,7 @@ from cryptography.x509.oid import NameOID
 from liqo_peering.kubeconfig import load_remote_kubeconfig
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
+from liqo_peering.liqo.authentication import long_common_names
 
 CONSUMER = "consumer-id"
 OWNER = naming.owner_labels("team-a", "to-provider")
@@ -42,9 +43,9 @@ current-context: admin@provider
 
 def issue(cn: str, not_before: datetime, lifetime: timedelta, key: Any = USER_KEY) -> bytes:
     """A certificate for ``cn`` as a signer issues it (PEM)."""
-    name = x509.Name(
-        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "liqo.io"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-    )
+    with long_common_names():
+        common_name = x509.NameAttribute(NameOID.COMMON_NAME, cn, _validate=False)
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "liqo.io"), common_name])
     ca = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "provider-ca")])
     cert = (
         x509.CertificateBuilder()
@@ -92,6 +93,17 @@ def test_the_request_is_liqos_subject_and_the_same_for_the_same_key() -> None:
     ]
     assert pu.csr_request(USER_KEY, cn) == pem  # a resumed minting recognises its CSR
     assert pu.csr_request(ed25519.Ed25519PrivateKey.generate(), cn) != pem
+
+
+def test_a_cn_longer_than_x509s_64_characters_is_encoded_as_go_does() -> None:
+    """48 characters and the cluster ID: Liqo's own IDs (such as "consumer-cluster-id") pass X.509's bound."""
+    cn = pu.common_name("a-cluster-id-of-thirty-characters", "f" * 32)
+    assert len(cn) > 64
+    request = x509.load_pem_x509_csr(pu.csr_request(USER_KEY, cn))
+    assert request.is_signature_valid
+    with long_common_names():
+        assert request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == cn
+    assert pu.certificate(issue(cn, T0, timedelta(hours=1))).cn == cn
 
 
 def test_the_csr_object_is_liqoctls() -> None:

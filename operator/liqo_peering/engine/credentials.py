@@ -122,14 +122,17 @@ def _mint(
     consumer_id = discovery.cluster_id(local, spec.liqo_namespace)
     client = connect(bootstrap)
     try:
-        for _ in range(4):  # begin, issue, retire: at most three steps
+        issued = False
+        for _ in range(3):  # begin, issue, retire
             step = pu.next_step(state, now)
-            if step == "use":
+            # One certificate per pass: a signer may issue one already due (a lifetime under its backdating).
+            if step == "use" or (step == "begin" and issued):
                 break
             if step == "begin":
                 state = _begin(local, peering, consumer_id)
             elif step == "issue":
                 state = _issue(local, client, peering, spec, bootstrap, consumer_id, state)
+                issued = True
             else:
                 owner = naming.owner_labels(namespace, name)
                 tenant_ns = discovery.ensure_tenant_namespace(client, consumer_id, owner)

@@ -31,7 +31,7 @@ from cryptography.x509.oid import NameOID
 
 from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import resources
-from liqo_peering.liqo.authentication import liqo_csr
+from liqo_peering.liqo.authentication import liqo_csr, long_common_names
 from liqo_peering.liqo.context import metadata
 
 # Liqo's names (pkg/consts, the chart's peering-user roles).
@@ -285,7 +285,8 @@ class Certificate:
 
 def certificate(pem: bytes) -> Certificate:
     cert = x509.load_pem_x509_certificate(pem)
-    cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    with long_common_names():
+        cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return Certificate(str(cns[0].value) if cns else "", cert.not_valid_before_utc, cert.not_valid_after_utc)
 
 
@@ -374,7 +375,7 @@ def secret(
     meta["ownerReferences"] = [
         {
             "apiVersion": str(peering.get("apiVersion") or resources.LIQOPEERING.api_version),
-            "kind": resources.LIQOPEERING.kind,
+            "kind": str(peering.get("kind") or resources.LIQOPEERING.kind),
             "name": pmeta["name"],
             "uid": pmeta["uid"],
             "controller": True,
