@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"NAMESPACE/NAME of the operator's ServiceAccount, for {TENANT_ACCESS_FLAG}",
     )
     run.add_argument(
+        "--kubeconfig-secret-protection",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep a kubeconfig Secret (finalizer) while a LiqoPeering uses it, so that deleting both at once"
+        " (kubectl delete -f, a namespace, GitOps pruning) still unpeers; needs patch on those Secrets",
+    )
+    run.add_argument(
         "--priority",
         type=int,
         default=None,
@@ -131,7 +138,14 @@ def run(args: argparse.Namespace) -> None:
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
-    service = PeeringService(local, EventRecorder(local), metrics, policy, tenant_access=tenant_access)
+    service = PeeringService(
+        local,
+        EventRecorder(local),
+        metrics,
+        policy,
+        tenant_access=tenant_access,
+        protect_secrets=args.kubeconfig_secret_protection,
+    )
     runner = PeeringRunner(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None)
     service.remotes.on_close = runner.hub.forget_client  # no informer outlives its provider client
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)

@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 
 from liqo_peering.api.model import GROUP, PLURAL, VERSION
+from liqo_peering.engine import protection
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.errors import PeeringError
 from liqo_peering.kubeconfig import redact
@@ -60,12 +61,20 @@ async def spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> 
     memo.runner.poke(namespace, name)
 
 
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec.remoteKubeconfigSecretRef.name", registry=registry)  # type: ignore[arg-type]
+async def secret_switched(namespace: str, old: Any, memo: kopf.Memo, **_: Any) -> None:
+    runner: PeeringRunner = memo.runner
+    await runner.in_thread(runner.service.release_secret, namespace, old)
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
 async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     runner: PeeringRunner = memo.runner
     raw = dict(body)
     try:
         remaining = await runner.in_thread(runner.teardown, raw)
+        if not remaining:
+            await runner.in_thread(runner.service.release_secret, namespace, protection.secret_of(raw), name)
     except PeeringError as exc:
         message = (
             f"cannot unpeer: {redact(exc.message)}. Deletion keeps retrying; to release it and clean only"

@@ -128,8 +128,8 @@ def test_kustomization_is_ready_only_once_the_peering_is(flux: Flux, git_server:
     }, inventory
     print(f"Kustomization Ready {time.monotonic() - started:.1f}s after the commit")
 
-    # Deleting the Kustomization prunes what it applied, but for the Secret (prune: disabled, so that the
-    # operator can still reach the provider); the operator unpeers both sides.
+    # Deleting the Kustomization prunes everything it applied at once, the Secret too: the operator keeps
+    # the Secret (its finalizer) until it has unpeered both sides, and then lets it go.
     consumer_ns, provider_ns = tenant_namespaces(case)
     flux.kc.delete(KUSTOMIZATION, name, Flux.NAMESPACE)
     wait_for("the Kustomization gone", lambda: kustomization(flux, name) is None, timeout=90)
@@ -139,7 +139,7 @@ def test_kustomization_is_ready_only_once_the_peering_is(flux: Flux, git_server:
         raise AssertionError(f"{exc}\nstatus: {case.peerings.status(ns, 'provider')}") from None
     assert flux.kc.get(OFFLOADING, "offloading", ns) is None
     assert peering_objects_left(case, consumer_ns, provider_ns) == []
-    assert flux.kc.get(k.SECRET, SECRET, ns) is not None  # left for the user to delete
+    wait_for("the Secret gone once unpeered", lambda: flux.kc.get(k.SECRET, SECRET, ns) is None, timeout=30)
     flux.kc.delete(GITREPOSITORY, name, Flux.NAMESPACE)
 
 

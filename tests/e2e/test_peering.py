@@ -152,17 +152,7 @@ def test_delete_unpeers_both_sides(case: PeeringCase) -> None:
     c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
     case.peerings.delete(ns, NAME)
     case.peerings.wait_gone(ns, NAME)
-    for api, group, plural, where in (
-        (env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns),
-        (env.peerings.api, "offloading.liqo.io", "virtualnodes", c_ns),
-        (env.peerings.api, "authentication.liqo.io", "identities", c_ns),
-        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
-        (env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns),
-        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
-        (env.peerings.api, "networking.liqo.io", "configurations", c_ns),
-        (env.provider_api, "networking.liqo.io", "configurations", p_ns),
-    ):
-        assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+    assert _liqo_objects_left(env, c_ns, p_ns) == []
 
     # Every line about this peering names it and, from the moment its remote is known, the remote cluster
     # ID: kopf's own lines about the object (handlers, deletion) included.
@@ -173,6 +163,81 @@ def test_delete_unpeers_both_sides(case: PeeringCase) -> None:
     first = next(i for i, line in enumerate(ours) if line.get("remote_cluster_id"))
     unlabelled = [line for line in ours[first:] if line.get("remote_cluster_id") != env.provider_id]
     assert not unlabelled, unlabelled
+
+
+KEPT = "peering.liqo-operator.io/kubeconfig-in-use"
+
+
+def _finalizers(case: PeeringCase, namespace: str, secret: str) -> list[str] | None:
+    """The Secret's finalizers; None when it is gone."""
+    try:
+        found = case.peerings.core.read_namespaced_secret(secret, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return list((found.metadata and found.metadata.finalizers) or [])
+
+
+def test_the_kubeconfig_secret_is_kept_while_in_use_so_deleting_everything_at_once_unpeers(
+    case: PeeringCase,
+) -> None:
+    """The Secret a LiqoPeering uses carries the operator's finalizer until no LiqoPeering uses it: switching
+    to another Secret moves it, and deleting the namespace (Secret and LiqoPeering together, as
+    `kubectl delete -f` or GitOps pruning do) still unpeers both sides."""
+    env, ns, core = case.env, case.namespace, case.peerings.core
+    other = "e2e.example/keep"  # another writer's finalizer: never lost
+    core.patch_namespaced_secret(SECRET, ns, {"metadata": {"finalizers": [other]}})
+    case.peerings.create(ns, NAME, spec())
+    case.peerings.wait_status(ns, NAME, "ready")
+    assert _finalizers(case, ns, SECRET) == [other, KEPT]
+
+    case.peerings.put_kubeconfig_secret(ns, "second", env.provider_kubeconfig())
+    case.peerings.patch(ns, NAME, {"spec": {"remoteKubeconfigSecretRef": {"name": "second"}}})
+    wait_for(
+        "the protection to move to the new Secret",
+        lambda: _finalizers(case, ns, SECRET) == [other] and _finalizers(case, ns, "second") == [KEPT],
+        timeout=30,
+    )
+    core.patch_namespaced_secret(SECRET, ns, {"metadata": {"finalizers": None}})
+    case.peerings.wait_status(ns, NAME, "ready")
+    case.peerings.delete(ns, NAME)
+    case.peerings.wait_gone(ns, NAME)
+    assert _finalizers(case, ns, "second") == []  # released by the unpeering, not deleted
+
+    # A namespace of its own, deleted whole: its Secret goes Terminating at once, and stays until unpeered.
+    whole = f"{ns}-whole"[:63]
+    case.peerings.make_namespace(whole)
+    case.peerings.put_kubeconfig_secret(whole, SECRET, env.provider_kubeconfig())
+    case.peerings.create(whole, NAME, spec())
+    case.peerings.wait_status(whole, NAME, "ready")
+    c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    started = time.monotonic()
+    core.delete_namespace(whole)
+    wait_for(
+        "the namespace deleted", lambda: not core.list_namespace(field_selector=f"metadata.name={whole}").items, 90
+    )
+    print(f"BENCH namespace with a Ready LiqoPeering deleted (unpeered) in {time.monotonic() - started:.1f}s")
+    assert _liqo_objects_left(env, c_ns, p_ns) == []
+
+
+def _liqo_objects_left(env: Any, c_ns: str, p_ns: str) -> list[str]:
+    """A peering's Liqo objects still on either cluster (its tenant namespaces there)."""
+    where = [
+        (env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns),
+        (env.peerings.api, "offloading.liqo.io", "virtualnodes", c_ns),
+        (env.peerings.api, "authentication.liqo.io", "identities", c_ns),
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+        (env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+        (env.peerings.api, "networking.liqo.io", "configurations", c_ns),
+        (env.provider_api, "networking.liqo.io", "configurations", p_ns),
+    ]
+    return [
+        f"{plural}/{o['metadata']['name']} in {ns}"
+        for api, group, plural, ns in where
+        for o in items(api, group, plural, ns)
+    ]
 
 
 def test_timeout_is_reported_then_ready_once_things_complete(case: PeeringCase) -> None:

@@ -9,6 +9,7 @@ engine passes (``obj``/``add``/``put``) and assert on the store and on the write
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
@@ -253,6 +254,30 @@ class FakeClusterClient(ClusterClient):
         if subresource == "status":
             patch = {"status": patch.get("status")} if "status" in patch else {}
         return self._replace(key, old, _merge_patch(old, patch), "merge_patch")
+
+    def edit_finalizers(
+        self,
+        res: r.Resource,
+        name: str,
+        namespace: str | None,
+        edit: Callable[[dict[str, Any]], list[str] | None],
+        attempts: int = 3,
+    ) -> bool:
+        key = (res.plural, namespace if res.namespaced else None, name)
+        old = self.store.get(key)
+        if old is None:
+            return False
+        finalizers = edit(copy.deepcopy(old["metadata"]))
+        if finalizers is None:
+            return True
+        if not finalizers and old["metadata"].get("deletionTimestamp"):
+            del self.store[key]  # the last finalizer of an object being deleted: it goes
+            self.writes.append(("finalizers", key))
+            return True
+        new = copy.deepcopy(old)
+        new["metadata"]["finalizers"] = finalizers
+        self._replace(key, old, new, "finalizers")
+        return True
 
     def delete(
         self, res: r.Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
@@ -292,6 +292,43 @@ class ClusterClient:
             except ApiError as exc:
                 if exc.status == 404:
                     return None
+                if exc.status != 409 or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def edit_finalizers(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None,
+        edit: Callable[[dict[str, Any]], list[str] | None],
+        attempts: int = 3,
+    ) -> bool:
+        """Set an object's finalizers to ``edit(live metadata)`` (None: leave them). The live object, not a
+        cache, with its resourceVersion as a precondition: another writer's finalizer is never lost (409:
+        read again). False when the object is absent."""
+        for attempt in range(attempts):
+            try:
+                meta = (self._call("GET", res.path(namespace, name)).get("metadata")) or {}
+            except ApiError as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            finalizers = edit(meta)
+            if finalizers is None:
+                return True
+            patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+            try:
+                self._remember(
+                    res,
+                    self._call(
+                        "PATCH", res.path(namespace, name), body=patch, content_type="application/merge-patch+json"
+                    ),
+                )
+                return True
+            except ApiError as exc:
+                if exc.status == 404:
+                    return False
                 if exc.status != 409 or attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")

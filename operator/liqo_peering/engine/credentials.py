@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.remotes import connect_remote
-from liqo_peering.engine import discovery
+from liqo_peering.engine import discovery, protection
 from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.errors import ClusterForbidden, PeeringError, SecretNotFound
 from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
@@ -52,8 +52,12 @@ def provider_credentials(
     policy: KubeconfigPolicy,
     now: datetime,
     connect: Connect = connect_remote,
+    protect: bool = True,
 ) -> Credentials:
-    """The kubeconfig this pass reaches the provider with; minting, renewing or finishing either first."""
+    """The kubeconfig this pass reaches the provider with; minting, renewing or finishing either first.
+
+    ``protect`` (kubeconfig Secret protection): the Secret unpeering would need keeps the finalizer, the
+    bootstrap one until a credential is minted, then the minted one; the bootstrap Secret is released."""
     namespace, name = peering["metadata"]["namespace"], peering["metadata"]["name"]
     bootstrap_ref = f"{namespace}/{spec.remote_kubeconfig_secret_ref.name}"
     secret_name = naming.minted_secret(name)
@@ -65,6 +69,8 @@ def provider_credentials(
     state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))
     present = local.get(r.SECRET, spec.remote_kubeconfig_secret_ref.name, namespace) is not None
     observed = CredentialsObservation(minted_ref, bootstrap_ref, bootstrap_present=present)
+    if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
+        protection.protect(local, namespace, spec.remote_kubeconfig_secret_ref.name)
     try:
         if pu.next_step(state, now) != "use":
             if present:
@@ -83,10 +89,10 @@ def provider_credentials(
         )
     except PeeringError as exc:
         raise MintingFailed(exc, observed) from None
-    if spec.credentials.delete_bootstrap_secret and present and not state.pending_user:
-        local.delete(r.SECRET, spec.remote_kubeconfig_secret_ref.name, namespace)
-        log.info(f"deleted the bootstrap Secret {bootstrap_ref}: the minted credential is in use")
-        present = False
+    if protect:
+        protection.protect(local, namespace, secret_name)
+    if present:
+        present = _let_go_of_bootstrap(local, namespace, name, spec)
     cert = state.cert
     return Credentials(
         kubeconfig,
@@ -95,6 +101,26 @@ def provider_credentials(
         ),
         secret_name,
     )
+
+
+def _let_go_of_bootstrap(local: ClusterClient, namespace: str, name: str, spec: LiqoPeeringSpec) -> bool:
+    """The minted credential is in use: release the bootstrap Secret's protection, and delete it with
+    deleteBootstrapSecret, unless another LiqoPeering uses it. Whether it is still there."""
+    bootstrap = spec.remote_kubeconfig_secret_ref.name
+    cached = local.get(r.SECRET, bootstrap, namespace)
+    if cached is None:
+        return False
+    if protection.FINALIZER in ((cached.get("metadata") or {}).get("finalizers") or []):  # a cache read at rest
+        protection.release(local, namespace, bootstrap, exclude=name)
+    if not spec.credentials.delete_bootstrap_secret:
+        return True
+    others = protection.users(local.find(r.LIQOPEERING, namespace), namespace, bootstrap, exclude=name)
+    if others:
+        log.info(f"kept the bootstrap Secret {namespace}/{bootstrap}: LiqoPeering {', '.join(others)} uses it too")
+        return True
+    local.delete(r.SECRET, bootstrap, namespace)
+    log.info(f"deleted the bootstrap Secret {namespace}/{bootstrap}: the minted credential is in use")
+    return False
 
 
 class MintingFailed(PeeringError):
@@ -313,7 +339,7 @@ def revoke(
             f"cannot revoke the minted identity of {namespace}/{name}: no usable kubeconfig; on the provider, delete"
             f" ClusterRole {pu.revoke_role_name(consumer_id)} and CSR {pu.user_name(consumer_id)}"
         )
-    local.delete(r.SECRET, secret_name, namespace)
+    _delete_minted_secret(local, namespace, secret_name)
     log.info(f"revoked the minted provider credential {state.user} and deleted Secret {namespace}/{secret_name}")
     return []
 
@@ -338,7 +364,13 @@ def forget(local: ClusterClient, peering: dict[str, Any]) -> None:
         f"force-deleted: the minted identity {user} stays on the provider; revoke it there by deleting ClusterRole"
         f" {pu.revoke_role_name(consumer_id)} (or liqoctl delete peering-user --consumer-cluster-id {consumer_id})"
     )
-    local.delete(r.SECRET, secret_name, meta["namespace"])
+    _delete_minted_secret(local, meta["namespace"], secret_name)
+
+
+def _delete_minted_secret(local: ClusterClient, namespace: str, name: str) -> None:
+    """Its protection released first (only this peering uses it), then the Secret."""
+    local.edit_finalizers(r.SECRET, name, namespace, protection.removing)
+    local.delete(r.SECRET, name, namespace)
 
 
 def _load(state: pu.MintState, policy: KubeconfigPolicy) -> RemoteKubeconfig | None:
@@ -387,5 +419,5 @@ def _revoke_switched_off(
         return
     consumer_id = discovery.cluster_id(local, spec.liqo_namespace)
     _delete_identity(connect, bootstrap, consumer_id)
-    local.delete(r.SECRET, secret_name, meta["namespace"])
+    _delete_minted_secret(local, meta["namespace"], secret_name)
     log.info(f"spec.credentials.mint is off: revoked the minted credential and deleted Secret {secret_name}")

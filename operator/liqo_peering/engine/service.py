@@ -24,7 +24,7 @@ from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.remotes import RemoteClients
-from liqo_peering.engine import authentication, credentials, discovery, networking, offloading, teardown
+from liqo_peering.engine import authentication, credentials, discovery, networking, offloading, protection, teardown
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import DuplicatePeering, PeeringError, own_cluster_unavailable
@@ -73,8 +73,10 @@ class PeeringService:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         tenant_access: TenantAccess | None = None,
         remotes: RemoteClients | None = None,
+        protect_secrets: bool = True,
     ) -> None:
         self.local = local
+        self.protect_secrets = protect_secrets
         self.events = events
         self.metrics = metrics
         self.policy = policy
@@ -88,7 +90,9 @@ class PeeringService:
     ) -> tuple[ClusterClient, credentials.Credentials]:
         """The provider client of this pass: the Secret's kubeconfig, or the credential minted with it."""
         meta = body["metadata"]
-        found = credentials.provider_credentials(self.local, body, spec, self.policy, self.now())
+        found = credentials.provider_credentials(
+            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets
+        )
         return self.remotes.get((meta["namespace"], meta["name"]), found.kubeconfig), found
 
     def release(self, namespace: str, name: str) -> None:
@@ -138,7 +142,9 @@ class PeeringService:
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             if spec.credentials.mint:
                 outcome.minted_secret = naming.minted_secret(name)
-            remote, found = self._remote_client(body, spec)
+            elif self.protect_secrets:  # before anything exists that unpeering would need it for
+                protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
+            remote, found = self._remote_client(body, spec)  # minting protects the Secret unpeering needs
             outcome.remote = remote
             minted = found.observation
             if known is not None and known.error is None and known.remote is remote and known.ctx is not None:
@@ -339,6 +345,14 @@ class PeeringService:
         if minted is None:
             minted = discovery.read_remote_kubeconfig(self.local, meta["namespace"], meta["name"], spec, self.policy)
         return self.remotes.get((meta["namespace"], meta["name"]), minted)
+
+    def release_secret(self, namespace: str, secret: str | None, exclude: str | None = None) -> None:
+        """The Secret's protection goes once no LiqoPeering uses it (``exclude``: the one just unpeered)."""
+        if not secret:
+            return
+        still = protection.release(self.local, namespace, secret, exclude)
+        if still:
+            log.info(f"Secret {namespace}/{secret} stays protected: LiqoPeering {', '.join(still)} uses it")
 
     def report_teardown(self, body: dict[str, Any], reason: str, message: str) -> None:
         """Say in status why deletion is not finishing (e.g. the provider is unreachable)."""

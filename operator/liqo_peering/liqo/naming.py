@@ -37,6 +37,8 @@ MANAGER = "liqo-peering-operator"
 PEERING_NAMESPACE = "peering.liqo-operator.io/peering-namespace"
 PEERING_NAME = "peering.liqo-operator.io/peering-name"
 FORCE_DELETE = "peering.liqo-operator.io/force-delete"
+# On the kubeconfig Secret while a LiqoPeering uses it: unpeering needs the provider's kubeconfig.
+KUBECONFIG_IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"
 FIELD_MANAGER = "liqo-peering-operator"
 
 
