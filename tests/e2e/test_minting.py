@@ -39,6 +39,7 @@ from testenv import kube as k
 from testenv.kube import Kube
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters
+from testenv.operator_support import install_crd
 from testenv.wait import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -112,6 +113,7 @@ def _public_key(kubeconfig: bytes) -> bytes:
 @pytest.fixture
 def minting(liqo_clusters: LiqoClusters, leak_scan: LeakScan) -> Iterator[Minting]:
     consumer, provider = liqo_clusters.kube("consumer"), liqo_clusters.kube("provider")
+    install_crd(consumer.api)  # the release of a Secret's protection asks which LiqoPeerings use it
     namespace = f"e2e-minting-{secrets.token_hex(3)}"
     consumer.create(k.NAMESPACE, {"metadata": {"name": namespace}})
     owner_map = consumer.create(k.CONFIGMAP, {"metadata": {"name": "peering"}}, namespace)
@@ -187,6 +189,11 @@ def test_a_minting_cut_short_is_finished_with_its_own_key_and_csr(minting: Minti
 def test_renewal_switch_off_and_self_revocation_without_the_bootstrap(minting: Minting) -> None:
     first = minting.mint(certificateLifetime="10m")
     assert first.observation is not None and first.observation.renew_at is not None
+    # Kubeconfig Secret protection: the minted Secret is the one unpeering needs now; the bootstrap is let go.
+    minted_secret, bootstrap = minting.minted_secret(), minting.consumer.get(k.SECRET, BOOTSTRAP, minting.namespace)
+    assert minted_secret is not None and bootstrap is not None
+    assert minted_secret["metadata"].get("finalizers") == [naming.KUBECONFIG_IN_USE]
+    assert not bootstrap["metadata"].get("finalizers")
     old = _kubeconfig_bytes(first)
     # The provider honoured the lifetime: the signer backdates notBefore by 5 minutes, notAfter is 10 from now.
     assert first.observation.not_after is not None
