@@ -300,6 +300,10 @@ def test_the_state_reads_what_the_patches_write() -> None:
     first = pu.issued_patch(pu.MintState(), "cn-1", config)
     assert pu.RETIRED_ANNOTATION not in first["metadata"]["annotations"]
     assert pu.retired_patch() == {"metadata": {"annotations": {pu.RETIRED_ANNOTATION: None}}}
+    assert not state.revoking
+    body = minted_secret(cert=issue("cn-1", T0, timedelta(hours=1)))
+    body["metadata"]["annotations"].update(pu.revoking_patch()["metadata"]["annotations"])
+    assert pu.MintState.of(body).revoking  # unpeered: the next pass only finishes the revocation
 
 
 def test_an_unreadable_kubeconfig_counts_as_none() -> None:

@@ -328,6 +328,8 @@ def revoke(
     minted = _load(state, policy)
     present = local.get(r.SECRET, spec.remote_kubeconfig_secret_ref.name, namespace) is not None
     bootstrap = discovery.read_remote_kubeconfig(local, namespace, name, spec, policy) if present else None
+    if not state.revoking:  # a later pass must not unpeer again with a credential that no longer works
+        local.merge_patch(r.SECRET, secret_name, namespace, pu.revoking_patch())
     if bootstrap is not None:
         _delete_identity(connect, bootstrap, consumer_id)
     elif minted is not None:
@@ -342,6 +344,11 @@ def revoke(
     _delete_minted_secret(local, namespace, secret_name)
     log.info(f"revoked the minted provider credential {state.user} and deleted Secret {namespace}/{secret_name}")
     return []
+
+
+def revoking(local: ClusterClient, namespace: str, peering: str) -> bool:
+    """Whether unpeering is over and the minted identity is being revoked (see ``revoke``)."""
+    return pu.MintState.of(local.get(r.SECRET, naming.minted_secret(peering), namespace)).revoking
 
 
 def minted_kubeconfig(

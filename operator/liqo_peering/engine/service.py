@@ -313,6 +313,9 @@ class PeeringService:
         if not local_id or not remote_id:
             return []  # nothing was ever created for this peering
         spec = parse_spec(body.get("spec") or {})
+        if not force and credentials.revoking(self.local, namespace, name):
+            # Unpeered already, and the minted identity on its way out: its credential no longer works.
+            return credentials.revoke(self.local, body, spec, self.policy, local_id)
         remote: ClusterClient | None = None
         if not force:
             remote = self._teardown_client(body, spec)

@@ -49,6 +49,7 @@ MINTED = "minted"
 USER_ANNOTATION = "peering.liqo-operator.io/minted-user"  # the CN of the kubeconfig in the Secret
 PENDING_ANNOTATION = "peering.liqo-operator.io/pending-user"  # the CN being minted
 RETIRED_ANNOTATION = "peering.liqo-operator.io/retired-user"  # a renewed CN still bound, to unbind
+REVOKING_ANNOTATION = "peering.liqo-operator.io/revoking"  # unpeered: the identity is being revoked
 # Renewed at this share of the certificate's lifetime (kubelet and cert-manager renew at 70-90 % and 2/3).
 RENEW_AT = 2 / 3
 
@@ -306,6 +307,7 @@ class MintState:
     pending_user: str | None = None
     pending_key: bytes | None = None
     retired_user: str | None = None
+    revoking: bool = False
 
     @classmethod
     def of(cls, secret: dict[str, Any] | None) -> MintState:
@@ -322,6 +324,7 @@ class MintState:
             pending_user=notes.get(PENDING_ANNOTATION) if pending_key else None,
             pending_key=pending_key if notes.get(PENDING_ANNOTATION) else None,
             retired_user=notes.get(RETIRED_ANNOTATION),
+            revoking=notes.get(REVOKING_ANNOTATION) == "true",
         )
 
 
@@ -406,3 +409,8 @@ def issued_patch(state: MintState, cn: str, config: dict[str, Any]) -> dict[str,
 
 def retired_patch() -> dict[str, Any]:
     return {"metadata": {"annotations": {RETIRED_ANNOTATION: None}}}
+
+
+def revoking_patch() -> dict[str, Any]:
+    """Unpeered, revocation begun: from now on the minted credential is expected to be refused."""
+    return {"metadata": {"annotations": {REVOKING_ANNOTATION: "true"}}}
