@@ -67,7 +67,7 @@ def provider_credentials(
         _revoke_switched_off(local, peering, spec, kubeconfig, connect)
         return Credentials(kubeconfig)
     state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))
-    present = local.get(r.SECRET, spec.remote_kubeconfig_secret_ref.name, namespace) is not None
+    present = _find_secret(local, namespace, spec.remote_kubeconfig_secret_ref.name) is not None
     observed = CredentialsObservation(minted_ref, bootstrap_ref, bootstrap_present=present)
     if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
         protection.protect(local, namespace, spec.remote_kubeconfig_secret_ref.name)
@@ -374,6 +374,12 @@ def forget(local: ClusterClient, peering: dict[str, Any]) -> None:
     _delete_minted_secret(local, meta["namespace"], secret_name)
 
 
+def _find_secret(local: ClusterClient, namespace: str, name: str, labels: str | None = None) -> dict[str, Any] | None:
+    """A Secret that may well be absent, from the informer's cache of the namespace once it has synced: a get
+    would ask the API server on every pass to learn it is still not there."""
+    return next((s for s in local.find(r.SECRET, namespace, labels=labels) if s["metadata"]["name"] == name), None)
+
+
 def _delete_minted_secret(local: ClusterClient, namespace: str, name: str) -> None:
     """Its protection released first (only this peering uses it), then the Secret."""
     local.edit_finalizers(r.SECRET, name, namespace, protection.removing)
@@ -421,8 +427,7 @@ def _revoke_switched_off(
     """spec.credentials.mint turned off: the bootstrap kubeconfig is the credential again; revoke the minted one."""
     meta = peering["metadata"]
     secret_name = naming.minted_secret(meta["name"])
-    found = local.get(r.SECRET, secret_name, meta["namespace"])
-    if found is None or ((found.get("metadata") or {}).get("labels") or {}).get(pu.CREDENTIALS_LABEL) != pu.MINTED:
+    if _find_secret(local, meta["namespace"], secret_name, f"{pu.CREDENTIALS_LABEL}={pu.MINTED}") is None:
         return
     consumer_id = discovery.cluster_id(local, spec.liqo_namespace)
     _delete_identity(connect, bootstrap, consumer_id)
