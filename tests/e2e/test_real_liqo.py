@@ -809,7 +809,9 @@ def _refused_with(kubeconfig: bytes, namespace: str) -> int | None:
     return None
 
 
-def test_minted_credentials_alone(rcase: tuple[RealEnv, str], leak_scan: LeakScan) -> None:
+def test_minted_credentials_alone(
+    rcase: tuple[RealEnv, str], leak_scan: LeakScan, capsys: pytest.CaptureFixture[str]
+) -> None:
     """spec.credentials.mint with deleteBootstrapSecret: the operator mints Liqo's peering user with the admin
     kubeconfig, peers as that user alone (the provider's audit log: every Liqo object written by it), deletes
     the bootstrap Secret and keeps reconciling; deleting the LiqoPeering unpeers, revokes the user (the
@@ -820,9 +822,11 @@ def test_minted_credentials_alone(rcase: tuple[RealEnv, str], leak_scan: LeakSca
     peered_before = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) is not None
     before = inventory.counts(apis)
     started = datetime.now(UTC)
+    clock = time.monotonic()
     credentials = {"mint": True, "deleteBootstrapSecret": True}
     env.peerings.create(ns, NAME, env.spec(credentials=credentials))
     status = env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+    marks = {"ready": time.monotonic() - clock}
     minted = next(c for c in status["conditions"] if c["type"] == "CredentialsMinted")
     assert minted["status"] == "True" and minted["reason"] == "Minted", minted
     user = status["credentials"]["user"]
@@ -872,8 +876,10 @@ def test_minted_credentials_alone(rcase: tuple[RealEnv, str], leak_scan: LeakSca
     later = audit.writes(env.pair["provider"].audit_log, since=minted_at, user_agent_prefix=OPERATOR_AGENT)
     assert {e.username for e in later if e.received > minted_at} <= {user}
 
+    marks["reconciled"] = time.monotonic() - clock
     env.peerings.delete(ns, NAME)
     env.peerings.wait_gone(ns, NAME, timeout=180)
+    marks["unpeered"] = time.monotonic() - clock
     assert _refused_with(kubeconfig, p_ns) in (401, 403)
     assert _peering_user_objects(env) == {"rolebindings": [], "clusterrolebindings": [], "clusterroles": [], "csrs": []}
     assert _secret_names(core, ns) == set()
@@ -886,11 +892,30 @@ def test_minted_credentials_alone(rcase: tuple[RealEnv, str], leak_scan: LeakSca
         (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
     ):
         assert items(api, group, plural, where) == [], f"{plural} left in {where}"
-    delta = _settled_delta(apis, before)
-    if peered_before:  # what Liqo keeps after a pair's first peering exists already: the rest is as before
-        assert delta == {"consumer": {"secrets": -1}, "provider": {}}, delta  # -1: the bootstrap Secret
+    # Both clusters as before the peering: Liqo's objects, Secrets and namespaces, counted (once what Liqo
+    # keeps after a pair's first peering exists already; the one change is the deleted bootstrap Secret).
+    expected: Counts = {"consumer": {"secrets": -1}, "provider": {}}
+    deltas: list[Counts] = []
+
+    def back() -> bool:
+        deltas.append(_delta(inventory.counts(apis), before))
+        return deltas[-1] == expected
+
+    if peered_before:
+        try:
+            wait_for("both clusters back to what they held", back, timeout=60, interval=1)
+        except AssertionError:
+            raise AssertionError(f"objects changed by the peering: {deltas[-1]}") from None
     else:
-        sys.stderr.write(f"\nfirst peering of the pair: Liqo's kept objects {delta}\n")
+        sys.stderr.write(
+            f"\nfirst peering of the pair, Liqo's kept objects: {_delta(inventory.counts(apis), before)}\n"
+        )
+    marks["clean"] = time.monotonic() - clock
+    with capsys.disabled():
+        print(
+            f"\nBENCH real Liqo ({install_kind()}): minted credentials: "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in marks.items())
+        )
 
 
 def _secret_names(core: k8s.CoreV1Api, namespace: str) -> set[str]:
@@ -898,23 +923,13 @@ def _secret_names(core: k8s.CoreV1Api, namespace: str) -> set[str]:
     return {s["metadata"]["name"] for s in listed.json()["items"]}
 
 
-def _settled_delta(apis: dict[str, k8s.ApiClient], before: Counts) -> Counts:
-    """The change in objects since ``before`` once three reads a second apart agree (Liqo's controllers and
-    the garbage collector finish after the LiqoPeering is gone)."""
-    reads: list[Counts] = []
-
-    def probe() -> Counts | None:
-        now = inventory.counts(apis)
-        reads.append(
-            {
-                side: {k: n - before[side].get(k, 0) for k, n in now[side].items() if n != before[side].get(k, 0)}
-                | {k: -n for k, n in before[side].items() if k not in now[side]}
-                for side in now
-            }
-        )
-        return reads[-1] if len(reads) >= 3 and reads[-1] == reads[-2] == reads[-3] else None
-
-    return wait_for("the objects to settle", probe, timeout=60, interval=1)
+def _delta(now: Counts, before: Counts) -> Counts:
+    """What changed between two inventory counts, per side and kind."""
+    return {
+        side: {k: n - before[side].get(k, 0) for k, n in now[side].items() if n != before[side].get(k, 0)}
+        | {k: -n for k, n in before[side].items() if k not in now[side]}
+        for side in now
+    }
 
 
 def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, str]) -> None:
