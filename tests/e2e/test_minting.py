@@ -36,7 +36,7 @@ from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
 from liqo_peering.status.credentials import condition
 from testenv import kube as k
-from testenv.kube import Kube
+from testenv.kube import Kube, KubeError
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters
 from testenv.operator_support import install_crd
@@ -114,6 +114,15 @@ def _public_key(kubeconfig: bytes) -> bytes:
 def minting(liqo_clusters: LiqoClusters, leak_scan: LeakScan) -> Iterator[Minting]:
     consumer, provider = liqo_clusters.kube("consumer"), liqo_clusters.kube("provider")
     install_crd(consumer.api)  # the release of a Secret's protection asks which LiqoPeerings use it
+
+    def served() -> bool:  # a CRD just replaced answers 429 for a moment (its storage is re-made)
+        try:
+            consumer.list(k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings"))
+        except KubeError:
+            return False
+        return True
+
+    wait_for("LiqoPeerings to be served", served, timeout=30)
     namespace = f"e2e-minting-{secrets.token_hex(3)}"
     consumer.create(k.NAMESPACE, {"metadata": {"name": namespace}})
     owner_map = consumer.create(k.CONFIGMAP, {"metadata": {"name": "peering"}}, namespace)
