@@ -416,6 +416,9 @@ def test_admission_rejects_invalid_specs_naming_the_field(case: PeeringCase) -> 
         "duration": (spec(timeout="five minutes"), "timeout"),
         "quantity": (spec(offloading={"resources": {"cpu": "lots"}}), "cpu"),
         "secretref": ({"timeout": "1m"}, "remoteKubeconfigSecretRef"),
+        "deletebootstrap": (spec(credentials={"deleteBootstrapSecret": True}), "deleteBootstrapSecret"),
+        "lifetime": (spec(credentials={"mint": True, "certificateLifetime": "5m"}), "certificateLifetime"),
+        "lifetime-no-mint": (spec(credentials={"certificateLifetime": "1h"}), "certificateLifetime"),
     }
     for name, (body, field) in bad.items():
         try:

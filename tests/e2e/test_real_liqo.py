@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import yaml
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from testenv import audit
+from testenv import audit, inventory
 from testenv.leakscan import LeakScan
 from testenv.liqo_install import LiqoInstall, install_kind
 from testenv.liqo_real import liqo_binary
@@ -759,6 +761,175 @@ def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path
         with contextlib.suppress(ApiException):
             rbac.delete_cluster_role(lacking)
         _liqoctl_peering_user(env, "delete", tmp_path)
+
+
+Counts = dict[str, dict[str, int]]  # testenv.inventory.counts: side -> kind -> how many
+PEERING_USER_LABEL = "liqo.io/peering-user-name"  # Liqo's pkg/consts PeeringUserNameLabelKey
+MINTING_RESOURCES = {
+    "namespaces",
+    "clusterroles",
+    "clusterrolebindings",
+    "rolebindings",
+    "certificatesigningrequests",
+    "certificatesigningrequests/approval",
+}
+
+
+def _peering_user_objects(env: RealEnv) -> dict[str, list[tuple[str, list[str]]]]:
+    """Liqo's peering user for this consumer on the provider (what `liqoctl generate peering-user` makes, and
+    the operator's revoke ClusterRole): name and bound users, by kind."""
+    rbac = k8s.RbacAuthorizationV1Api(env.provider_api)
+    selector = f"{PEERING_USER_LABEL}=liqo-peer-user-{env.consumer_id}"
+    found: dict[str, list[tuple[str, list[str]]]] = {}
+    for kind, listed in (
+        ("rolebindings", rbac.list_role_binding_for_all_namespaces(label_selector=selector, _preload_content=False)),
+        ("clusterrolebindings", rbac.list_cluster_role_binding(label_selector=selector, _preload_content=False)),
+        ("clusterroles", rbac.list_cluster_role(label_selector=selector, _preload_content=False)),
+    ):
+        found[kind] = sorted(
+            (o["metadata"]["name"], [s["name"] for s in o.get("subjects") or []])
+            for o in cast(Any, listed).json()["items"]
+        )
+    csrs: Any = k8s.CertificatesV1Api(env.provider_api).list_certificate_signing_request(_preload_content=False)
+    found["csrs"] = [
+        (c["metadata"]["name"], []) for c in csrs.json()["items"] if env.consumer_id in c["metadata"]["name"]
+    ]
+    return found
+
+
+def _refused_with(kubeconfig: bytes, namespace: str) -> int | None:
+    """What the provider answers the minted credential reading its tenant namespace: None when allowed."""
+    api = k8s_config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    try:
+        k8s.CoreV1Api(api).read_namespace(namespace)
+    except ApiException as exc:
+        return int(exc.status)
+    finally:
+        api.close()
+    return None
+
+
+def test_minted_credentials_alone(
+    rcase: tuple[RealEnv, str], leak_scan: LeakScan, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec.credentials.mint with deleteBootstrapSecret: the operator mints Liqo's peering user with the admin
+    kubeconfig, peers as that user alone (the provider's audit log: every Liqo object written by it), deletes
+    the bootstrap Secret and keeps reconciling; deleting the LiqoPeering unpeers, revokes the user (the
+    provider refuses its certificate) and leaves nothing of it on either cluster."""
+    env, ns = rcase
+    core = k8s.CoreV1Api(env.consumer_api)
+    apis = {"consumer": env.consumer_api, "provider": env.provider_api}
+    peered_before = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) is not None
+    before = inventory.counts(apis)
+    started = datetime.now(UTC)
+    clock = time.monotonic()
+    credentials = {"mint": True, "deleteBootstrapSecret": True}
+    env.peerings.create(ns, NAME, env.spec(credentials=credentials))
+    status = env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+    marks = {"ready": time.monotonic() - clock}
+    minted = next(c for c in status["conditions"] if c["type"] == "CredentialsMinted")
+    assert minted["status"] == "True" and minted["reason"] == "Minted", minted
+    user = status["credentials"]["user"]
+    assert user.startswith(f"liqo-peer-user-{env.consumer_id}-"), status["credentials"]
+
+    # The bootstrap Secret is gone; the minted one is the LiqoPeering's, protected while in use.
+    wait_for("the bootstrap Secret to be deleted", lambda: SECRET not in _secret_names(core, ns), timeout=30)
+    secret_name = status["credentials"]["secretName"]
+    secret: Any = core.read_namespaced_secret(secret_name, ns, _preload_content=False)
+    stored = secret.json()
+    owner = env.peerings.get(ns, NAME)
+    assert owner is not None
+    assert [(o["kind"], o["uid"]) for o in stored["metadata"]["ownerReferences"]] == [
+        ("LiqoPeering", owner["metadata"]["uid"])
+    ]
+    assert "peering.liqo-operator.io/kubeconfig-in-use" in stored["metadata"].get("finalizers", [])
+    kubeconfig = base64.b64decode(stored["data"]["kubeconfig"])
+    leak_scan.collect(apis)  # the minted credential joins the scan's needles before it goes
+
+    # On the provider: liqoctl's bindings of Liqo's peering-user roles, to the minted user alone.
+    p_ns = tenant_ns(env.provider_api, env.consumer_id)
+    objects = _peering_user_objects(env)
+    prefix = f"liqo-peer-user-{env.consumer_id}"
+    assert objects == {
+        "rolebindings": [(f"{prefix}-liqo-ns-reader", [user]), (f"{prefix}-tenant-ns-writer", [user])],
+        "clusterrolebindings": [(f"{prefix}-revoke", [user])],
+        "clusterroles": [(f"{prefix}-revoke", [])],
+        "csrs": [],  # deleted once issued
+    }, objects
+    # Every write of the operator on the provider was the minted user's, but for the minting itself.
+    writes = audit.writes(env.pair["provider"].audit_log, since=started, user_agent_prefix=OPERATOR_AGENT)
+    by_bootstrap = sorted({(e.verb, e.resource) for e in writes if e.username != user})
+    assert {resource for _, resource in by_bootstrap} <= MINTING_RESOURCES, by_bootstrap
+    liqo_writes = audit.count_by([e for e in writes if e.username == user], "resource")
+    assert liqo_writes["tenants"] and liqo_writes["configurations"], liqo_writes
+    minted_at = max(e.received for e in writes if e.username != user)
+
+    # The peering goes on with the minted credential alone: a spec change is reconciled.
+    env.peerings.patch(ns, NAME, {"spec": {"timeout": "4m"}})
+    wait_for(
+        "the spec change to be reconciled",
+        lambda: (lambda s: s.get("observedGeneration") == 2 and s.get("peerStatus") == "ready")(
+            env.peerings.status(ns, NAME)
+        ),
+        timeout=60,
+    )
+    later = audit.writes(env.pair["provider"].audit_log, since=minted_at, user_agent_prefix=OPERATOR_AGENT)
+    assert {e.username for e in later if e.received > minted_at} <= {user}
+
+    marks["reconciled"] = time.monotonic() - clock
+    env.peerings.delete(ns, NAME)
+    env.peerings.wait_gone(ns, NAME, timeout=180)
+    marks["unpeered"] = time.monotonic() - clock
+    assert _refused_with(kubeconfig, p_ns) in (401, 403)
+    assert _peering_user_objects(env) == {"rolebindings": [], "clusterrolebindings": [], "clusterroles": [], "csrs": []}
+    assert _secret_names(core, ns) == set()
+    c_ns = tenant_ns(env.consumer_api, env.provider_id)
+    for api, group, plural, where in (
+        (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
+        (env.consumer_api, "authentication.liqo.io", "identities", c_ns),
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+        (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
+    ):
+        assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+    # Both clusters as before the peering: Liqo's objects, Secrets and namespaces, counted (once what Liqo
+    # keeps after a pair's first peering exists already; the one change is the deleted bootstrap Secret).
+    expected: Counts = {"consumer": {"secrets": -1}, "provider": {}}
+    deltas: list[Counts] = []
+
+    def back() -> bool:
+        deltas.append(_delta(inventory.counts(apis), before))
+        return deltas[-1] == expected
+
+    if peered_before:
+        try:
+            wait_for("both clusters back to what they held", back, timeout=60, interval=1)
+        except AssertionError:
+            raise AssertionError(f"objects changed by the peering: {deltas[-1]}") from None
+    else:
+        sys.stderr.write(
+            f"\nfirst peering of the pair, Liqo's kept objects: {_delta(inventory.counts(apis), before)}\n"
+        )
+    marks["clean"] = time.monotonic() - clock
+    with capsys.disabled():
+        print(
+            f"\nBENCH real Liqo ({install_kind()}): minted credentials: "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in marks.items())
+        )
+
+
+def _secret_names(core: k8s.CoreV1Api, namespace: str) -> set[str]:
+    listed: Any = core.list_namespaced_secret(namespace, _preload_content=False)
+    return {s["metadata"]["name"] for s in listed.json()["items"]}
+
+
+def _delta(now: Counts, before: Counts) -> Counts:
+    """What changed between two inventory counts, per side and kind."""
+    return {
+        side: {k: n - before[side].get(k, 0) for k, n in now[side].items() if n != before[side].get(k, 0)}
+        | {k: -n for k, n in before[side].items() if k not in now[side]}
+        for side in now
+    }
 
 
 def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, str]) -> None:

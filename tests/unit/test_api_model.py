@@ -50,6 +50,9 @@ def test_defaults_match_the_issue() -> None:
     assert off.resource_slice_class == "default"
     assert off.create_virtual_node is True
     assert off.resources == {}
+    assert spec.credentials.mint is False
+    assert spec.credentials.delete_bootstrap_secret is False
+    assert spec.credentials.lifetime_seconds is None
 
 
 def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
@@ -73,6 +76,7 @@ def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
             "createVirtualNode": True,
             "resources": {},
         },
+        "credentials": {"mint": False, "deleteBootstrapSecret": False},
     }
 
 

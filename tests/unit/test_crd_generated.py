@@ -238,7 +238,8 @@ def test_every_schema_default_is_a_pydantic_default() -> None:
         else:
             assert value == node["default"], path
             seen += 1
-    assert seen == 13  # key, timeout, 2 namespaces, skipValidation, 2 net, 2 server, inBand, 3 offloading
+    # key, timeout, 2 namespaces, skipValidation, 2 net, 2 server, inBand, 3 offloading, 2 credentials
+    assert seen == 15
 
 
 # -- CEL rules -------------------------------------------------------------------------------
@@ -267,6 +268,8 @@ def test_cel_rules_sit_where_expected() -> None:
         ("spec", ".authentication.inBand"),
         ("spec.offloading", ".createVirtualNode"),
         ("spec.authentication", ".proxyURL"),
+        ("spec.credentials", ".deleteBootstrapSecret"),
+        ("spec.credentials", ".certificateLifetime"),
     }
 
 
@@ -277,6 +280,8 @@ def test_cel_rule_contents() -> None:
     assert "self.networking.enabled" in rules[("spec", ".authentication.inBand")]
     assert "self.createResourceSlice" in rules[("spec.offloading", ".createVirtualNode")]
     assert "isURL(self.proxyURL)" in rules[("spec.authentication", ".proxyURL")]
+    assert "self.mint" in rules[("spec.credentials", ".deleteBootstrapSecret")]
+    assert "duration('10m')" in rules[("spec.credentials", ".certificateLifetime")]
 
 
 def test_cel_rules_and_field_paths_name_existing_fields() -> None:

@@ -76,6 +76,20 @@ VIRTUAL_NODE_RULE = _cel(
     "createVirtualNode needs createResourceSlice: virtual nodes come from ResourceSlices",
     ".createVirtualNode",
 )
+DELETE_BOOTSTRAP_RULE = _cel(
+    "!self.deleteBootstrapSecret || self.mint",
+    "deleteBootstrapSecret needs mint: without minted credentials the bootstrap Secret is the credential",
+    ".deleteBootstrapSecret",
+)
+LIFETIME_RULE = _cel(
+    "!has(self.certificateLifetime) || (self.mint && duration(self.certificateLifetime) >= duration('10m')"
+    " && duration(self.certificateLifetime) <= duration('87600h'))",
+    "certificateLifetime needs mint, and from 10m (the shortest certificate Kubernetes issues) to 87600h",
+    ".certificateLifetime",
+)
+# Kubernetes refuses a CSR's spec.expirationSeconds below 600; ten years is plenty above.
+MIN_CERTIFICATE_LIFETIME_SECONDS = 600.0
+MAX_CERTIFICATE_LIFETIME_SECONDS = 87600 * 3600.0
 IN_BAND_RULE = _cel(
     "!self.authentication.inBand || self.networking.enabled",
     "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
@@ -178,6 +192,46 @@ class OffloadingSpec(_Model):
         return self
 
 
+class CredentialsSpec(_Model):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [DELETE_BOOTSTRAP_RULE, LIFETIME_RULE]})
+    mint: bool = Field(
+        default=False,
+        description="Mint a least-privilege identity for this consumer on the provider, as `liqoctl generate"
+        " peering-user` does (a client certificate through a CSR, bound to Liqo's peering-user roles), with the"
+        " kubeconfig in remoteKubeconfigSecretRef (the bootstrap); keep its kubeconfig in a Secret owned by"
+        " this LiqoPeering and use only that one. Deleting the LiqoPeering revokes it.",
+    )
+    delete_bootstrap_secret: bool = Field(
+        default=False,
+        description="Delete the bootstrap Secret once the minted credential is in use (needs mint). Without it,"
+        " the operator cannot renew the minted certificate: put a bootstrap Secret back before it expires.",
+    )
+    certificate_lifetime: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description="Requested lifetime of the minted certificate, 10m to 87600h, such as 720h (needs mint;"
+        " default: the provider signer's own, a year unless its kube-controller-manager says otherwise). It is"
+        " renewed at two thirds of its lifetime, with the bootstrap Secret.",
+    )
+
+    @model_validator(mode="after")
+    def _needs_mint(self) -> CredentialsSpec:
+        if self.delete_bootstrap_secret and not self.mint:
+            raise ValueError(DELETE_BOOTSTRAP_RULE["message"])
+        if self.certificate_lifetime is not None and (
+            not self.mint
+            or not MIN_CERTIFICATE_LIFETIME_SECONDS
+            <= parse_duration(self.certificate_lifetime)
+            <= MAX_CERTIFICATE_LIFETIME_SECONDS
+        ):
+            raise ValueError(LIFETIME_RULE["message"])
+        return self
+
+    @property
+    def lifetime_seconds(self) -> int | None:
+        return None if self.certificate_lifetime is None else int(parse_duration(self.certificate_lifetime))
+
+
 class LiqoPeeringSpec(_Model):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [IN_BAND_RULE]})
     remote_kubeconfig_secret_ref: SecretKeyRef = Field(
@@ -205,6 +259,11 @@ class LiqoPeeringSpec(_Model):
         default_factory=AuthenticationSpec, description="Stage 2: authentication."
     )
     offloading: OffloadingSpec = Field(default_factory=OffloadingSpec, description="Stage 3: offloading.")
+    credentials: CredentialsSpec = Field(
+        default_factory=CredentialsSpec,
+        description="The provider credential: the Secret's kubeconfig as it is, or a least-privilege one"
+        " minted from it.",
+    )
 
     @model_validator(mode="after")
     def _in_band_needs_networking(self) -> LiqoPeeringSpec:
@@ -264,12 +323,20 @@ class ForeignClusterMirror(_Model):
     )
 
 
+class CredentialsStatus(_Model):
+    secret_name: str = Field(description="Secret in this namespace holding the minted kubeconfig.")
+    user: str = Field(description="The minted identity: the certificate's common name on the provider.")
+    not_after: str = Field(description="When the minted certificate expires (RFC 3339).")
+    renew_at: str = Field(description="When the operator renews it, with the bootstrap Secret (RFC 3339).")
+
+
 class LiqoPeeringStatus(_Model):
     peer_status: PeerStatus | None = Field(default=None, description="no_peers, establishing, ready, error or timeout.")
     observed_generation: int | None = Field(default=None, description="The generation this status describes.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady.",
+        description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady, and"
+        " CredentialsMinted with spec.credentials.mint.",
     )
     local_cluster_id: str | None = Field(default=None, alias="localClusterID", description="This cluster's ID.")
     remote_cluster_id: str | None = Field(
@@ -285,6 +352,9 @@ class LiqoPeeringStatus(_Model):
     )
     foreign_cluster: ForeignClusterMirror | None = Field(
         default=None, description="Mirror of Liqo's ForeignCluster for the provider."
+    )
+    credentials: CredentialsStatus | None = Field(
+        default=None, description="The minted provider credential (spec.credentials.mint), once minted."
     )
 
 

@@ -352,6 +352,12 @@ class ClusterClient:
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         return self._remember(res, self._call("POST", res.path(namespace), body=body))
 
+    def replace_subresource(
+        self, res: Resource, name: str, namespace: str | None, subresource: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """PUT a subresource with the whole object (a CSR's approval)."""
+        return dict(self._call("PUT", res.path(namespace, name, subresource), body=body))
+
     # -- the informers' caches ------------------------------------------------------------------
     def attach(self, informer: Any) -> None:
         with self._informers_lock:

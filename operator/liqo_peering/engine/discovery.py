@@ -54,16 +54,22 @@ def read_remote_kubeconfig(
     )
 
 
-def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
-    """Cluster ID from Liqo's ConfigMap, CIDRs from Liqo's Networks; clear errors when Liqo is absent."""
+def cluster_id(client: ClusterClient, liqo_namespace: str) -> str:
+    """The cluster ID from Liqo's ConfigMap; a clear error when Liqo is absent."""
     maps = client.find(resources.CONFIGMAP, liqo_namespace, labels=naming.CLUSTER_ID_CONFIGMAP_SELECTOR)
-    cluster_id = next((m.get("data", {}).get(naming.CLUSTER_ID_KEY) for m in maps if m.get("data")), None)
-    if not cluster_id:
+    found = next((m.get("data", {}).get(naming.CLUSTER_ID_KEY) for m in maps if m.get("data")), None)
+    if not found:
         field = "liqoNamespace" if client.side == "consumer" else "remoteLiqoNamespace"
         raise LiqoNotInstalled(
             f"no Liqo cluster-ID ConfigMap in namespace {liqo_namespace!r} of the {client.side} cluster"
             f" ({client.describe}); install Liqo there or fix spec.{field}"
         )
+    return str(found)
+
+
+def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
+    """Cluster ID from Liqo's ConfigMap, CIDRs from Liqo's Networks; clear errors when Liqo is absent."""
+    cluster_id_ = cluster_id(client, liqo_namespace)
     pods = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=pod-cidr")
     external = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=external-cidr")
     pod_cidrs = tuple(str(n["status"]["cidr"]) for n in pods if (n.get("status") or {}).get("cidr"))
@@ -73,9 +79,7 @@ def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
             f"Liqo on the {client.side} cluster ({client.describe}) has not published its pod and external CIDRs"
             f" (ipam.liqo.io Networks in {liqo_namespace!r} without status.cidr); wait for Liqo's IPAM to be ready"
         )
-    return ClusterInfo(
-        cluster_id=str(cluster_id), pod_cidrs=pod_cidrs, external_cidr=ext[0], liqo_namespace=liqo_namespace
-    )
+    return ClusterInfo(cluster_id=cluster_id_, pod_cidrs=pod_cidrs, external_cidr=ext[0], liqo_namespace=liqo_namespace)
 
 
 def ensure_tenant_namespace(client: ClusterClient, peer_id: str, owner: dict[str, str]) -> str:

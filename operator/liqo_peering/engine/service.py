@@ -24,7 +24,7 @@ from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.remotes import RemoteClients
-from liqo_peering.engine import authentication, discovery, networking, offloading, protection, teardown
+from liqo_peering.engine import authentication, credentials, discovery, networking, offloading, protection, teardown
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import DuplicatePeering, PeeringError, own_cluster_unavailable
@@ -35,10 +35,17 @@ from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
 from liqo_peering.stages import STAGES, StageResult
 from liqo_peering.status import compute as status_compute
+from liqo_peering.status.credentials import CredentialsObservation
 from liqo_peering.status.foreigncluster import mirror_foreign_cluster
 
 log = structlog.get_logger("liqo_peering")
 PeeringKey = tuple[str, str]  # (namespace, name)
+
+
+def _redacted(obs: CredentialsObservation) -> CredentialsObservation:
+    if obs.error_message is None:
+        return obs
+    return dataclasses.replace(obs, error_message=redact(obs.error_message))
 
 
 @dataclass
@@ -49,6 +56,7 @@ class Outcome:
     transient_error: bool = False  # the runner backs off exponentially while this stays true
     gone: bool = False
     secret: tuple[str, str] | None = None  # the kubeconfig Secret (namespace, name)
+    minted_secret: str | None = None  # with spec.credentials.mint: the minted kubeconfig's Secret (same namespace)
     remote: ClusterClient | None = None
     ctx: PeeringContext | None = None
     observation: status_compute.Observation | None = None
@@ -77,9 +85,15 @@ class PeeringService:
         self.remotes = remotes if remotes is not None else RemoteClients()
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _remote_client(self, namespace: str, name: str, spec: LiqoPeeringSpec) -> ClusterClient:
-        kubeconfig = discovery.read_remote_kubeconfig(self.local, namespace, name, spec, self.policy)
-        return self.remotes.get((namespace, name), kubeconfig)
+    def _remote_client(
+        self, body: dict[str, Any], spec: LiqoPeeringSpec
+    ) -> tuple[ClusterClient, credentials.Credentials]:
+        """The provider client of this pass: the Secret's kubeconfig, or the credential minted with it."""
+        meta = body["metadata"]
+        found = credentials.provider_credentials(
+            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets
+        )
+        return self.remotes.get((meta["namespace"], meta["name"]), found.kubeconfig), found
 
     def release(self, namespace: str, name: str) -> None:
         """The peering is gone: let go of its provider client."""
@@ -117,6 +131,7 @@ class PeeringService:
         ids: tuple[str | None, str | None] = (None, None)
         created_anything = bool(status.get("remoteClusterID"))
         spec: LiqoPeeringSpec | None = None
+        minted: CredentialsObservation | None = None
         try:
             try:
                 spec = parse_spec(body.get("spec") or {})
@@ -125,10 +140,13 @@ class PeeringService:
                     f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
                 ) from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
-            if self.protect_secrets:  # before anything exists that unpeering would need it for
+            if spec.credentials.mint:
+                outcome.minted_secret = naming.minted_secret(name)
+            elif self.protect_secrets:  # before anything exists that unpeering would need it for
                 protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
-            remote = self._remote_client(namespace, name, spec)
+            remote, found = self._remote_client(body, spec)  # minting protects the Secret unpeering needs
             outcome.remote = remote
+            minted = found.observation
             if known is not None and known.error is None and known.remote is remote and known.ctx is not None:
                 ctx = known.ctx
             else:
@@ -142,6 +160,11 @@ class PeeringService:
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
                 error = PeeringError(failed.message, reason=failed.reason, transient=failed.transient)
+        except credentials.MintingFailed as exc:
+            error, minted = (
+                exc,
+                dataclasses.replace(exc.observation, error_reason=exc.reason, error_message=exc.message),
+            )
         except KubeconfigError as exc:  # its rules name fields only: say whose kubeconfig it is
             error = PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
         except PeeringError as exc:
@@ -165,6 +188,7 @@ class PeeringService:
             local_cluster_id=ids[0],
             remote_cluster_id=ids[1],
             created_anything=created_anything,
+            credentials=_redacted(minted) if minted is not None else None,
         )
         transient = error is not None and error.transient
         new_status = self._write_status(body, status, obs)
@@ -289,9 +313,12 @@ class PeeringService:
         if not local_id or not remote_id:
             return []  # nothing was ever created for this peering
         spec = parse_spec(body.get("spec") or {})
+        if not force and credentials.revoking(self.local, namespace, name):
+            # Unpeered already, and the minted identity on its way out: its credential no longer works.
+            return credentials.revoke(self.local, body, spec, self.policy, local_id)
         remote: ClusterClient | None = None
         if not force:
-            remote = self._remote_client(namespace, name, spec)
+            remote = self._teardown_client(body, spec)
         consumer_ns = discovery.find_tenant_namespace(self.local, remote_id) or ""
         provider_ns = (discovery.find_tenant_namespace(remote, local_id) or "") if remote else ""
         ctx = PeeringContext(
@@ -304,7 +331,23 @@ class PeeringService:
         )
         fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
         bidirectional = ((fc or {}).get("status") or {}).get("role") == "ConsumerAndProvider"
-        return teardown.run(self.local, remote, ctx, bidirectional=bidirectional, local_only=force)
+        remaining = teardown.run(self.local, remote, ctx, bidirectional=bidirectional, local_only=force)
+        if remaining:
+            return remaining
+        if force:
+            credentials.forget(self.local, body)
+            return []
+        # Last, as `liqoctl delete peering-user` follows `liqoctl unpeer`: the minted identity, if any.
+        return credentials.revoke(self.local, body, spec, self.policy, local_id)
+
+    def _teardown_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
+        """Unpeer with the minted credential when there is one (the bootstrap Secret may be gone), else with
+        the Secret's kubeconfig."""
+        meta = body["metadata"]
+        minted = credentials.minted_kubeconfig(self.local, meta["namespace"], meta["name"], self.policy)
+        if minted is None:
+            minted = discovery.read_remote_kubeconfig(self.local, meta["namespace"], meta["name"], spec, self.policy)
+        return self.remotes.get((meta["namespace"], meta["name"]), minted)
 
     def release_secret(self, namespace: str, secret: str | None, exclude: str | None = None) -> None:
         """The Secret's protection goes once no LiqoPeering uses it (``exclude``: the one just unpeered)."""

@@ -56,9 +56,10 @@ def peering_routes(
     ctx: PeeringContext | None,
     secret: tuple[str, str],
     namespaced_tenant_reads: bool = False,
+    minted_secret: str | None = None,
 ) -> list[Route]:
-    """What wakes a peering: its kubeconfig Secret; once its context is known, its stage objects on both
-    clusters, the ForeignCluster, the nonce Secrets, the virtual Node and the virtual kubelet's Pods.
+    """What wakes a peering: its kubeconfig Secret (and the minted one); once its context is known, its stage
+    objects on both clusters, the ForeignCluster, the nonce Secrets, the virtual Node and the virtual kubelet's Pods.
 
     On the consumer, Liqo's kinds are watched cluster-wide (one informer each for all peerings), narrowed
     by the label Liqo puts on all of them, and routed by tenant namespace. On a provider, the informers
@@ -67,6 +68,8 @@ def peering_routes(
     """
     namespace, secret_name = secret
     routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name, wake_as=KUBECONFIG)]
+    if minted_secret is not None:  # spec.credentials.mint: the minted kubeconfig's Secret, beside it
+        routes.append(Route(local, Scope(r.SECRET, namespace), name=minted_secret, wake_as=KUBECONFIG))
     if remote is not None:
         # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
         routes.append(Route(remote, Scope(r.HEALTH)))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from cryptography import x509
@@ -73,13 +76,30 @@ def control_plane_csr(private_key: Any, cluster_id: str) -> bytes:
     types). The provider keeps the first CSR of a consumer in its tenant namespace beyond unpeering (Secret
     liqo-remote-certificate) and refuses any other ("the stored and the provided CSR do not match"), so a
     different encoding would keep `liqoctl peer` from re-peering after the operator, and back."""
+    return liqo_csr(private_key, cluster_id)
+
+
+@contextlib.contextmanager
+def long_common_names() -> Iterator[None]:
+    """Go does not hold a CN to X.509's 64 characters, and a peering user's has 48 plus the cluster ID: no
+    warning from cryptography for one."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Attribute's length must be", category=UserWarning)
+        yield
+
+
+def liqo_csr(private_key: Any, common_name: str) -> bytes:
+    """PEM CSR with O=liqo.io and this CN, as Liqo's generateCSR makes them (control plane and peering user)."""
     org = CONTROL_PLANE_ORGANIZATION
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, org, _type=_go_string_type(org)),
-            x509.NameAttribute(NameOID.COMMON_NAME, cluster_id, _type=_go_string_type(cluster_id)),
-        ]
-    )
+    with long_common_names():
+        subject = x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, org, _type=_go_string_type(org)),
+                x509.NameAttribute(
+                    NameOID.COMMON_NAME, common_name, _type=_go_string_type(common_name), _validate=False
+                ),
+            ]
+        )
     algorithm: hashes.SHA256 | None = None
     if isinstance(private_key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
         algorithm = hashes.SHA256()

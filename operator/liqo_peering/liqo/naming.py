@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 # Liqo's own labels and names (pkg/consts in Liqo v1.2).
 REMOTE_CLUSTER_ID = "liqo.io/remote-cluster-id"
 TENANT_NAMESPACE_LABEL = "liqo.io/tenant-namespace"
@@ -59,3 +61,16 @@ def owner_labels(namespace: str, name: str) -> dict[str, str]:
 
 def owner_selector(namespace: str, name: str) -> str:
     return ",".join(f"{k}={v}" for k, v in owner_labels(namespace, name).items())
+
+
+MINTED_SUFFIX = "-provider-credentials"
+
+
+def minted_secret(peering_name: str) -> str:
+    """The Secret holding a peering's minted kubeconfig, next to it: its name and a suffix, hashed down to
+    Secret's 253 characters when the peering's name is long."""
+    name = peering_name + MINTED_SUFFIX
+    if len(name) <= 253:
+        return name
+    digest = hashlib.sha256(peering_name.encode()).hexdigest()[:10]
+    return f"{peering_name[: 253 - len(MINTED_SUFFIX) - 11].rstrip('.-')}-{digest}{MINTED_SUFFIX}"

@@ -41,6 +41,12 @@ NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
 POD = Resource("", "v1", "pods", "Pod")
 DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
 ROLE_BINDING = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+ROLE = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+CLUSTER_ROLE = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDING = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+CSR = Resource("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", namespaced=False)
 
 NETWORK = Resource("ipam.liqo.io", "v1alpha1", "networks", "Network")
 IP = Resource("ipam.liqo.io", "v1alpha1", "ips", "IP")

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from liqo_peering.stages import STAGE_CONDITIONS, STAGES, StageResult
+from liqo_peering.status import credentials as creds
 from liqo_peering.status.conditions import format_time, get_condition, make_condition, set_condition
 from liqo_peering.status.foreigncluster import module_condition
 
@@ -31,6 +32,8 @@ class Observation:
     # Offloading without a virtual node has nothing for Liqo to report (its conditions are about
     # virtual nodes).
     liqo_checked: frozenset[str] = frozenset(STAGES)
+    # With spec.credentials.mint: the minted credential (None without it).
+    credentials: creds.CredentialsObservation | None = None
 
 
 # status.stage is the Stage column of `kubectl get lp -o wide`: "<step>: <state>" or "ready", never a
@@ -106,6 +109,8 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
             events.append(EventSpec("Normal", cond["type"], message))
         conditions = set_condition(conditions, cond)
 
+    conditions = _credentials_condition(prev, conditions, obs, events)
+
     ready = obs.error_reason is None and all(s[0] == "True" for s in stage_states.values())
     # The timeout clock restarts when the spec changes and when a ready peering degrades.
     started = parse_time(prev.get("startedAt"))
@@ -172,7 +177,29 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
     }
     if obs.mirror is not None:
         status["foreignCluster"] = obs.mirror
+    minted = creds.status_block(obs.credentials) if obs.credentials is not None else None
+    if obs.credentials is not None and minted is None:
+        minted = prev.get("credentials")  # minting failed this pass: what was minted before still holds
+    if minted is not None or prev.get("credentials") is not None:
+        status["credentials"] = minted  # None removes it (a merge patch)
     return status, events
+
+
+def _credentials_condition(
+    prev: dict[str, Any], conditions: list[dict[str, Any]], obs: Observation, events: list[EventSpec]
+) -> list[dict[str, Any]]:
+    """CredentialsMinted with spec.credentials.mint (dropped without it); an Event when a credential is
+    minted or renewed, and when its renewal is blocked."""
+    if obs.credentials is None:
+        return [c for c in conditions if c.get("type") != creds.CONDITION]
+    ok, reason, message = creds.condition(obs.credentials, obs.now)
+    old = get_condition(conditions, creds.CONDITION)
+    old_user = (prev.get("credentials") or {}).get("user")
+    if ok and reason == "Minted" and obs.credentials.user != old_user:
+        events.append(EventSpec("Normal", creds.CONDITION, message))
+    elif reason == "RenewalBlocked" and (old is None or old.get("reason") != reason):
+        events.append(EventSpec("Warning", reason, message))
+    return set_condition(conditions, make_condition(creds.CONDITION, ok, reason, message, obs.generation, obs.now))
 
 
 def prev_reason(prev: dict[str, Any]) -> str | None:
@@ -190,15 +217,19 @@ TRANSIENT_RETRY_SECONDS = 5.0
 
 
 def requeue_after(status: dict[str, Any], obs: Observation, transient_error: bool) -> float | None:
-    """When to look again without any event: soon after a transient error, exactly at the timeout."""
+    """When to look again without any event: soon after a transient error, exactly at the timeout, and when
+    the minted certificate is due for renewal."""
     if transient_error:
         return TRANSIENT_RETRY_SECONDS
+    due: list[float] = []
     if status["peerStatus"] == "establishing":
         started = parse_time(status["startedAt"])
         if started is not None:
-            left = obs.timeout_seconds - (obs.now - started).total_seconds()
-            return max(left, 0.5)
-    return None
+            due.append(max(obs.timeout_seconds - (obs.now - started).total_seconds(), 0.5))
+    renew = obs.credentials.renew_at if obs.credentials is not None else None
+    if renew is not None and renew > obs.now:  # past it, renewal waits for the bootstrap Secret's event
+        due.append(max((renew - obs.now).total_seconds(), 0.5))
+    return min(due) if due else None
 
 
 def teardown_blocked(

@@ -20,11 +20,13 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
   resources: ["events"]
   verbs: ["create", "patch"]
 # Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
-# watched so that a rotated kubeconfig is picked up. With kubeconfigSecretProtection, patched only to add
-# and remove the operator's finalizer (kubeconfig-in-use); their data is never written.
+# watched so that a rotated kubeconfig is picked up. With kubeconfigSecretProtection, patched to add and
+# remove the operator's finalizer (kubeconfig-in-use). With credentialsMinting, for spec.credentials.mint:
+# the minted kubeconfig's Secret is created, updated and deleted at unpeering, and the bootstrap Secret
+# deleted with deleteBootstrapSecret; the data of the Secrets users make is never written.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch"{{ if .Values.kubeconfigSecretProtection }}, "patch"{{ end }}]
+  verbs: ["get", "list", "watch"{{ if or .Values.kubeconfigSecretProtection .Values.credentialsMinting }}, "patch"{{ end }}{{ if .Values.credentialsMinting }}, "create", "update", "delete"{{ end }}]
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
 # HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set).
 - apiGroups: ["kopf.dev"]
