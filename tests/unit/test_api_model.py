@@ -50,6 +50,8 @@ def test_defaults_match_the_issue() -> None:
     assert off.resource_slice_class == "default"
     assert off.create_virtual_node is True
     assert off.resources == {}
+    assert spec.bidirectional is False
+    assert spec.reverse.offloading == off  # the same defaults, set apart
 
 
 def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
@@ -72,6 +74,15 @@ def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
             "resourceSliceClass": "default",
             "createVirtualNode": True,
             "resources": {},
+        },
+        "bidirectional": False,
+        "reverse": {
+            "offloading": {
+                "createResourceSlice": True,
+                "resourceSliceClass": "default",
+                "createVirtualNode": True,
+                "resources": {},
+            }
         },
     }
 

@@ -178,6 +178,15 @@ class OffloadingSpec(_Model):
         return self
 
 
+class ReverseSpec(_Model):
+    offloading: OffloadingSpec = Field(
+        default_factory=OffloadingSpec,
+        description="The reverse direction's ResourceSlice, made on the provider to ask the consumer for resources"
+        " (only with bidirectional). Same fields and defaults as spec.offloading, set apart: the two directions"
+        " ask different clusters.",
+    )
+
+
 class LiqoPeeringSpec(_Model):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [IN_BAND_RULE]})
     remote_kubeconfig_secret_ref: SecretKeyRef = Field(
@@ -205,6 +214,14 @@ class LiqoPeeringSpec(_Model):
         default_factory=AuthenticationSpec, description="Stage 2: authentication."
     )
     offloading: OffloadingSpec = Field(default_factory=OffloadingSpec, description="Stage 3: offloading.")
+    bidirectional: bool = Field(
+        default=False,
+        description="Peer in both directions: the provider also consumes this cluster's resources, over the same"
+        " network (Liqo's bidirectional peering). Turning it off removes the reverse direction only.",
+    )
+    reverse: ReverseSpec = Field(
+        default_factory=ReverseSpec, description="The reverse direction, used when bidirectional is true."
+    )
 
     @model_validator(mode="after")
     def _in_band_needs_networking(self) -> LiqoPeeringSpec:
@@ -269,7 +286,8 @@ class LiqoPeeringStatus(_Model):
     observed_generation: int | None = Field(default=None, description="The generation this status describes.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady.",
+        description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady; with"
+        " bidirectional, ReverseAuthenticationReady and ReverseOffloadingReady too.",
     )
     local_cluster_id: str | None = Field(default=None, alias="localClusterID", description="This cluster's ID.")
     remote_cluster_id: str | None = Field(

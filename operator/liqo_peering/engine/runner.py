@@ -96,7 +96,12 @@ class PeeringRunner:
         if outcome.secret is None:
             return []
         return peering_routes(
-            self.service.local, outcome.remote, outcome.ctx, outcome.secret, self.namespaced_tenant_reads
+            self.service.local,
+            outcome.remote,
+            outcome.ctx,
+            outcome.secret,
+            self.namespaced_tenant_reads,
+            reverse=outcome.reverse,
         )
 
     def teardown(self, body: dict[str, Any]) -> list[str]:
