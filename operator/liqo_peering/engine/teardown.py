@@ -149,7 +149,7 @@ def _identity_secrets_terminating(consumer: ClusterClient, ctx: PeeringContext) 
     the meantime re-uses that terminating Secret and its Renew keeps the replicator from ever releasing
     it: the new peering's ResourceSlice is then never replicated. So unpeering ends only once it is gone.
     """
-    selector = f"liqo.io/identity-type=ControlPlane,liqo.io/remote-cluster-id={ctx.provider.cluster_id}"
+    selector = naming.control_plane_secrets(ctx.provider.cluster_id)
     return [
         f"Secret {ctx.consumer_tenant_ns}/{s['metadata']['name']} on the {consumer.side} (Liqo is still releasing it)"
         for s in consumer.find(r.SECRET, ctx.consumer_tenant_ns, labels=selector)

@@ -124,10 +124,11 @@ def peering_routes(
 
 
 def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext) -> list[Route]:
-    """The reverse direction's objects: on the provider, what its consumer side holds (signed nonce, Identity,
-    ResourceSlice, VirtualNode, the virtual kubelet's Pods, all in its tenant namespace for this cluster, and
-    the virtual Node); here, the nonce and the Tenant in the tenant namespace for the provider. Informers
-    the forward direction already has are shared (the hub keys them by cluster and scope)."""
+    """The reverse direction's objects: on the provider, what its consumer side holds (signed nonce, Identity
+    and its kubeconfig Secret, ResourceSlice, VirtualNode, the virtual kubelet's Pods, all in its tenant
+    namespace for this cluster, and the virtual Node); here, the nonce and the Tenant in the tenant namespace
+    for the provider. Informers the forward direction already has are shared (the hub keys them by cluster
+    and scope)."""
     consumer, tenant_ns, remote_ns = ctx.consumer.cluster_id, ctx.consumer_tenant_ns, ctx.provider_tenant_ns
     routes = [
         Route(local, Scope(r.TENANT, labels=naming.REMOTE_CLUSTER_ID), namespace=tenant_ns),
@@ -137,6 +138,8 @@ def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringCont
             Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"),
             namespace=remote_ns,
         ),
+        # The ControlPlane kubeconfig Liqo makes for the Identity: removing the direction waits for it to go.
+        Route(remote, Scope(r.SECRET, remote_ns, labels=naming.control_plane_secrets(consumer)), namespace=remote_ns),
         Route(
             remote,
             Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}"),
