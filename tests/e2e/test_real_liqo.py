@@ -873,6 +873,19 @@ def _kept_by_liqo(env: RealEnv) -> dict[str, dict[str, set[str]]]:
     return kept
 
 
+def _names(api: k8s.ApiClient, kinds: dict[str, int]) -> dict[str, list[str]]:
+    """For a failure message: what there is of each Liqo kind (plural.group), by namespace/name."""
+    found: dict[str, list[str]] = {}
+    for kind in kinds:
+        plural, _, group = kind.partition(".")
+        if group:
+            listed: Any = custom(api).list_cluster_custom_object(
+                group, "v1beta1" if "ipam" not in group else "v1alpha1", plural
+            )
+            found[kind] = sorted(f"{o['metadata'].get('namespace')}/{o['metadata']['name']}" for o in listed["items"])
+    return found
+
+
 def _change(after: dict[str, dict[str, int]], before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """Per side, the kinds whose count changed, and by how much."""
     return {
@@ -1004,7 +1017,8 @@ def test_bidirectional_peering_both_ways_over_one_network(
     try:
         wait_for("nothing of the peering left on either cluster", nothing_left, timeout=60, interval=1)
     except AssertionError:
-        raise AssertionError(f"left on the clusters (the change since before the peering; Liqo's): {last}") from None
+        named = {side: _names(apis[side], kinds) for side, kinds in last[0].items()}
+        raise AssertionError(f"left on the clusters (the change since before; what is there now): {named}") from None
     with capsys.disabled():
         print(
             f"\nBENCH real Liqo ({install_kind()}): bidirectional create -> Ready {took:.1f}s;"

@@ -526,3 +526,40 @@ def test_a_one_way_pass_touches_no_reverse_object_unless_one_was_made() -> None:
     assert (r.RESOURCE_SLICE.plural, P_NS, "consumer-id") not in provider.store
     assert (r.TENANT.plural, C_NS, "provider-id") not in consumer.store
     assert consumer.obj(r.RESOURCE_SLICE, "provider-id", C_NS)  # the forward direction stays
+
+
+def test_a_ready_reverse_direction_writes_nothing_on_another_pass() -> None:
+    p = make_run(BIDI)
+    consumer, provider = fakes(p)
+    rev = reverse.run_of(p)
+    reverse_authentication_to_ready(p)
+    reverse.offload(rev)
+    provider.obj(r.RESOURCE_SLICE, "consumer-id", P_NS)["status"] = {
+        "conditions": [{"type": "Authentication", "status": "Accepted"}, {"type": "Resources", "status": "Accepted"}]
+    }
+    provider.add(r.VIRTUAL_NODE, {"metadata": {"name": "consumer-id", "namespace": P_NS}})
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    vk = {naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE, naming.REMOTE_CLUSTER_ID: "consumer-id"}
+    provider.add(r.POD, {"metadata": {"name": "vk-consumer-id-1", "namespace": P_NS, "labels": vk}, "status": ready})
+    provider.add(r.NODE, {"metadata": {"name": "consumer-id"}, "status": ready})
+    assert (reverse.authenticate(rev, in_band=False).state, reverse.offload(rev).state) == ("ready", "ready")
+    before = len(consumer.writes), len(provider.writes)
+    assert (reverse.authenticate(rev, in_band=False).state, reverse.offload(rev).state) == ("ready", "ready")
+    assert (len(consumer.writes), len(provider.writes)) == before
+
+
+def test_reverse_stages_are_timed_in_the_stage_duration_metric() -> None:
+    from liqo_peering.metrics import Metrics
+
+    metrics = Metrics()
+    on, _ = compute(None, observed(BOTH_READY, bidirectional=True))
+    body = {"metadata": {"namespace": "team-a", "name": "to-provider", "creationTimestamp": "2026-01-01T00:00:00Z"}}
+    metrics.observe(body, {}, on)
+    seen = {
+        sample.labels["stage"]
+        for family in metrics.registry.collect()
+        if family.name == "liqo_peering_stage_duration_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_count")
+    }
+    assert seen == {*STAGES, *REVERSE_STAGES}
