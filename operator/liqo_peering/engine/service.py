@@ -270,6 +270,8 @@ class PeeringService:
             if back is not None and back.state == "ready":
                 results["reverse-offloading"] = guarded("reverse-offloading", lambda: reverse.offload(rev))
         elif removing_reverse and not outage:
+            # One unpeering of the reverse direction: its result (still removing, gone, or an error) is both
+            # reverse stages'.
             gone = guarded(REVERSE_STAGES[0], lambda: reverse.remove(run)[REVERSE_STAGES[0]])
             results.update({stage: dataclasses.replace(gone, stage=stage) for stage in REVERSE_STAGES})
         if outage:
