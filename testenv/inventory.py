@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from kubernetes import client as k8s
 
+Ignore = Callable[[dict[str, Any]], bool]  # objects not to count
 
-def liqo_objects(api: k8s.ApiClient) -> dict[str, int]:
+
+def liqo_objects(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, int]:
     """Objects of every Liqo kind on the cluster (found through its CRDs), by plural.group; kinds with
     none are left out."""
     ext = k8s.ApiextensionsV1Api(api)
@@ -19,14 +22,16 @@ def liqo_objects(api: k8s.ApiClient) -> dict[str, int]:
             continue
         version = next(v.name for v in spec.versions if v.storage)
         found = cast(dict[str, Any], custom.list_cluster_custom_object(spec.group, version, spec.names.plural))
-        if found["items"]:
-            counts[f"{spec.names.plural}.{spec.group}"] = len(found["items"])
+        kept = [item for item in found["items"] if ignore is None or not ignore(item)]
+        if kept:
+            counts[f"{spec.names.plural}.{spec.group}"] = len(kept)
     return counts
 
 
-def counts(apis: dict[str, k8s.ApiClient]) -> dict[str, dict[str, int]]:
+def counts(apis: dict[str, k8s.ApiClient], ignore: Ignore | None = None) -> dict[str, dict[str, int]]:
     """Liqo's objects, Secrets and namespaces on each cluster (side -> client). Namespaces being deleted,
-    and their Secrets, are left out: an earlier test's namespace going away is not this test's doing."""
+    and their Secrets, are left out: an earlier test's namespace going away is not this test's doing.
+    ``ignore``: Liqo objects not to count."""
     out = {}
     for side, api in apis.items():
         core = k8s.CoreV1Api(api)
@@ -34,5 +39,5 @@ def counts(apis: dict[str, k8s.ApiClient]) -> dict[str, dict[str, int]]:
         going = {n["metadata"]["name"] for n in namespaces if n["metadata"].get("deletionTimestamp")}
         listed = api.sanitize_for_serialization(core.list_secret_for_all_namespaces())["items"]
         secrets = [s for s in listed if s["metadata"]["namespace"] not in going]
-        out[side] = {**liqo_objects(api), "secrets": len(secrets), "namespaces": len(namespaces) - len(going)}
+        out[side] = {**liqo_objects(api, ignore), "secrets": len(secrets), "namespaces": len(namespaces) - len(going)}
     return out

@@ -7,9 +7,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from liqo_peering.stages import STAGE_CONDITIONS
+from liqo_peering.stages import REVERSE_STAGE_CONDITIONS, STAGE_CONDITIONS
 
-_CONDITION_STAGES = {cond: stage for stage, cond in STAGE_CONDITIONS.items()}
+_CONDITION_STAGES = {cond: stage for stage, cond in (STAGE_CONDITIONS | REVERSE_STAGE_CONDITIONS).items()}
 BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 
 

@@ -1,5 +1,8 @@
 """The three Liqo stages, the condition each one reports, and what one pass of a stage found.
 
+A bidirectional peering (spec.bidirectional) adds the reverse direction's two stages: the provider
+consumes the consumer's resources over the same network, so there is no reverse networking stage.
+
 Bottom layer: every other layer spells the stages through here.
 """
 
@@ -16,6 +19,14 @@ STAGE_CONDITIONS = {
     "authentication": "AuthenticationReady",
     "offloading": "OffloadingReady",
 }
+# The reverse direction: the provider authenticates with the consumer and asks it for resources.
+REVERSE_STAGES = ("reverse-authentication", "reverse-offloading")
+REVERSE_STAGE_CONDITIONS = {
+    "reverse-authentication": "ReverseAuthenticationReady",
+    "reverse-offloading": "ReverseOffloadingReady",
+}
+# The forward stage each reverse stage runs, with the clusters swapped.
+REVERSE_OF = {"authentication": "reverse-authentication", "offloading": "reverse-offloading"}
 
 
 @dataclass(frozen=True)

@@ -170,9 +170,9 @@ def test_options_render(helm: Path) -> None:
             # Cluster-wide only the duplicate check's list: no writes, no status, no watch.
             assert rule["resources"] == ["liqopeerings"] and rule["verbs"] == ["list"], rule
         if "secrets" in rule["resources"]:
-            # No cluster-wide Secret reads: only create, and the signed nonce by name (tenant namespaces
+            # No cluster-wide Secret reads: only create, and the nonces by name (tenant namespaces
             # are read through the tenant-access ClusterRole the operator binds there).
-            assert rule["verbs"] == ["create"] or rule.get("resourceNames") == ["liqo-signed-nonce"], rule
+            assert rule["verbs"] == ["create"] or rule.get("resourceNames") == ["liqo-signed-nonce", "liqo-nonce"], rule
         # No cluster-wide Pod reads either: the virtual kubelet's Pods are read in tenant namespaces.
         assert "pods" not in rule["resources"], rule
         if "clusterroles" in rule["resources"]:

@@ -55,6 +55,7 @@ pytestmark = [pytest.mark.realliqo]
 
 NAME = "provider"
 VIRTUAL_NODE_TAINT = "virtual-node.liqo.io/not-allowed"  # pkg/consts (the webhook would add the toleration)
+REPLICATED = "liqo.io/replicated"  # pkg/consts: made on this cluster by Liqo's CRD replicator
 
 
 @dataclass
@@ -980,3 +981,228 @@ def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, s
     offset = int(ipaddress.ip_address(address)) - int(declared.network_address)
     expected = ipaddress.ip_address(int(remapped.network_address) + offset)
     assert found["spec"].get("proxyURL") == f"http://{expected}:8118", (found["spec"], str(declared), str(remapped))
+
+
+# --- bidirectional: both directions over one network ---------------------------------------------------------
+def _directions(env: RealEnv) -> dict[str, list[str]]:
+    """Each direction's objects on both clusters, by where and what: names, sorted."""
+    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    found: dict[str, list[str]] = {}
+    for side, api, ns in (("consumer", env.consumer_api, c_ns), ("provider", env.provider_api, p_ns)):
+        for group, plural in (
+            ("authentication.liqo.io", "tenants"),
+            ("authentication.liqo.io", "resourceslices"),
+            ("offloading.liqo.io", "virtualnodes"),
+            ("networking.liqo.io", "gatewayservers"),
+            ("networking.liqo.io", "gatewayclients"),
+        ):
+            # Liqo's CRD replicator copies each ResourceSlice to its provider: the copies are Liqo's.
+            made = [
+                o for o in items(api, group, plural, ns) if o["metadata"].get("labels", {}).get(REPLICATED) != "true"
+            ]
+            found[f"{side}/{plural}"] = sorted(o["metadata"]["name"] for o in made)
+        # Liqo adds Identities of type ResourceSlice of its own; the peering's are the ControlPlane ones.
+        identities = items(api, "authentication.liqo.io", "identities", ns)
+        found[f"{side}/identities"] = sorted(
+            i["metadata"]["name"] for i in identities if i["spec"]["type"] == "ControlPlane"
+        )
+        nodes = k8s.CoreV1Api(api).list_node(label_selector="liqo.io/type=virtual-node").items
+        found[f"{side}/virtual nodes"] = sorted(str(n.metadata.name) for n in nodes)  # type: ignore[union-attr]
+    return found
+
+
+def _roles(env: RealEnv) -> dict[str, str | None]:
+    """Liqo's ForeignCluster role for the peer, on each side."""
+    return {
+        side: ((get(api, "core.liqo.io", "foreignclusters", None, peer) or {}).get("status") or {}).get("role")
+        for side, api, peer in (
+            ("consumer", env.consumer_api, env.provider_id),
+            ("provider", env.provider_api, env.consumer_id),
+        )
+    }
+
+
+def _liqos_own(obj: dict[str, Any]) -> bool:
+    """Liqo's objects for its own cluster, in its namespace and for no peer (routes for its nodes, the remaps
+    of its API server's IPs, MSS clamping): no peering's, and Liqo keeps them. On a chart pair just started,
+    the first test saw them appear on the provider (liqo/gw-mss-clamping, liqo/provider-node-0-gw-node...)."""
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") == "liqo" and "liqo.io/remote-cluster-id" not in (meta.get("labels") or {})
+
+
+def _kept_by_liqo(env: RealEnv) -> dict[str, dict[str, set[str]]]:
+    """Per side, what Liqo keeps after an unpeering: the peer's ForeignCluster, the tenant namespaces, and the
+    certificates a provider issued (Secrets liqo-remote-certificate* in a tenant namespace)."""
+    kept: dict[str, dict[str, set[str]]] = {}
+    for side, api, peer in (
+        ("consumer", env.consumer_api, env.provider_id),
+        ("provider", env.provider_api, env.consumer_id),
+    ):
+        core = k8s.CoreV1Api(api)
+        tenant = f"liqo.io/remote-cluster-id={peer},liqo.io/tenant-namespace=true"
+        namespaces = {str(n.metadata.name) for n in core.list_namespace(label_selector=tenant).items}  # type: ignore[union-attr]
+        secrets = {
+            f"{ns}/{s.metadata.name}"  # type: ignore[union-attr]
+            for ns in namespaces
+            for s in core.list_namespaced_secret(ns).items
+            if str(s.metadata.name).startswith("liqo-remote-certificate")  # type: ignore[union-attr]
+        }
+        fcs = {peer} if get(api, "core.liqo.io", "foreignclusters", None, peer) else set()
+        kept[side] = {"fc": fcs, "ns": namespaces, "secrets": secrets}
+    return kept
+
+
+def _names(api: k8s.ApiClient, kinds: dict[str, int]) -> dict[str, list[str]]:
+    """For a failure message: what there is of each Liqo kind (plural.group), by namespace/name."""
+    found: dict[str, list[str]] = {}
+    for kind in kinds:
+        plural, _, group = kind.partition(".")
+        if group:
+            listed: Any = custom(api).list_cluster_custom_object(
+                group, "v1beta1" if "ipam" not in group else "v1alpha1", plural
+            )
+            found[kind] = sorted(f"{o['metadata'].get('namespace')}/{o['metadata']['name']}" for o in listed["items"])
+    return found
+
+
+def _change(after: dict[str, dict[str, int]], before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Per side, the kinds whose count changed, and by how much."""
+    return {
+        side: {k: n - before[side].get(k, 0) for k, n in after[side].items() if n != before[side].get(k, 0)}
+        | {k: -n for k, n in before[side].items() if k not in after[side]}
+        for side in after
+    }
+
+
+def test_bidirectional_peering_both_ways_over_one_network(
+    rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec.bidirectional: the provider consumes this cluster too, over the one network. Ready needs both
+    directions; Liqo's ForeignCluster says ConsumerAndProvider on both sides. Turned off, only the reverse
+    direction goes (the forward one is not touched); turned on again and deleted, both directions unpeer,
+    network last, and neither cluster keeps anything of it."""
+    env, ns = rcase
+    apis = {"consumer": env.consumer_api, "provider": env.provider_api}
+    before, names_before = inventory.counts(apis, _liqos_own), _kept_by_liqo(env)
+    cid, pid = env.consumer_id, env.provider_id
+    forward = {
+        "consumer/tenants": [],
+        "consumer/resourceslices": [pid],
+        "consumer/virtualnodes": [pid],
+        "consumer/gatewayservers": [],
+        "consumer/gatewayclients": [pid],
+        "consumer/identities": [f"controlplane-{pid}"],
+        "consumer/virtual nodes": [pid],
+        "provider/tenants": [cid],
+        "provider/resourceslices": [],
+        "provider/virtualnodes": [],
+        "provider/gatewayservers": [cid],  # one network: one server, one client, whatever the direction
+        "provider/gatewayclients": [],
+        "provider/identities": [],
+        "provider/virtual nodes": [],
+    }
+    both = {
+        **forward,
+        "consumer/tenants": [pid],
+        "provider/resourceslices": [cid],
+        "provider/virtualnodes": [cid],
+        "provider/identities": [f"controlplane-{cid}"],
+        "provider/virtual nodes": [cid],
+    }
+    reverse_conditions = {"ReverseAuthenticationReady", "ReverseOffloadingReady"}
+    spec = env.spec(bidirectional=True, reverse={"offloading": {"resources": {"cpu": "1", "memory": "1Gi"}}})
+
+    started = time.monotonic()
+    env.peerings.create(ns, NAME, spec)
+    status = env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+    took = time.monotonic() - started
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert reverse_conditions <= set(conds), conds
+    assert all(conds[t]["status"] == "True" for t in ("NetworkReady", "AuthenticationReady", "OffloadingReady"))
+    assert all(conds[t]["status"] == "True" and conds[t]["reason"] == "Established" for t in reverse_conditions)
+    assert _directions(env) == both
+    networks = {side: inventory.liqo_objects(api) for side, api in apis.items()}
+    for kind in ("gatewayservers.networking.liqo.io", "gatewayclients.networking.liqo.io"):
+        assert sum(counts.get(kind, 0) for counts in networks.values()) == 1, (kind, networks)
+    # The reverse ResourceSlice asks for what spec.reverse.offloading says, and the consumer granted it.
+    p_ns = tenant_ns(env.provider_api, cid)
+    back = get(env.provider_api, "authentication.liqo.io", "resourceslices", p_ns, cid)
+    assert back and back["spec"]["resources"] == {"cpu": "1", "memory": "1Gi"}, back
+    wait_for(
+        "Liqo's ForeignClusters to say ConsumerAndProvider on both sides",
+        lambda: _roles(env) == {"consumer": "ConsumerAndProvider", "provider": "ConsumerAndProvider"},
+        timeout=90,
+    )
+    uids = {key: uid for key, uid in _object_uids(env).items() if "foreignclusters" not in key}
+
+    # Off: the reverse direction goes, the forward one is not touched.
+    started_off = time.monotonic()
+    env.peerings.patch(ns, NAME, {"spec": {"bidirectional": False}})
+    generation = int(env.peerings.get(ns, NAME)["metadata"]["generation"])  # type: ignore[index]
+
+    def off() -> dict[str, Any] | None:
+        now = env.peerings.status(ns, NAME)
+        types = {c["type"] for c in now.get("conditions") or []}
+        done = now.get("observedGeneration") == generation and now.get("peerStatus") == "ready"
+        return now if done and not types & reverse_conditions else None
+
+    status = wait_for("the reverse direction to be removed", off, timeout=120)
+    took_off = time.monotonic() - started_off
+    assert _directions(env) == forward
+    assert {key: uid for key, uid in _object_uids(env).items() if "foreignclusters" not in key} == uids
+    for t in ("NetworkReady", "AuthenticationReady", "OffloadingReady"):  # never flipped meanwhile
+        now = next(c for c in status["conditions"] if c["type"] == t)
+        assert now["status"] == "True" and now["lastTransitionTime"] == conds[t]["lastTransitionTime"], now
+    # Here Liqo's ForeignCluster drops the reverse role as the provider's Tenant goes. On the provider it may
+    # stay ConsumerAndProvider: Liqo re-reads it when the Identity goes, while Liqo still holds the Identity's
+    # kubeconfig Secret (which counts too), and nothing it watches changes when that Secret goes (the next
+    # look is its 10 h resync). The operator reads the Tenant itself (teardown.reverse_peered).
+    wait_for("Liqo's ForeignCluster here to drop the reverse role", lambda: _roles(env)["consumer"] == "Provider")
+    sys.stderr.write(f"\nForeignCluster roles once the reverse direction is removed: {_roles(env)}\n")
+
+    # On again, then deleted: both directions unpeer, the network last.
+    started_on = time.monotonic()
+    env.peerings.patch(ns, NAME, {"spec": {"bidirectional": True}})
+    generation = int(env.peerings.get(ns, NAME)["metadata"]["generation"])  # type: ignore[index]
+
+    def on_again() -> bool:
+        now = env.peerings.status(ns, NAME)
+        return now.get("observedGeneration") == generation and now.get("peerStatus") == "ready"
+
+    wait_for("both directions again", on_again, timeout=240)
+    took_on = time.monotonic() - started_on
+    assert _directions(env) == both
+    started_delete = time.monotonic()
+    env.peerings.delete(ns, NAME)
+    env.peerings.wait_gone(ns, NAME, timeout=180)
+    took_delete = time.monotonic() - started_delete
+    # Liqo removes the virtual Nodes once their VirtualNodes are gone (the unpeering waited for those).
+    wait_for("nothing of either direction", lambda: _directions(env) == {key: [] for key in both}, timeout=90)
+    last: list[Any] = []
+
+    def nothing_left() -> bool:
+        # What Liqo keeps after any unpeering (liqoctl's too) is not the peering's: the ForeignCluster, the
+        # tenant namespace and, on each direction's provider, the certificates it issued (Secrets
+        # liqo-remote-certificate*, which it checks the next Tenant of the same consumer against). A peering
+        # earlier in the suite leaves the forward direction's; this one's reverse direction adds its own.
+        kept = _kept_by_liqo(env)
+        change = _change(inventory.counts(apis, _liqos_own), before)
+        for side in change:
+            for kind, names in (("foreignclusters.core.liqo.io", "fc"), ("namespaces", "ns"), ("secrets", "secrets")):
+                change[side][kind] = change[side].get(kind, 0) - len(kept[side][names] - names_before[side][names])
+                if change[side][kind] == 0:
+                    del change[side][kind]
+        last[:] = [change, kept]
+        return change == {"consumer": {}, "provider": {}}
+
+    try:
+        wait_for("nothing of the peering left on either cluster", nothing_left, timeout=60, interval=1)
+    except AssertionError:
+        named = {side: _names(apis[side], kinds) for side, kinds in last[0].items()}
+        raise AssertionError(f"left on the clusters (the change since before; what is there now): {named}") from None
+    with capsys.disabled():
+        print(
+            f"\nBENCH real Liqo ({install_kind()}): bidirectional create -> Ready {took:.1f}s;"
+            f" off -> reverse removed {took_off:.1f}s; on again -> Ready {took_on:.1f}s;"
+            f" delete -> gone {took_delete:.1f}s"
+        )

@@ -53,6 +53,8 @@ def test_defaults_match_the_issue() -> None:
     assert spec.credentials.mint is False
     assert spec.credentials.delete_bootstrap_secret is False
     assert spec.credentials.lifetime_seconds is None
+    assert spec.bidirectional is False
+    assert spec.reverse.offloading == off  # the same defaults, set apart
 
 
 def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
@@ -77,6 +79,15 @@ def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
             "resources": {},
         },
         "credentials": {"mint": False, "deleteBootstrapSecret": False},
+        "bidirectional": False,
+        "reverse": {
+            "offloading": {
+                "createResourceSlice": True,
+                "resourceSliceClass": "default",
+                "createVirtualNode": True,
+                "resources": {},
+            }
+        },
     }
 
 

@@ -238,8 +238,9 @@ def test_every_schema_default_is_a_pydantic_default() -> None:
         else:
             assert value == node["default"], path
             seen += 1
-    # key, timeout, 2 namespaces, skipValidation, 2 net, 2 server, inBand, 3 offloading, 2 credentials
-    assert seen == 15
+    # key, timeout, 2 namespaces, skipValidation, 2 net, 2 server, inBand, 3 offloading, 2 credentials,
+    # bidirectional, 3 reverse offloading
+    assert seen == 19
 
 
 # -- CEL rules -------------------------------------------------------------------------------
@@ -267,6 +268,7 @@ def test_cel_rules_sit_where_expected() -> None:
         ("spec.networking.gatewayServer", ".loadBalancerIP"),
         ("spec", ".authentication.inBand"),
         ("spec.offloading", ".createVirtualNode"),
+        ("spec.reverse.offloading", ".createVirtualNode"),
         ("spec.authentication", ".proxyURL"),
         ("spec.credentials", ".deleteBootstrapSecret"),
         ("spec.credentials", ".certificateLifetime"),

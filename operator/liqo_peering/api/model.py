@@ -232,6 +232,15 @@ class CredentialsSpec(_Model):
         return None if self.certificate_lifetime is None else int(parse_duration(self.certificate_lifetime))
 
 
+class ReverseSpec(_Model):
+    offloading: OffloadingSpec = Field(
+        default_factory=OffloadingSpec,
+        description="The reverse direction's ResourceSlice, made on the provider to ask the consumer for resources"
+        " (only with bidirectional). Same fields and defaults as spec.offloading, set apart: the two directions"
+        " ask different clusters.",
+    )
+
+
 class LiqoPeeringSpec(_Model):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [IN_BAND_RULE]})
     remote_kubeconfig_secret_ref: SecretKeyRef = Field(
@@ -263,6 +272,14 @@ class LiqoPeeringSpec(_Model):
         default_factory=CredentialsSpec,
         description="The provider credential: the Secret's kubeconfig as it is, or a least-privilege one"
         " minted from it.",
+    )
+    bidirectional: bool = Field(
+        default=False,
+        description="Peer in both directions: the provider also consumes this cluster's resources, over the same"
+        " network (Liqo's bidirectional peering). Turning it off removes the reverse direction only.",
+    )
+    reverse: ReverseSpec = Field(
+        default_factory=ReverseSpec, description="The reverse direction, used when bidirectional is true."
     )
 
     @model_validator(mode="after")
@@ -335,8 +352,9 @@ class LiqoPeeringStatus(_Model):
     observed_generation: int | None = Field(default=None, description="The generation this status describes.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady, and"
-        " CredentialsMinted with spec.credentials.mint.",
+        description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady;"
+        " CredentialsMinted with spec.credentials.mint; with bidirectional, ReverseAuthenticationReady and"
+        " ReverseOffloadingReady too.",
     )
     local_cluster_id: str | None = Field(default=None, alias="localClusterID", description="This cluster's ID.")
     remote_cluster_id: str | None = Field(

@@ -31,6 +31,8 @@ from liqo_peering.liqo.stored import covers, overlay
 REQUEST_TIMEOUT = 15.0
 
 
+# How to fix a right the provider's kubeconfig lacks (engine/reverse.py words it for the reverse direction).
+PEERING_USER_FIX = "grant it (Liqo's peering-user has every right the operator needs: liqoctl generate peering-user)"
 PROBE_TIMEOUT = (2.0, 2.0)  # connect, read: an API server slower than this to say it is ready counts as down
 
 
@@ -123,7 +125,7 @@ class ClusterClient:
             verb, what = request_rights(method, path)
             if self.side == "provider":
                 who = "the kubeconfig's identity"
-                fix = "grant it (Liqo's peering-user has every right the operator needs: liqoctl generate peering-user)"
+                fix = PEERING_USER_FIX
             else:
                 who = "the operator"
                 fix = "grant it to the operator's ServiceAccount (the Helm chart's RBAC)"

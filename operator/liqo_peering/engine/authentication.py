@@ -1,4 +1,9 @@
-"""Stage 2: authentication (liqoctl authenticate), one non-blocking pass."""
+"""Stage 2: authentication (liqoctl authenticate), one non-blocking pass.
+
+"Consumer" and "provider" below are the run's direction (local and remote); in the reverse direction of a
+bidirectional peering they are the provider and the consumer clusters, and the messages name the clusters
+by their ``side``.
+"""
 
 from __future__ import annotations
 
@@ -26,8 +31,9 @@ def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
         return StageResult.waiting(
             STAGE,
             "WaitingForProxyAddress",
-            f"in-band: waiting for Liqo's IPAM on the provider to give IP {ctx.provider.liqo_namespace}/"
-            f"{naming.API_SERVER_PROXY_IP} an address (or set spec.authentication.proxyURL)",
+            f"in-band: waiting for Liqo's IPAM on the {p.remote.side} to give IP {ctx.provider.liqo_namespace}/"
+            f"{naming.API_SERVER_PROXY_IP} an address"
+            + ("" if p.reverse else " (or set spec.authentication.proxyURL)"),
         )
     return reconcile(p, net.in_band_proxy_url(conf, address))
 
@@ -38,17 +44,23 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
     nonce_secret, _ = p.remote.create_if_absent(r.SECRET, auth.nonce_secret(ctx))
     nonce = auth.secret_field(nonce_secret, naming.NONCE_FIELD)
     if not nonce:
-        return StageResult.waiting(STAGE, "WaitingForNonce", "waiting for Liqo on the provider to create the nonce")
+        return StageResult.waiting(
+            STAGE, "WaitingForNonce", f"waiting for Liqo on the {p.remote.side} to create the nonce"
+        )
 
     # 2. The consumer signs it: a Secret carrying the nonce that Liqo fills with the signature.
     signed_secret, _ = p.local.create_if_absent(r.SECRET, auth.signed_nonce_secret(ctx, nonce))
     if auth.secret_field(signed_secret, naming.NONCE_FIELD) != nonce:
         # A stale challenge (the provider's nonce changed): start it again.
         p.local.delete(r.SECRET, naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns)
-        return StageResult.waiting(STAGE, "WaitingForSignedNonce", "the provider's nonce changed: signing it again")
+        return StageResult.waiting(
+            STAGE, "WaitingForSignedNonce", f"the {p.remote.side}'s nonce changed: signing it again"
+        )
     signature = auth.secret_field(signed_secret, naming.SIGNED_NONCE_FIELD)
     if not signature:
-        return StageResult.waiting(STAGE, "WaitingForSignedNonce", "waiting for Liqo on the consumer to sign the nonce")
+        return StageResult.waiting(
+            STAGE, "WaitingForSignedNonce", f"waiting for Liqo on the {p.local.side} to sign the nonce"
+        )
 
     # 3. The Tenant on the provider. Created once and never rewritten: an existing one (ours or liqoctl's)
     # already carries a CSR Liqo has signed.
@@ -57,8 +69,8 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
         keys = p.local.get(r.SECRET, naming.AUTH_KEYS_SECRET, ctx.consumer.liqo_namespace)
         if keys is None:
             raise LiqoNotReady(
-                f"Secret {ctx.consumer.liqo_namespace}/{naming.AUTH_KEYS_SECRET} is missing on the consumer cluster:"
-                f" Liqo's controller manager creates it at start-up; check that Liqo runs there"
+                f"Secret {ctx.consumer.liqo_namespace}/{naming.AUTH_KEYS_SECRET} is missing on the {p.local.side}"
+                f" cluster: Liqo's controller manager creates it at start-up; check that Liqo runs there"
             )
         private_key, public_der = auth.load_cluster_keys(keys)
         csr = auth.control_plane_csr(private_key, ctx.consumer.cluster_id)
@@ -70,13 +82,17 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
         )
     if not auth.tenant_ready(tenant):
         return StageResult.waiting(
-            STAGE, "WaitingForTenant", "waiting for Liqo on the provider to accept the Tenant and issue credentials"
+            STAGE,
+            "WaitingForTenant",
+            f"waiting for Liqo on the {p.remote.side} to accept the Tenant and issue credentials",
         )
 
     # 4. The ControlPlane Identity on the consumer, from the Tenant's status.
     identity = p.local.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"]))
     if not auth.identity_ready(identity):
         return StageResult.waiting(
-            STAGE, "WaitingForIdentity", "waiting for Liqo on the consumer to build the provider's kubeconfig"
+            STAGE,
+            "WaitingForIdentity",
+            f"waiting for Liqo on the {p.local.side} to build the {p.remote.side}'s kubeconfig",
         )
-    return StageResult.ready(STAGE, "the consumer holds a ControlPlane identity on the provider")
+    return StageResult.ready(STAGE, f"the {p.local.side} holds a ControlPlane identity on the {p.remote.side}")

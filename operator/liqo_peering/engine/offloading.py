@@ -12,7 +12,7 @@ STAGE = "offloading"
 
 
 def reconcile(p: PeeringRun) -> StageResult:
-    spec = p.spec.offloading
+    spec = p.offloading
     ctx = p.ctx
     name, ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     if not spec.create_resource_slice:
@@ -29,19 +29,22 @@ def reconcile(p: PeeringRun) -> StageResult:
     denied = [t for t in ("Authentication", "Resources") if conds.get(t) == "Denied"]
     if denied:
         raise ResourceSliceDenied(
-            f"the provider Denied ResourceSlice {ns}/{name} ({' and '.join(denied)}); ask for fewer resources in"
-            f" spec.offloading.resources or check the provider's Liqo resource plugin"
+            f"the {p.remote.side} Denied ResourceSlice {ns}/{name} on the {p.local.side} ({' and '.join(denied)});"
+            f" ask for fewer resources in {p.offloading_field}.resources or check the {p.remote.side}'s Liqo"
+            f" resource plugin"
         )
     if conds.get("Authentication") != "Accepted" or conds.get("Resources") != "Accepted":
         return StageResult.waiting(
-            STAGE, "WaitingForResourceSlice", "waiting for the provider to accept the ResourceSlice"
+            STAGE, "WaitingForResourceSlice", f"waiting for the {p.remote.side} to accept the ResourceSlice"
         )
     if not spec.create_virtual_node:
         _delete_if_present(p, r.VIRTUAL_NODE, name, ns)
         return StageResult.ready(STAGE, "the ResourceSlice is accepted (no virtual node requested)")
     vnode = p.local.get(r.VIRTUAL_NODE, name, ns)
     if vnode is None:
-        return StageResult.waiting(STAGE, "WaitingForVirtualNode", "waiting for Liqo to create the VirtualNode")
+        return StageResult.waiting(
+            STAGE, "WaitingForVirtualNode", f"waiting for Liqo on the {p.local.side} to create the VirtualNode"
+        )
     node = p.local.get(r.NODE, vnode["metadata"]["name"])
     pods = p.local.find(r.POD, ns, labels=offloading.virtual_kubelet_selector(name))
     usable, message = offloading.virtual_node_usable(node, pods)

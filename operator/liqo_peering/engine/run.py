@@ -1,10 +1,14 @@
-"""One reconcile's view of a peering: the spec, both clients and the discovered context."""
+"""One reconcile's view of a peering in one direction: the spec, both clients and the discovered context.
+
+The stages read ``local`` as the consumer and ``remote`` as the provider. The reverse direction of a
+bidirectional peering is the same stages on a run with the clusters swapped (engine/reverse.py).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from liqo_peering.api.model import LiqoPeeringSpec
+from liqo_peering.api.model import LiqoPeeringSpec, OffloadingSpec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.liqo.context import PeeringContext
 
@@ -12,9 +16,20 @@ from liqo_peering.liqo.context import PeeringContext
 @dataclass
 class PeeringRun:
     spec: LiqoPeeringSpec
-    local: ClusterClient  # the consumer, where the operator runs
-    remote: ClusterClient  # the provider, through the Secret's kubeconfig
+    local: ClusterClient  # this direction's consumer (forward: where the operator runs)
+    remote: ClusterClient  # this direction's provider (forward: through the Secret's kubeconfig)
     ctx: PeeringContext
+    reverse: bool = False  # the reverse direction: local is the provider cluster, remote the consumer
+
+    @property
+    def offloading(self) -> OffloadingSpec:
+        """This direction's offloading: each direction asks a different cluster, so each has its own."""
+        return self.spec.reverse.offloading if self.reverse else self.spec.offloading
+
+    @property
+    def offloading_field(self) -> str:
+        """Where the spec sets this direction's offloading (messages name it)."""
+        return "spec.reverse.offloading" if self.reverse else "spec.offloading"
 
     @property
     def consumer_id(self) -> str:

@@ -102,6 +102,7 @@ class PeeringRunner:
             outcome.secret,
             self.namespaced_tenant_reads,
             outcome.minted_secret,
+            reverse=outcome.reverse,
         )
 
     def teardown(self, body: dict[str, Any]) -> list[str]:

@@ -24,7 +24,16 @@ from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.remotes import RemoteClients
-from liqo_peering.engine import authentication, credentials, discovery, networking, offloading, protection, teardown
+from liqo_peering.engine import (
+    authentication,
+    credentials,
+    discovery,
+    networking,
+    offloading,
+    protection,
+    reverse,
+    teardown,
+)
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import DuplicatePeering, PeeringError, own_cluster_unavailable
@@ -33,7 +42,7 @@ from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
-from liqo_peering.stages import STAGES, StageResult
+from liqo_peering.stages import REVERSE_STAGES, STAGES, StageResult
 from liqo_peering.status import compute as status_compute
 from liqo_peering.status.credentials import CredentialsObservation
 from liqo_peering.status.foreigncluster import mirror_foreign_cluster
@@ -61,6 +70,7 @@ class Outcome:
     ctx: PeeringContext | None = None
     observation: status_compute.Observation | None = None
     error: PeeringError | None = None
+    reverse: bool = False  # the reverse direction is on, or still being removed: its objects wake the peering
 
 
 class PeeringService:
@@ -155,7 +165,8 @@ class PeeringService:
             logs.bind_peering(namespace, name, ctx.provider.cluster_id)
             created_anything = True
             outcome.ctx = ctx
-            stages = self._run_stages(PeeringRun(spec, self.local, remote, ctx))
+            removing = not spec.bidirectional and status_compute.has_reverse(status)
+            stages = self._run_stages(PeeringRun(spec, self.local, remote, ctx), removing)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
@@ -189,12 +200,14 @@ class PeeringService:
             remote_cluster_id=ids[1],
             created_anything=created_anything,
             credentials=_redacted(minted) if minted is not None else None,
+            bidirectional=bool(spec and spec.bidirectional),
         )
         transient = error is not None and error.transient
         new_status = self._write_status(body, status, obs)
         outcome.requeue_after = status_compute.requeue_after(new_status, obs, transient)
         outcome.transient_error = transient
         outcome.observation, outcome.error = obs, error
+        outcome.reverse = obs.bidirectional or status_compute.has_reverse(new_status)
         return outcome
 
     def _discover(
@@ -243,8 +256,11 @@ class PeeringService:
             requeue_after=status_compute.requeue_after(new_status, obs, last.transient_error),
         )
 
-    def _run_stages(self, run: PeeringRun) -> dict[str, StageResult]:
+    def _run_stages(self, run: PeeringRun, removing_reverse: bool = False) -> dict[str, StageResult]:
+        """The stages of this pass: the forward ones, and the reverse direction's when spec.bidirectional is
+        true (``removing_reverse``: it was, and what it made may remain)."""
         spec = run.spec
+        rev = reverse.run_of(run) if spec.bidirectional else None
 
         outage: list[PeeringError] = []
 
@@ -258,31 +274,63 @@ class PeeringService:
                 return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
 
         proxy = spec.authentication.proxy_url
+        in_band = spec.authentication.in_band
         results: dict[str, StageResult] = {}
-        if spec.authentication.in_band:
-            # In-band authentication reaches the provider through the tunnel: networking first.
+        auth_jobs: dict[str, Callable[[], StageResult]] = {
+            "authentication": (
+                (lambda: authentication.reconcile_in_band(run, proxy))
+                if in_band
+                else (lambda: authentication.reconcile(run, proxy))
+            )
+        }
+        if rev is not None:
+            auth_jobs["reverse-authentication"] = lambda: reverse.authenticate(rev, in_band)
+        if in_band:
+            # In-band authentication reaches the other cluster through the tunnel: networking first.
             results["networking"] = guarded("networking", lambda: networking.reconcile(run))
             if results["networking"].state == "ready":
-                in_band = lambda: authentication.reconcile_in_band(run, proxy)  # noqa: E731
-                results["authentication"] = guarded("authentication", in_band)
+                results.update(self._concurrently(guarded, auth_jobs))
         else:
             # Independent stages run concurrently (liqoctl runs them one after the other): authentication
-            # in a thread of its own for this pass, so no peering waits for another one's stages.
-            auth: dict[str, StageResult] = {}
-            worker = threading.Thread(
-                target=lambda: auth.update(
-                    authentication=guarded("authentication", lambda: authentication.reconcile(run, proxy))
-                ),
-                name="stage-authentication",
+            # (each direction's) in a thread of its own for this pass, so no peering waits for another one's.
+            results.update(
+                self._concurrently(guarded, auth_jobs, main=("networking", lambda: networking.reconcile(run)))
             )
-            worker.start()
-            results["networking"] = guarded("networking", lambda: networking.reconcile(run))
-            worker.join()
-            results["authentication"] = auth["authentication"]
         if results.get("authentication") and results["authentication"].state == "ready" and not outage:
             results["offloading"] = guarded("offloading", lambda: offloading.reconcile(run))
+        if rev is not None and not outage:
+            back = results.get("reverse-authentication")
+            if back is not None and back.state == "ready":
+                results["reverse-offloading"] = guarded("reverse-offloading", lambda: reverse.offload(rev))
+        elif removing_reverse and not outage:
+            # One unpeering of the reverse direction: its result (still removing, gone, or an error) is both
+            # reverse stages'.
+            gone = guarded(REVERSE_STAGES[0], lambda: reverse.remove(run)[REVERSE_STAGES[0]])
+            results.update({stage: dataclasses.replace(gone, stage=stage) for stage in REVERSE_STAGES})
         if outage:
             raise outage[0]
+        return results
+
+    @staticmethod
+    def _concurrently(
+        guarded: Callable[[str, Callable[[], StageResult]], StageResult],
+        jobs: dict[str, Callable[[], StageResult]],
+        main: tuple[str, Callable[[], StageResult]] | None = None,
+    ) -> dict[str, StageResult]:
+        """Run each job in a thread of its own (and ``main`` on this one meanwhile); their results by stage."""
+        results: dict[str, StageResult] = {}
+        workers = [
+            threading.Thread(
+                target=lambda stage=stage, fn=fn: results.update({stage: guarded(stage, fn)}), name=f"stage-{stage}"
+            )
+            for stage, fn in jobs.items()
+        ]
+        for worker in workers:
+            worker.start()
+        if main is not None:
+            results[main[0]] = guarded(*main)
+        for worker in workers:
+            worker.join()
         return results
 
     def _write_status(
@@ -329,8 +377,14 @@ class PeeringService:
             consumer_tenant_ns=consumer_ns,
             provider_tenant_ns=provider_ns,
         )
-        fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
-        bidirectional = ((fc or {}).get("status") or {}).get("role") == "ConsumerAndProvider"
+        # liqoctl unpeer's order for a bidirectional peering: one direction first, keeping the network the
+        # other one uses; then the other, no longer bidirectional, with the network last. The reverse
+        # direction goes first, as it is the one this peering added on top of the forward one.
+        if spec.bidirectional or status_compute.has_reverse(status):
+            left = teardown.run(self.local, remote, ctx, bidirectional=True, local_only=force, reverse=True)
+            if left:
+                return left
+        bidirectional = teardown.reverse_peered(self.local, remote_id)  # a reverse direction made by others
         remaining = teardown.run(self.local, remote, ctx, bidirectional=bidirectional, local_only=force)
         if remaining:
             return remaining

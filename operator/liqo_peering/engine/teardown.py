@@ -3,6 +3,10 @@
 Order: ResourceSlice (wait gone) -> VirtualNode (wait gone) -> Identity -> Tenant -> unless the
 peering is bidirectional: gateways and Configurations on both sides. Each call deletes what is next
 and reports what still exists, so the delete handler can retry until everything is gone.
+
+A bidirectional peering is two peerings, one per direction, over one network; unpeering one direction
+keeps the network while the other remains (liqoctl unpeer: pkg/liqoctl/unpeer/handler.go). The reverse
+direction's steps are the same with the clusters swapped (``reverse=True``).
 """
 
 from __future__ import annotations
@@ -71,40 +75,49 @@ def _owned(obj: dict, ctx: PeeringContext) -> bool:
 
 
 def run(
-    local: ClusterClient, remote: ClusterClient | None, ctx: PeeringContext, *, bidirectional: bool, local_only: bool
+    local: ClusterClient,
+    remote: ClusterClient | None,
+    ctx: PeeringContext,
+    *,
+    bidirectional: bool,
+    local_only: bool,
+    reverse: bool = False,
 ) -> list[str]:
     """Delete the next phase; return what still exists (empty when unpeering is complete).
 
     Only objects labelled as this peering's are deleted (plus the VirtualNode Liqo derives from our
     ResourceSlice): a refused duplicate LiqoPeering, or one that never got that far, removes nothing
-    that another peering or liqoctl owns.
+    that another peering or liqoctl owns. ``reverse``: unpeer the reverse direction of a bidirectional
+    peering (the provider as the consumer); ``local_only`` then too spares the provider cluster.
     """
-    clients = {"consumer": local, "provider": remote}
-    for phase in plan(ctx, bidirectional=bidirectional, local_only=local_only or remote is None):
+    if reverse:
+        ctx = ctx.reversed()
+    reachable = remote if not local_only else None
+    roles = {"consumer": remote, "provider": local} if reverse else {"consumer": local, "provider": remote}
+    clients = {role: client if client is local else reachable for role, client in roles.items()}
+    for phase in plan(ctx, bidirectional=bidirectional, local_only=False):
         remaining = []
-        for side, res, name, ns in phase:
-            client = clients[side]
+        for role, res, name, ns in phase:
+            client = clients[role]
             if client is not None and ns:
-                remaining += _step(client, local, ctx, side, res, name, ns)
+                remaining += _step(client, ctx, res, name, ns)
         if remaining:
             return remaining
     return []
 
 
-def _step(
-    client: ClusterClient, local: ClusterClient, ctx: PeeringContext, side: str, res: r.Resource, name: str, ns: str
-) -> list[str]:
+def _step(client: ClusterClient, ctx: PeeringContext, res: r.Resource, name: str, ns: str) -> list[str]:
     """Delete one object if it is ours; return what must still go before the next phase."""
     obj = client.get(res, name, ns)
     if obj is not None:
         if res != r.VIRTUAL_NODE and not _owned(obj, ctx):
             return []
-        if res == r.VIRTUAL_NODE and not _slice_was_ours(local, ctx):
+        if res == r.VIRTUAL_NODE and not _slice_was_ours(client, ctx):  # both on this direction's consumer
             return []
         client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
         left = client.get(res, name, ns)
         if left is not None:
-            return [f"{res.kind} {ns}/{name} on the {side}{_held_by(left, side)}"]
+            return [f"{res.kind} {ns}/{name} on the {client.side}{_held_by(left, client.side)}"]
     # Checked on every pass once the Identity is gone, not only on the pass that saw it go (an Identity
     # deleted in the background, by an earlier version or by hand, leaves its Secret to the collector).
     if res == r.IDENTITY:
@@ -128,7 +141,7 @@ def _held_by(obj: dict, side: str) -> str:
     return f" (held by finalizer {FOREGROUND}: the {side}'s garbage collector removes what it owns first)"
 
 
-def _identity_secrets_terminating(local: ClusterClient, ctx: PeeringContext) -> list[str]:
+def _identity_secrets_terminating(consumer: ClusterClient, ctx: PeeringContext) -> list[str]:
     """Liqo's ControlPlane kubeconfig Secret of the deleted Identity, while Liqo still tears it down.
 
     Liqo's CRD replicator holds it (finalizer crdreplicator.liqo.io/operator) until the objects it
@@ -136,17 +149,17 @@ def _identity_secrets_terminating(local: ClusterClient, ctx: PeeringContext) -> 
     the meantime re-uses that terminating Secret and its Renew keeps the replicator from ever releasing
     it: the new peering's ResourceSlice is then never replicated. So unpeering ends only once it is gone.
     """
-    selector = f"liqo.io/identity-type=ControlPlane,liqo.io/remote-cluster-id={ctx.provider.cluster_id}"
+    selector = naming.control_plane_secrets(ctx.provider.cluster_id)
     return [
-        f"Secret {ctx.consumer_tenant_ns}/{s['metadata']['name']} on the consumer (Liqo is still releasing it)"
-        for s in local.find(r.SECRET, ctx.consumer_tenant_ns, labels=selector)
+        f"Secret {ctx.consumer_tenant_ns}/{s['metadata']['name']} on the {consumer.side} (Liqo is still releasing it)"
+        for s in consumer.find(r.SECRET, ctx.consumer_tenant_ns, labels=selector)
         if s["metadata"].get("deletionTimestamp")
     ]
 
 
-def _slice_was_ours(local: ClusterClient, ctx: PeeringContext) -> bool:
+def _slice_was_ours(consumer: ClusterClient, ctx: PeeringContext) -> bool:
     """Whether the VirtualNode comes from our ResourceSlice: ours if the slice is gone or labelled ours."""
-    slice_ = local.get(r.RESOURCE_SLICE, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+    slice_ = consumer.get(r.RESOURCE_SLICE, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
     return slice_ is None or _owned(slice_, ctx)
 
 
@@ -162,3 +175,14 @@ def remove_networking(local: ClusterClient, remote: ClusterClient, ctx: PeeringC
         client.delete(res, name, ns)
         left = True
     return not left
+
+
+def reverse_peered(local: ClusterClient, provider_id: str) -> bool:
+    """Whether the provider consumes this cluster too (a reverse direction, whoever made it): then unpeering
+    the forward direction keeps the network. liqoctl unpeer reads the ForeignCluster's role
+    (ConsumerAndProvider), which Liqo's ForeignCluster controller derives from exactly this: a Tenant for
+    the peer makes it a consumer (status.go, handleAuthenticationModuleStatus). It is read at its source
+    because the role lags behind, and turns from ConsumerAndProvider to Consumer as soon as this
+    unpeering deletes the forward Identity, before the network's turn comes."""
+    tenants = local.find(r.TENANT, labels=f"{naming.REMOTE_CLUSTER_ID}={provider_id}")
+    return any(not t["metadata"].get("deletionTimestamp") for t in tenants)

@@ -57,6 +57,7 @@ def peering_routes(
     secret: tuple[str, str],
     namespaced_tenant_reads: bool = False,
     minted_secret: str | None = None,
+    reverse: bool = False,
 ) -> list[Route]:
     """What wakes a peering: its kubeconfig Secret (and the minted one); once its context is known, its stage
     objects on both clusters, the ForeignCluster, the nonce Secrets, the virtual Node and the virtual kubelet's Pods.
@@ -65,6 +66,8 @@ def peering_routes(
     by the label Liqo puts on all of them, and routed by tenant namespace. On a provider, the informers
     cover the one tenant namespace this consumer has there. ``namespaced_tenant_reads``: the operator
     may read Pods only inside tenant namespaces (watchNamespaces mode), so that informer is per namespace.
+    ``reverse``: the reverse direction of a bidirectional peering is on (or being removed); its objects
+    wake the peering too (reverse_routes).
     """
     namespace, secret_name = secret
     routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name, wake_as=KUBECONFIG)]
@@ -117,6 +120,41 @@ def peering_routes(
         Route(remote, Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=remote_ns)
     )
     for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.CONNECTION, r.DEPLOYMENT, r.TENANT):
+        routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
+    if reverse:
+        routes += reverse_routes(local, remote, ctx)
+    return routes
+
+
+def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext) -> list[Route]:
+    """The reverse direction's objects: on the provider, what its consumer side holds (signed nonce, Identity
+    and its kubeconfig Secret, ResourceSlice, VirtualNode, the virtual kubelet's Pods, all in its tenant
+    namespace for this cluster, and the virtual Node); here, the nonce and the Tenant in the tenant namespace
+    for the provider. Informers the forward direction already has are shared (the hub keys them by cluster
+    and scope)."""
+    consumer, tenant_ns, remote_ns = ctx.consumer.cluster_id, ctx.consumer_tenant_ns, ctx.provider_tenant_ns
+    routes = [
+        Route(local, Scope(r.TENANT, labels=naming.REMOTE_CLUSTER_ID), namespace=tenant_ns),
+        Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=tenant_ns),
+        Route(
+            remote,
+            Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"),
+            namespace=remote_ns,
+        ),
+        # The ControlPlane kubeconfig Liqo makes for the Identity: removing the direction waits for it to go.
+        Route(remote, Scope(r.SECRET, remote_ns, labels=naming.control_plane_secrets(consumer)), namespace=remote_ns),
+        Route(
+            remote,
+            Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}"),
+            label=(naming.REMOTE_CLUSTER_ID, consumer),
+        ),
+        Route(
+            remote,
+            Scope(r.POD, remote_ns, labels=f"{naming.VK_COMPONENT}={naming.VK_COMPONENT_VALUE}"),
+            namespace=remote_ns,
+        ),
+    ]
+    for res in (r.IDENTITY, r.RESOURCE_SLICE, r.VIRTUAL_NODE):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
     return routes
 

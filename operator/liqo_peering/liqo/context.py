@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from liqo_peering.liqo import naming
@@ -33,6 +34,18 @@ class PeeringContext:
     @property
     def owner(self) -> dict[str, str]:
         return naming.owner_labels(self.peering_namespace, self.peering_name)
+
+    def reversed(self) -> PeeringContext:
+        """The same peering seen from the other direction: the provider as the consumer of the consumer's
+        resources (a bidirectional peering's reverse direction). Each tenant namespace stays on its cluster:
+        the consumer's, for the provider, is the reverse direction's provider tenant namespace."""
+        return dataclasses.replace(
+            self,
+            consumer=self.provider,
+            provider=self.consumer,
+            consumer_tenant_ns=self.provider_tenant_ns,
+            provider_tenant_ns=self.consumer_tenant_ns,
+        )
 
     def labels(self, remote_cluster_id: str, **extra: str) -> dict[str, str]:
         return {naming.REMOTE_CLUSTER_ID: remote_cluster_id, **self.owner, **extra}

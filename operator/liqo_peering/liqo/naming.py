@@ -55,6 +55,11 @@ def identity_name(provider_cluster_id: str) -> str:
     return f"controlplane-{provider_cluster_id}"
 
 
+def control_plane_secrets(peer_cluster_id: str) -> str:
+    """The ControlPlane kubeconfig Secret(s) Liqo makes from the Identity for a peer (label selector)."""
+    return f"liqo.io/identity-type=ControlPlane,{REMOTE_CLUSTER_ID}={peer_cluster_id}"
+
+
 def owner_labels(namespace: str, name: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, PEERING_NAMESPACE: namespace, PEERING_NAME: name}
 

@@ -10,9 +10,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from liqo_peering.stages import STAGE_CONDITIONS, STAGES, StageResult
+from liqo_peering.stages import REVERSE_STAGE_CONDITIONS, REVERSE_STAGES, STAGE_CONDITIONS, STAGES, StageResult
 from liqo_peering.status import credentials as creds
-from liqo_peering.status.conditions import format_time, get_condition, make_condition, set_condition
+from liqo_peering.status.conditions import (
+    format_time,
+    get_condition,
+    make_condition,
+    remove_condition,
+    set_condition,
+)
 from liqo_peering.status.foreigncluster import module_condition
 
 
@@ -34,6 +40,10 @@ class Observation:
     liqo_checked: frozenset[str] = frozenset(STAGES)
     # With spec.credentials.mint: the minted credential (None without it).
     credentials: creds.CredentialsObservation | None = None
+    # spec.bidirectional: the reverse direction's stages count. When false, a reverse stage's result says
+    # it is still being removed (shown), or that it is gone ("disabled": its condition goes); no result
+    # leaves its condition as it was (the pass did not get that far).
+    bidirectional: bool = False
 
 
 # status.stage is the Stage column of `kubectl get lp -o wide`: "<step>: <state>" or "ready", never a
@@ -86,9 +96,9 @@ def short_stage(obs: Observation, stage_states: dict[str, tuple[str, str, str]],
     if ready:
         return "ready"
     if obs.error_reason is not None:
-        step = next((s for s in STAGES if s in obs.stages and obs.stages[s].state == "error"), None)
+        step = next((s for s in stage_states if s in obs.stages and obs.stages[s].state == "error"), None)
         return f"{step or (RECONCILE if obs.stages else DISCOVERY)}: error"
-    stage = next(s for s in STAGES if stage_states[s][0] != "True")
+    stage = next(s for s in stage_states if stage_states[s][0] != "True")
     result = obs.stages.get(stage)
     return f"{stage}: {'not started' if result is None else 'error' if result.state == 'error' else 'waiting'}"
 
@@ -100,14 +110,28 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
     events: list[EventSpec] = []
 
     stage_states: dict[str, tuple[str, str, str]] = {}
-    for stage in STAGES:
-        state, reason, message = _stage_condition(stage, obs.stages.get(stage), obs.mirror, stage in obs.liqo_checked)
+
+    def show(stage: str, ctype: str, state: str, reason: str, message: str) -> None:
+        nonlocal conditions
         stage_states[stage] = (state, reason, message)
-        cond = make_condition(STAGE_CONDITIONS[stage], state, reason, message, gen, obs.now)
-        old = get_condition(conditions, cond["type"])
+        old = get_condition(conditions, ctype)
         if state == "True" and (old is None or old.get("status") != "True") and reason != "Disabled":
-            events.append(EventSpec("Normal", cond["type"], message))
-        conditions = set_condition(conditions, cond)
+            events.append(EventSpec("Normal", ctype, message))
+        conditions = set_condition(conditions, make_condition(ctype, state, reason, message, gen, obs.now))
+
+    for stage in STAGES:
+        state = _stage_condition(stage, obs.stages.get(stage), obs.mirror, stage in obs.liqo_checked)
+        show(stage, STAGE_CONDITIONS[stage], *state)
+    for stage in REVERSE_STAGES:
+        result, ctype = obs.stages.get(stage), REVERSE_STAGE_CONDITIONS[stage]
+        if obs.bidirectional or (result is not None and result.state != "disabled"):
+            # Liqo's ForeignCluster here describes the forward direction: the reverse one is not checked there.
+            show(stage, ctype, *_stage_condition(stage, result, None, liqo_checked=False))
+        elif result is not None:
+            conditions = remove_condition(conditions, ctype)  # the reverse direction is gone
+        elif (old := get_condition(conditions, ctype)) is not None:
+            # Not looked at in this pass (an earlier step failed): it stays as the last pass left it.
+            stage_states[stage] = (str(old.get("status")), str(old.get("reason")), str(old.get("message")))
 
     conditions = _credentials_condition(prev, conditions, obs, events)
 
@@ -200,6 +224,12 @@ def _credentials_condition(
     elif reason == "RenewalBlocked" and (old is None or old.get("reason") != reason):
         events.append(EventSpec("Warning", reason, message))
     return set_condition(conditions, make_condition(creds.CONDITION, ok, reason, message, obs.generation, obs.now))
+
+
+def has_reverse(status: dict[str, Any] | None) -> bool:
+    """Whether the status still shows a reverse direction: it was bidirectional, and what it made may remain."""
+    types = set(REVERSE_STAGE_CONDITIONS.values())
+    return any(c.get("type") in types for c in (status or {}).get("conditions") or [])
 
 
 def prev_reason(prev: dict[str, Any]) -> str | None:

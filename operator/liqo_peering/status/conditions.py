@@ -120,3 +120,8 @@ def set_condition(conditions: list[dict[str, Any]] | None, new: dict[str, Any]) 
     if not placed:
         result.append(new)
     return result
+
+
+def remove_condition(conditions: list[dict[str, Any]] | None, type: str) -> list[dict[str, Any]]:
+    """Return a new list without the conditions of ``type`` (apimachinery's ``meta.RemoveStatusCondition``)."""
+    return [copy.deepcopy(c) for c in conditions or () if not (isinstance(c, dict) and c.get("type") == type)]

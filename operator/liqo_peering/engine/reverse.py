@@ -1,0 +1,81 @@
+"""The reverse direction of a bidirectional peering (spec.bidirectional): the provider consumes this
+cluster's resources too.
+
+Liqo makes a bidirectional peering out of two peerings, one per direction, over one network: `liqoctl peer`
+run from the other cluster finds the gateways in place and keeps them (pkg/liqoctl/network/handler.go,
+RunConnect: "reverse networking already established"). So the reverse direction has no networking stage.
+Its authentication and offloading are the forward stages' own code on a run with the clusters swapped
+(``run_of``): the nonce and the Tenant on the consumer cluster, the signed nonce, the Identity, the
+ResourceSlice and the VirtualNode on the provider cluster. Unpeering it keeps the network, which the
+forward direction uses (teardown.run with ``reverse=True``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from liqo_peering.clients.cluster import PEERING_USER_FIX
+from liqo_peering.engine import authentication, offloading, teardown
+from liqo_peering.engine.run import PeeringRun
+from liqo_peering.errors import PeeringError
+from liqo_peering.liqo import naming
+from liqo_peering.stages import REVERSE_OF, REVERSE_STAGES, StageResult
+
+# What the provider's kubeconfig needs for the reverse direction, beyond Liqo's peering-user (which may
+# write only in the consumer's tenant namespace there): the operator acts on the provider as liqoctl peer
+# run from the provider does, with the provider's own Liqo key.
+REVERSE_FIX = (
+    "the reverse direction (spec.bidirectional) acts on the provider as Liqo's consumer there, so its kubeconfig"
+    " needs more than Liqo's peering-user: to read Secret {liqo}/" + naming.AUTH_KEYS_SECRET + " (the provider's"
+    " Liqo key, which signs its Tenant) and virtual Nodes, as liqoctl peer run from the provider does; grant"
+    " it, or set spec.bidirectional to false"
+)
+
+
+def run_of(p: PeeringRun) -> PeeringRun:
+    """The reverse direction's run: the provider cluster is its consumer, this cluster its provider."""
+    return PeeringRun(p.spec, local=p.remote, remote=p.local, ctx=p.ctx.reversed(), reverse=True)
+
+
+def _renamed(result: StageResult) -> StageResult:
+    return dataclasses.replace(result, stage=REVERSE_OF[result.stage])
+
+
+def _explained(rev: PeeringRun, exc: PeeringError) -> PeeringError:
+    """A right the provider's kubeconfig lacks: say what the reverse direction needs (not the peering-user)."""
+    if exc.reason != "ProviderForbidden" or PEERING_USER_FIX not in exc.message:
+        return exc
+    fix = REVERSE_FIX.format(liqo=rev.ctx.consumer.liqo_namespace)  # the reverse run's consumer: the provider
+    return PeeringError(exc.message.replace(PEERING_USER_FIX, fix), reason=exc.reason, transient=exc.transient)
+
+
+def authenticate(rev: PeeringRun, in_band: bool) -> StageResult:
+    """The reverse direction's authentication. In-band, as the forward one: through the tunnel, to Liqo's API
+    server proxy on this cluster (spec.authentication.proxyURL names a proxy to the provider: not used here)."""
+    try:
+        if in_band:
+            return _renamed(authentication.reconcile_in_band(rev, None))
+        return _renamed(authentication.reconcile(rev, None))
+    except PeeringError as exc:
+        raise _explained(rev, exc) from None
+
+
+def offload(rev: PeeringRun) -> StageResult:
+    """The reverse direction's ResourceSlice (spec.reverse.offloading) and virtual node, on the provider."""
+    try:
+        return _renamed(offloading.reconcile(rev))
+    except PeeringError as exc:
+        raise _explained(rev, exc) from None
+
+
+def removal(left: list[str]) -> dict[str, StageResult]:
+    """What the reverse stages report while spec.bidirectional is false: still being removed, or gone."""
+    if not left:
+        return {s: StageResult.disabled(s, "the reverse direction is off") for s in REVERSE_STAGES}
+    message = f"spec.bidirectional is false: removing the reverse direction, waiting for {', '.join(left)} to go"
+    return {s: StageResult.waiting(s, "Unpeering", message) for s in REVERSE_STAGES}
+
+
+def remove(p: PeeringRun) -> dict[str, StageResult]:
+    """Unpeer the reverse direction only (spec.bidirectional turned off): the forward one keeps the network."""
+    return removal(teardown.run(p.local, p.remote, p.ctx, bidirectional=True, local_only=False, reverse=True))
