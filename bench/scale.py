@@ -1,46 +1,42 @@
 """Scale: N concurrent peerings from one consumer to N distinct providers, N = 1, 10, 25, 50.
 
 The consumer is a full local cluster (testenv.localk8s); the providers are light API servers on one etcd
-(bench.lightk8s), each with the Liqo stand-in as its Liqo (bench.standins). Every level starts from fresh
+(testenv.lightk8s), each with the Liqo stand-in as its Liqo (testenv.standin.fleet). Every level starts from fresh
 clusters. The operator runs as a process, with its production resync interval.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import signal
 import statistics
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from testenv import audit, procstat
-from testenv.kube import Kube, KubeError
-from testenv.liqo_env import install_liqo, render_chart
+from testenv.kube import Kube
+from testenv.lightk8s import LightCluster, LightProviders, install_liqo_on_providers, start_light_providers
+from testenv.liqo_env import install_liqo
 from testenv.localk8s import LocalCluster, start_clusters
 from testenv.operator_support import Peerings, api_client, install_crd
 from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET, Step, Target, peering_steps, reactions
+from testenv.standin.fleet import USER_AGENT as STANDIN_AGENT
 
 from . import requests
 from .common import LIQOPEERING, operator_version, start_operator
-from .lightk8s import LightCluster, LightProviders, start_light_providers
 from .procs import Spawned, log, quietly, save_logs
-from .standins import USER_AGENT as STANDIN_AGENT
 from .tracker import Kind, Predicate, State, Tracker, condition
 
 CONSUMER_ID = "scale-consumer-id"
 # The operator's user on the consumer, so that bench.requests counts its requests there (the light
 # providers run without API Priority and Fairness, so only their audit logs tell, and only of writes).
 OPERATOR_USER = "bench-operator"
-PLACEHOLDER_ID = "bench-placeholder-cluster-id"
-INSTALL_ATTEMPTS = 4
 NAMESPACE = "scale"
 STANDINS_PER_PROCESS = 5  # Python threads share one core per process
 SETTLE_SECONDS = 15.0
@@ -99,7 +95,7 @@ def _start_standins(
         argv = [
             sys.executable,
             "-m",
-            "bench.standins",
+            "testenv.standin.fleet",
             "--consumer-kubeconfig",
             str(consumer.kubeconfig),
             "--consumer-id",
@@ -111,37 +107,6 @@ def _start_standins(
             argv += ["--provider", f"{cluster.kubeconfig}={ids[cluster.name]}"]
         procs.append(Spawned("standins", argv, work / f"standins-{first // STANDINS_PER_PROCESS}.log", env))
     return procs
-
-
-def _install_providers(clusters: list[LightCluster], ids: dict[str, str]) -> None:
-    """Liqo's objects on every provider, from one rendering of the chart (helm takes seconds each time).
-
-    The providers differ in their cluster ID, which the chart puts in one ConfigMap only; they share pod
-    and external CIDRs, which nothing here remaps or routes."""
-    pod, external = "10.200.0.0/16", "10.210.0.0/16"
-    rendered = render_chart(PLACEHOLDER_ID, pod, external, "10.20.0.0/16")
-
-    def install(cluster: LightCluster) -> None:
-        docs = copy.deepcopy(rendered)
-        cluster_id_maps = [d for d in docs if (d.get("data") or {}).get("CLUSTER_ID") == PLACEHOLDER_ID]
-        if len(cluster_id_maps) != 1:
-            raise RuntimeError("Liqo's chart no longer renders the cluster ID into exactly one ConfigMap")
-        cluster_id_maps[0]["data"]["CLUSTER_ID"] = ids[cluster.name]
-        kc = Kube(cluster.api_client())
-        for attempt in range(1, INSTALL_ATTEMPTS + 1):
-            try:
-                install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
-                return
-            except KubeError as e:
-                # Fifty API servers on one etcd, on a busy machine: "etcdserver: request timed out" happens.
-                # Applying again is safe (server-side apply).
-                if e.status < 500 or attempt == INSTALL_ATTEMPTS:
-                    raise
-                log(f"{cluster.name}: installing Liqo's objects failed ({e}); again")
-                time.sleep(5)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(install, clusters))
 
 
 def _operator_writes(logs: dict[str, Path], start: float, end: float) -> dict[str, int]:
@@ -206,7 +171,7 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         ids = {c.name: f"{c.name}-cluster-id" for c in providers.clusters}
         install_liqo(consumer, CONSUMER_ID, "10.90.0.0/16", "10.91.0.0/16")
         started = time.monotonic()
-        _install_providers(providers.clusters, ids)
+        install_liqo_on_providers(providers.clusters, ids)
         log(f"scale {count}: Liqo's objects installed on the providers in {time.monotonic() - started:.0f}s")
         standins = _start_standins(consumer, providers, ids, work)
         for proc in standins:

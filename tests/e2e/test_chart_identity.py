@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 import testenv.helm
-from liqo_peering.api.crdgen import CRD_NAME
+from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv.helm import CHART
 from testenv.liqo_env.pytest_plugin import StandInProcess
 from testenv.localk8s import LocalCluster, ToolMissingError, tool_path
@@ -61,21 +61,20 @@ def run_helm(*args: str, kubeconfig: Path) -> str:
 
 
 def adopt_crd(api: k8s.ApiClient) -> None:
-    """An earlier test may have applied the CRD by hand: hand it to this release (Helm's ownership metadata)."""
+    """An earlier test may have applied the CRDs by hand: hand them to this release (Helm's ownership metadata)."""
     ext = k8s.ApiextensionsV1Api(api)
-    try:
-        ext.read_custom_resource_definition(CRD_NAME)
-    except ApiException as exc:
-        if exc.status == 404:
-            return
-        raise
     patch = {
         "metadata": {
             "labels": {"app.kubernetes.io/managed-by": "Helm"},
             "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": RELEASE_NS},
         }
     }
-    ext.patch_custom_resource_definition(CRD_NAME, patch)
+    for name in (CRD_NAME, SET_CRD_NAME):
+        try:
+            ext.patch_custom_resource_definition(name, patch)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
 def service_account_kubeconfig(cluster: LocalCluster, api: k8s.ApiClient, path: Path) -> Path:

@@ -20,11 +20,12 @@ SHORT_NAMES = ["lps"]
 # The set's name is a label value on its children (peering.liqo-operator.io/set).
 NAME_MAX_LENGTH = 63
 
-NAME_RULE = _cel(
-    f"self.metadata.name.size() <= {NAME_MAX_LENGTH}",
-    f"a LiqoPeeringSet's name is at most {NAME_MAX_LENGTH} characters: its peerings carry it as a label value",
-    ".metadata.name",
-)
+# On the object's root, without fieldPath: the API server takes no path into metadata there.
+NAME_RULE = {
+    "rule": f"self.metadata.name.size() <= {NAME_MAX_LENGTH}",
+    "message": f"a LiqoPeeringSet's name is at most {NAME_MAX_LENGTH} characters: its peerings carry it as a"
+    " label value",
+}
 VALUES_RULE = _cel(
     "(self.operator == 'In' || self.operator == 'NotIn') == (has(self.values) && size(self.values) > 0)",
     "values must be non-empty with In and NotIn, and empty with Exists and DoesNotExist",
