@@ -27,7 +27,7 @@ import kubernetes.client
 import yaml
 
 from testenv import audit
-from testenv.kube import Kube, KubeError
+from testenv.kube import Kube, KubeError, Obj
 from testenv.liqo_env import install_liqo, render_chart
 from testenv.localk8s import pki, tool_path
 from testenv.localk8s.cluster import kubeconfig_dict
@@ -280,13 +280,24 @@ PLACEHOLDER_ID = "bench-placeholder-cluster-id"
 INSTALL_ATTEMPTS = 4
 
 
-def install_liqo_on_providers(clusters: list[LightCluster], ids: dict[str, str]) -> None:
-    """Liqo's objects on every provider, from one rendering of the chart (helm takes seconds each time).
+PROVIDER_POD_CIDR, PROVIDER_EXTERNAL_CIDR = "10.200.0.0/16", "10.210.0.0/16"
+
+
+def render_provider_chart() -> list[Obj]:
+    """Liqo's chart rendered once for every light provider (a placeholder where the cluster ID goes)."""
+    return render_chart(PLACEHOLDER_ID, PROVIDER_POD_CIDR, PROVIDER_EXTERNAL_CIDR, "10.20.0.0/16")
+
+
+def install_liqo_on_providers(
+    clusters: list[LightCluster], ids: dict[str, str], rendered: list[Obj] | None = None
+) -> None:
+    """Liqo's objects on every provider, from one rendering of the chart (helm takes seconds each time;
+    ``rendered``: render_provider_chart's, made meanwhile).
 
     The providers differ in their cluster ID, which the chart puts in one ConfigMap only; they share pod
     and external CIDRs, which nothing here remaps or routes."""
-    pod, external = "10.200.0.0/16", "10.210.0.0/16"
-    rendered = render_chart(PLACEHOLDER_ID, pod, external, "10.20.0.0/16")
+    pod, external = PROVIDER_POD_CIDR, PROVIDER_EXTERNAL_CIDR
+    rendered = rendered if rendered is not None else render_provider_chart()
 
     def install(cluster: LightCluster) -> None:
         docs = copy.deepcopy(rendered)

@@ -48,6 +48,8 @@ PEERING_NS = "e2e-chart-identity"
 OTHER_NS = "e2e-chart-identity-other"
 NAME = "provider"
 PEERINGS = (GROUP, VERSION)
+SET, SETS = "fleet", "liqopeeringsets"
+SET_SECRET_FINALIZER = "peering.liqo-operator.io/set-secret"
 
 
 def run_helm(*args: str, kubeconfig: Path) -> str:
@@ -145,6 +147,7 @@ def chart_operator(
     finally:
         try:
             # Unpeer (if the test did not) with the chart's rights, before the release takes them away.
+            _release_set(admin)
             admin.delete(PEERING_NS, NAME)
             try:
                 admin.wait_gone(PEERING_NS, NAME, timeout=90)
@@ -247,9 +250,59 @@ def test_peering_ready_with_the_charts_service_account_only(
             {k: i["metadata"].get(k) for k in ("name", "creationTimestamp", "deletionTimestamp")} for i in left["items"]
         ]
         assert metas == [], f"{plural} left in {c_ns}\n--- operator log (tail):\n{operator.log()[-4000:]}"
+
+    # A LiqoPeeringSet with the same rights: it makes its LiqoPeering (Ready), puts its finalizer on the
+    # Secret it selects, reports, and once deleted unpeers it and releases the Secret.
+    admin = operator_env.peerings
+    admin.core.patch_namespaced_secret(SECRET, PEERING_NS, cast(Any, {"metadata": {"labels": {"fleet": "id"}}}))
+    spec = {"selector": {"matchLabels": {"fleet": "id"}}, "template": {"timeout": "2m"}}
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LiqoPeeringSet", "metadata": {"name": SET}, "spec": spec}
+    admin.custom.create_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, body)
+    child = f"{SET}-{SECRET}"
+    try:
+        admin.wait_status(PEERING_NS, child, "ready")
+        wait_for("the LiqoPeeringSet to be Ready", lambda: _set_ready(admin), timeout=60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- operator log (tail):\n{operator.log()[-6000:]}") from None
+    assert admin.core.read_namespaced_secret(SECRET, PEERING_NS).metadata.finalizers == [SET_SECRET_FINALIZER]  # type: ignore[union-attr]
+    admin.custom.delete_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
+    admin.wait_gone(PEERING_NS, child, timeout=90)
+    wait_for("the LiqoPeeringSet to go", lambda: _set_ready(admin) is None, timeout=30)
+    assert not admin.core.read_namespaced_secret(SECRET, PEERING_NS).metadata.finalizers  # type: ignore[union-attr]
     # (Not a bare "403": a timestamp's microseconds, such as 06:00:38.540372, contain one.)
     denied = [line for line in operator.log().splitlines() if "forbidden" in line.lower()]
     assert not denied, "\n".join(denied[:20])
+
+
+def _release_set(admin: Peerings) -> None:
+    """A set the test left: deleted; if it hangs, its finalizers and those of what it made are released."""
+    try:
+        admin.custom.delete_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
+    except ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
+    try:
+        wait_for("the LiqoPeeringSet to go", lambda: _set_ready(admin) is None, timeout=90)
+    except AssertionError:
+        unfinalized: Any = {"metadata": {"finalizers": None}}
+        admin.custom.patch_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET, unfinalized)
+        for item in admin.in_namespace(PEERING_NS):
+            admin.patch(PEERING_NS, item["metadata"]["name"], unfinalized)
+        admin.core.patch_namespaced_secret(SECRET, PEERING_NS, unfinalized)
+        raise
+
+
+def _set_ready(admin: Peerings) -> bool | None:
+    """Whether the LiqoPeeringSet is Ready; None once it is gone."""
+    try:
+        found: Any = admin.custom.get_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def tenant_namespace(api: k8s.ApiClient, peer_id: str) -> str:

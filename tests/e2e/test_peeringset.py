@@ -14,9 +14,11 @@ duplicated or left over, on any cluster.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,8 @@ import pytest
 from testenv import kube as k
 from testenv.kube import Kube
 from testenv.leakscan import LeakScan
-from testenv.lightk8s import LightProviders, install_liqo_on_providers, start_light_providers
+from testenv.lightk8s import LightProviders, install_liqo_on_providers, render_provider_chart, start_light_providers
+from testenv.localk8s import tool_path
 from testenv.operator_support import OperatorEnv, wait_for
 from testenv.spawned import Spawned
 
@@ -46,6 +49,7 @@ Capsys = pytest.CaptureFixture[str]
 
 @dataclass
 class Fleet:
+    kubeconfig: str  # the consumer's (admin)
     consumer: Kube
     consumer_id: str
     providers: dict[str, Kube]  # secret name -> the provider it points at
@@ -65,12 +69,14 @@ class Fleet:
 def fleet(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan) -> Iterator[Fleet]:
     work = tmp_path_factory.mktemp("fleet")
     started = time.monotonic()
-    providers = start_light_providers(3, work / "providers", garbage_collector=True)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        rendering = pool.submit(render_provider_chart)  # helm takes seconds: while the API servers start
+        providers = start_light_providers(3, work / "providers", garbage_collector=True)
     standins: Spawned | None = None
     consumer = Kube.from_kubeconfig(str(operator_env.lc["consumer"].kubeconfig))
     try:
         ids = {c.name: f"fleet-{c.name}-id" for c in providers.clusters}
-        install_liqo_on_providers(providers.clusters, ids)
+        install_liqo_on_providers(providers.clusters, ids, rendering.result())
         standins = _start_standins(operator_env, providers, ids, work)
         consumer.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, "e2e")
         secrets = {f"s-{c.name}": c for c in providers.clusters} | {"s-p1-again": providers.clusters[0]}
@@ -81,6 +87,7 @@ def fleet(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, l
             }
             consumer.create(k.SECRET, body, NS)
         yield Fleet(
+            str(operator_env.lc["consumer"].kubeconfig),
             consumer,
             operator_env.consumer_id,
             {name: Kube(c.api_client()) for name, c in secrets.items()},
@@ -239,9 +246,15 @@ def test_two_labelled_secrets_give_two_ready_peerings(fleet: Fleet, capsys: Caps
             "template": {"timeout": "2m", "offloading": {"resources": {"cpu": "1"}}},
         },
     }
+    created = time.monotonic()
     fleet.consumer.create(LIQOPEERINGSET, body, NS)
+    wait_for("the set's two LiqoPeerings", lambda: len(children(fleet)) == 2, interval=0.05)
+    with capsys.disabled():
+        print(
+            f"\nBENCH LiqoPeeringSet e2e: set created -> its 2 LiqoPeerings created: {time.monotonic() - created:.2f}s"
+        )
     status = wait_set(fleet, "two peerings Ready", all_ready(2))
-    fleet.lap(capsys, "set created -> 2 peerings Ready")
+    fleet.lap(capsys, "Secrets labelled, set created -> 2 peerings Ready")
     owner = fleet.consumer.get(LIQOPEERINGSET, SET, NS) or {}
     assert status["observedGeneration"] == owner["metadata"]["generation"]
     assert (status["establishing"], status["waiting"], status["error"]) == (0, 0, 0)
@@ -264,6 +277,19 @@ def test_a_third_labelled_secret_is_added(fleet: Fleet, capsys: Capsys) -> None:
     wait_set(fleet, "three peerings Ready", all_ready(3))
     fleet.lap(capsys, "third Secret labelled -> Ready")
     assert_peered(fleet, ["s-p1", "s-p2", "s-p3"], [])
+    # What `kubectl get` shows, through the CRD's printer columns.
+    out = subprocess.run(
+        [str(tool_path("kubectl")), "--kubeconfig", fleet.kubeconfig, "-n", NS, "get", "lps,lp"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    with capsys.disabled():
+        print("\n" + out)
+    header, row = out.splitlines()[:2]
+    assert header.split()[:7] == ["NAME", "DESIRED", "READY", "ESTABLISHING", "ERROR", "ALL", "READY"]
+    assert row.split()[1:6] == ["3", "3", "0", "0", "True"]
 
 
 def test_a_second_secret_to_the_same_provider_is_a_duplicate_not_another_peering(
