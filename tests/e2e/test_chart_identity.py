@@ -49,7 +49,7 @@ OTHER_NS = "e2e-chart-identity-other"
 NAME = "provider"
 PEERINGS = (GROUP, VERSION)
 SET, SETS = "fleet", "liqopeeringsets"
-SET_SECRET_FINALIZER = "peering.liqo-operator.io/set-secret"
+IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"  # kubeconfigSecretProtection (on by default)
 
 
 def run_helm(*args: str, kubeconfig: Path) -> str:
@@ -251,8 +251,8 @@ def test_peering_ready_with_the_charts_service_account_only(
         ]
         assert metas == [], f"{plural} left in {c_ns}\n--- operator log (tail):\n{operator.log()[-4000:]}"
 
-    # A LiqoPeeringSet with the same rights: it makes its LiqoPeering (Ready), puts its finalizer on the
-    # Secret it selects, reports, and once deleted unpeers it and releases the Secret.
+    # A LiqoPeeringSet with the same rights: it makes its LiqoPeering (Ready; the Secret protected while in
+    # use), reports, and once deleted unpeers it, and the Secret is released.
     admin = operator_env.peerings
     admin.core.patch_namespaced_secret(SECRET, PEERING_NS, cast(Any, {"metadata": {"labels": {"fleet": "id"}}}))
     spec = {"selector": {"matchLabels": {"fleet": "id"}}, "template": {"timeout": "2m"}}
@@ -264,7 +264,7 @@ def test_peering_ready_with_the_charts_service_account_only(
         wait_for("the LiqoPeeringSet to be Ready", lambda: _set_ready(admin), timeout=60)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- operator log (tail):\n{operator.log()[-6000:]}") from None
-    assert admin.core.read_namespaced_secret(SECRET, PEERING_NS).metadata.finalizers == [SET_SECRET_FINALIZER]  # type: ignore[union-attr]
+    assert admin.core.read_namespaced_secret(SECRET, PEERING_NS).metadata.finalizers == [IN_USE]  # type: ignore[union-attr]
     admin.custom.delete_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
     admin.wait_gone(PEERING_NS, child, timeout=90)
     wait_for("the LiqoPeeringSet to go", lambda: _set_ready(admin) is None, timeout=30)

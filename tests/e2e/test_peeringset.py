@@ -39,7 +39,8 @@ SELECTOR_LABEL = "liqo-fleet"
 LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
 LIQOPEERINGSET = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeeringsets")
 SET_LABEL = "peering.liqo-operator.io/set"
-SECRET_FINALIZER = "peering.liqo-operator.io/set-secret"
+# Put by the operator on a Secret while a LiqoPeering uses it, so that its unpeering can read it.
+IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"
 REPO = Path(__file__).resolve().parents[2]
 # A peering's objects, by kind, on each side (its tenant namespace there), with the stand-in as Liqo.
 CONSUMER_KINDS = (k.CONFIGURATION, k.GATEWAYCLIENT, k.PUBLICKEY, k.IDENTITY, k.RESOURCESLICE, k.VIRTUALNODE)
@@ -268,7 +269,7 @@ def test_two_labelled_secrets_give_two_ready_peerings(fleet: Fleet, capsys: Caps
         assert line["peerStatus"] == "ready" and line["reason"] == "PeeringEstablished"
         assert line["remoteClusterID"] == fleet.ids[line["secret"]] == kid["status"]["remoteClusterID"]
     secret = fleet.consumer.get(k.SECRET, "s-p1", NS) or {}
-    assert secret["metadata"]["finalizers"] == [SECRET_FINALIZER]
+    assert secret["metadata"]["finalizers"] == [IN_USE]
     assert_peered(fleet, ["s-p1", "s-p2"], ["s-p3"])
 
 
@@ -398,7 +399,8 @@ def test_deleting_the_set_with_orphan_leaves_them_all(fleet: Fleet, capsys: Caps
     for kid in kids.values():
         assert not kid["metadata"].get("ownerReferences") and not kid["metadata"].get("deletionTimestamp")
         assert kid["status"]["peerStatus"] == "ready"
-    assert not any(s["metadata"].get("finalizers") for s in fleet.consumer.list(k.SECRET, NS))
+    in_use = {s["metadata"]["name"] for s in fleet.consumer.list(k.SECRET, NS) if s["metadata"].get("finalizers")}
+    assert in_use == {"s-p1", "s-p2"}  # the orphans still use them
     assert_peered(fleet, ["s-p1", "s-p2"], ["s-p3"])
     # No owner reference left: the garbage collector, which has seen the set go by now, leaves them.
     assert set(children(fleet)) == set(before)
@@ -406,4 +408,5 @@ def test_deleting_the_set_with_orphan_leaves_them_all(fleet: Fleet, capsys: Caps
         fleet.consumer.delete(LIQOPEERING, name, NS)
     wait_for("the orphans to unpeer and go", lambda: not children(fleet), timeout=120)
     assert_peered(fleet, [], ["s-p1", "s-p2", "s-p3"])
+    assert not any(s["metadata"].get("finalizers") for s in fleet.consumer.list(k.SECRET, NS))
     fleet.lap(capsys, "set deleted (Orphan) -> all remain; then deleted by hand")

@@ -1,5 +1,5 @@
 """LiqoPeeringSet's pure core: child names, the selector, the desired children, the plan (maxConcurrent,
-adoption, overwritten edits, conflicts), the Secret finalizers and the set's status."""
+adoption, overwritten edits, conflicts) and the set's status."""
 
 from __future__ import annotations
 
@@ -218,29 +218,6 @@ def test_the_child_object_keeps_what_others_wrote_and_takes_the_set_s() -> None:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-# -- Secret finalizers -------------------------------------------------------------------------
-
-
-def test_secret_finalizers_follow_the_selection_and_the_children_still_using_them() -> None:
-    want = desired("a", "b")
-    fin = [naming.SECRET_FINALIZER]
-    secrets = [
-        secret("a"),  # selected: gets it
-        secret("b", finalizers=fin),  # selected, has it
-        secret("c", finalizers=fin),  # no longer selected, its child still unpeering: keeps it
-        secret("d", finalizers=fin),  # no longer selected, no child: loses it
-        secret("e", deletionTimestamp="t"),  # being deleted: gets none
-    ]
-    still = child(desired("c")["edge-c"], deletionTimestamp="t")
-    add, remove = ch.secret_finalizers(secrets, {w.secret for w in want.values()}, [still])
-    assert (add, remove) == (["a"], ["d"])
-    # The set going away: its own children do not count, others' do.
-    other = child(desired("b")["edge-b"])
-    other["metadata"]["ownerReferences"][0]["uid"] = "another-set"
-    add, remove = ch.secret_finalizers(secrets, set(), [still, other], exclude_uid=UID)
-    assert (add, remove) == ([], ["c", "d"])
 
 
 # -- status ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """SetService against the in-memory API server (unit.fakes): a LiqoPeeringSet's passes write the LiqoPeerings,
-Secret finalizers, status and Events the pure plan says, and its teardown deletes or orphans its
-LiqoPeerings. SetRunner's lock and the hub's wake-up routing."""
+status and Events the pure plan says, and its teardown deletes or orphans its LiqoPeerings. SetRunner's
+lock and the hub's wake-up routing."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def finalizers(local: FakeClusterClient, secret: str) -> list[str]:
     return list(local.obj(r.SECRET, secret, NS)["metadata"].get("finalizers") or [])
 
 
-def test_a_pass_creates_one_peering_per_selected_secret_protects_them_and_reports() -> None:
+def test_a_pass_creates_one_peering_per_selected_secret_and_reports() -> None:
     local, service, events = setup()
     add_secret(local, "a")
     add_secret(local, "b")
@@ -92,7 +92,7 @@ def test_a_pass_creates_one_peering_per_selected_secret_protects_them_and_report
     assert a["spec"] == {"remoteKubeconfigSecretRef": {"name": "a", "key": "kubeconfig"}, "timeout": "2m"}
     assert a["metadata"]["labels"][naming.SET_LABEL] == SET
     assert a["metadata"]["ownerReferences"][0]["uid"] == "set-uid"
-    assert finalizers(local, "a") == [naming.SECRET_FINALIZER] and finalizers(local, "other") == []
+    assert all(not finalizers(local, name) for name in ("a", "b", "other"))  # Secrets are never written
     assert (set_status(local)["desired"], set_status(local)["establishing"]) == (2, 2)
     assert events.reasons() == ["Created", "Created"] and events.sent[0][0] == "LiqoPeeringSet"
     settle(local)
@@ -103,28 +103,26 @@ def test_a_pass_creates_one_peering_per_selected_secret_protects_them_and_report
     assert len(local.writes) == writes  # at rest: nothing written
 
 
-def test_a_secret_that_stops_matching_or_goes_removes_its_peering_then_its_finalizer() -> None:
+def test_a_secret_that_stops_matching_or_goes_removes_its_peering() -> None:
     local, service, events = setup()
     add_secret(local, "a")
     add_secret(local, "b")
     service.reconcile(NS, SET)
     settle(local)
+    # b is kept, terminating, by the kubeconfig protection's finalizer while its LiqoPeering unpeers.
+    local.obj(r.SECRET, "b", NS)["metadata"]["finalizers"] = [naming.KUBECONFIG_IN_USE]
     local.obj(r.SECRET, "a", NS)["metadata"]["labels"] = {}
-    local.delete(r.SECRET, "b", NS)  # its finalizer keeps it, terminating, until its peering has unpeered
+    local.delete(r.SECRET, "b", NS)
     service.reconcile(NS, SET)
     assert all(c["metadata"].get("deletionTimestamp") for c in children(local).values())
-    assert finalizers(local, "a") == [naming.SECRET_FINALIZER]  # the peering unpeering still reads it
     assert {line["name"]: line["reason"] for line in set_status(local)["peerings"]} == {
         "edge-a": "Removing",
         "edge-b": "Removing",
     }
     assert ready(local) == "False"
-    assert local.obj(r.SECRET, "b", NS)["metadata"]["deletionTimestamp"]
     for key in [key for key in local.store if key[0] == r.LIQOPEERING.plural]:
-        del local.store[key]  # the peerings have unpeered; Secret b is still terminating
+        del local.store[key]  # the LiqoPeerings have unpeered
     service.reconcile(NS, SET)
-    assert finalizers(local, "a") == []
-    assert ("secrets", NS, "b") not in local.store  # its last finalizer gone: deleted
     assert ready(local) == "True" and set_status(local)["desired"] == 0
     assert events.reasons().count("Deleted") == 2
 
@@ -192,10 +190,8 @@ def test_teardown_with_delete_waits_for_the_peerings_to_unpeer() -> None:
     assert service.teardown(body) == ["edge-a", "edge-b"]
     assert all(c["metadata"].get("deletionTimestamp") for c in children(local).values())
     assert next(c for c in set_status(local)["conditions"] if c["type"] == "Ready")["reason"] == "Deleting"
-    assert finalizers(local, "a") == [naming.SECRET_FINALIZER]
     local.finish_deletions()
     assert service.teardown(body) == []
-    assert finalizers(local, "a") == [] and finalizers(local, "b") == []
 
 
 def test_teardown_with_orphan_leaves_the_peerings_without_the_owner_reference() -> None:
@@ -207,7 +203,6 @@ def test_teardown_with_orphan_leaves_the_peerings_without_the_owner_reference() 
     kid = children(local)["edge-a"]
     assert "ownerReferences" not in kid["metadata"] and not kid["metadata"].get("deletionTimestamp")
     assert kid["metadata"]["labels"][naming.SET_LABEL] == SET  # a set of that name adopts it again
-    assert finalizers(local, "a") == []
 
 
 def test_a_set_made_again_adopts_its_orphans() -> None:

@@ -62,15 +62,13 @@ class SetService:
             return SetOutcome()
         try:
             secrets = self.local.find(r.SECRET, namespace)
-            members = self.local.find(r.LIQOPEERING, namespace, labels=naming.SET_LABEL)
-            mine = [c for c in members if (c["metadata"].get("labels") or {}).get(naming.SET_LABEL) == name]
+            mine = self.local.find(r.LIQOPEERING, namespace, labels=f"{naming.SET_LABEL}={name}")
             template = (body.get("spec") or {}).get("template") or {}
             desired = ch.desired_children(name, template, spec.selector, secrets)
             plan = ch.plan(meta["uid"], name, desired, mine, spec.max_concurrent)
             obs = _with(obs, desired=desired, children={c["metadata"]["name"]: c for c in mine}, plan=plan)
             done, conflicts = self._apply(body, plan, obs.children)
             obs = _with(obs, done=done, conflicts={**plan.conflicts, **conflicts})
-            self._protect_secrets(namespace, secrets, {want.secret for want in desired.values()}, members)
         except PeeringError as exc:
             if own_cluster_unavailable(exc):
                 raise  # the runner retries; the status stays as the last pass that could see it left it
@@ -112,24 +110,6 @@ class SetService:
                 log.debug("LiqoPeering changed meanwhile; next pass", peering=action.name)
         return done, conflicts
 
-    def _protect_secrets(self, namespace: str, secrets: list[Obj], protect: set[str], members: list[Obj]) -> None:
-        add, remove = ch.secret_finalizers(secrets, protect, members)
-        self._set_finalizers(namespace, secrets, add, remove)
-
-    def _set_finalizers(self, namespace: str, secrets: list[Obj], add: list[str], remove: list[str]) -> None:
-        by_name = {s["metadata"]["name"]: s for s in secrets}
-        for name in [*add, *remove]:
-            meta = by_name[name]["metadata"]
-            have = [f for f in meta.get("finalizers") or [] if f != naming.SECRET_FINALIZER]
-            want = [*have, naming.SECRET_FINALIZER] if name in add else have
-            # The resourceVersion makes it a precondition: a finalizer list changed meanwhile is not lost.
-            patch = {"metadata": {"finalizers": want or None, "resourceVersion": meta.get("resourceVersion")}}
-            try:
-                self.local.merge_patch(r.SECRET, name, namespace, patch)
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
-
     def _write_status(self, body: Obj, obs: fleet_status.SetObservation) -> None:
         old = dict(body.get("status") or {})
         new, events = fleet_status.compute(old, obs)
@@ -148,14 +128,13 @@ class SetService:
         """One pass of deleting the set; returns the LiqoPeerings it still waits for.
 
         Delete: its LiqoPeerings are deleted (each unpeers through its own finalizer) and waited for. Orphan:
-        their owner reference to the set is removed first, so that the garbage collector leaves them. Then
-        the set's finalizer leaves the Secrets no other set's LiqoPeering uses.
+        their owner reference to the set is removed first, so that the garbage collector leaves them.
         """
         meta = body["metadata"]
         namespace, uid = meta["namespace"], meta["uid"]
         orphan = (body.get("spec") or {}).get("deletionPolicy") == "Orphan"
-        members = self.local.find(r.LIQOPEERING, namespace, labels=naming.SET_LABEL)
-        mine = [c for c in members if ch.owned_by_a_set(c, uid)]
+        labelled = self.local.find(r.LIQOPEERING, namespace, labels=f"{naming.SET_LABEL}={meta['name']}")
+        mine = [c for c in labelled if ch.owned_by_a_set(c, uid)]
         remaining = []
         for child in mine:
             cmeta = child["metadata"]
@@ -173,11 +152,7 @@ class SetService:
             remaining.append(cmeta["name"])
         if remaining:
             self._report_teardown(body, remaining, orphan)
-            return remaining
-        secrets = self.local.find(r.SECRET, namespace)
-        _, remove = ch.secret_finalizers(secrets, set(), members, exclude_uid=uid)
-        self._set_finalizers(namespace, secrets, [], remove)
-        return []
+        return remaining
 
     def _report_teardown(self, body: Obj, remaining: list[str], orphan: bool) -> None:
         meta = body["metadata"]

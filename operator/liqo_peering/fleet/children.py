@@ -3,7 +3,8 @@
 One LiqoPeering (a "child") per Secret the selector picks, named after the set and the Secret, labelled
 with the set's name, owned by the set (controller). ``desired_children`` says which children there should
 be; ``plan`` compares them with the live ones and says what to create, update or delete, and what waits
-for a slot (maxConcurrent); ``secret_finalizers`` says which Secrets must keep the set's finalizer.
+for a slot (maxConcurrent). A selected Secret deleted while its LiqoPeering exists is kept, for that
+LiqoPeering's unpeering, by the operator's kubeconfig protection (engine.protection), as any LiqoPeering's.
 """
 
 from __future__ import annotations
@@ -192,28 +193,3 @@ def owner_reference(set_body: Obj) -> Obj:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-def secret_finalizers(
-    secrets: list[Obj], protect: set[str], children: list[Obj], exclude_uid: str | None = None
-) -> tuple[list[str], list[str]]:
-    """Which Secrets get the set finalizer, and which lose it: (add, remove).
-
-    A Secret keeps it while a set wants it (``protect``: the Secrets it selects, not being deleted) or
-    while a LiqoPeering owned by any set references it (until that LiqoPeering has unpeered, since
-    unpeering reads the kubeconfig). ``exclude_uid``: those of this set do not count (it is going away).
-    """
-    referenced = {
-        ((c.get("spec") or {}).get("remoteKubeconfigSecretRef") or {}).get("name")
-        for c in children
-        if owned_by_a_set(c) and not (exclude_uid and owned_by_a_set(c, exclude_uid))
-    }
-    add, remove = [], []
-    for secret in secrets:
-        meta = secret["metadata"]
-        has = naming.SECRET_FINALIZER in (meta.get("finalizers") or [])
-        if meta["name"] in protect and not deleting(secret) and not has:
-            add.append(meta["name"])
-        elif has and meta["name"] not in protect and meta["name"] not in referenced:
-            remove.append(meta["name"])
-    return sorted(add), sorted(remove)
