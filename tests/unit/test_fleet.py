@@ -104,14 +104,16 @@ def test_selector(selector: dict[str, Any], labels: dict[str, str], expected: bo
 # -- desired children --------------------------------------------------------------------------
 
 
-def test_one_child_per_selected_secret_not_being_deleted() -> None:
+def test_one_child_per_selected_secret_not_being_deleted_nor_minted() -> None:
     secrets = [
         secret("a"),
         secret("b", labels={"fleet": "other"}),
         secret("c", deletionTimestamp="2026-01-01T00:00:00Z"),
         secret("d"),
     ]
-    got = ch.desired_children(SET, TEMPLATE, SELECTOR, secrets)
+    minted = secret("edge-a-provider-credentials")  # a LiqoPeering's minted credential, even if labelled
+    minted["metadata"]["ownerReferences"] = [{"kind": "LiqoPeering", "name": "edge-a", "uid": "u", "controller": True}]
+    got = ch.desired_children(SET, TEMPLATE, SELECTOR, [*secrets, minted])
     assert list(got) == ["edge-a", "edge-d"]
     assert got["edge-a"].spec == {"remoteKubeconfigSecretRef": {"name": "a", "key": "kubeconfig"}, **TEMPLATE}
 

@@ -69,11 +69,14 @@ def deleting(obj: Obj) -> bool:
 
 
 def desired_children(set_name: str, template: Obj, selector: LabelSelector, secrets: list[Obj]) -> dict[str, Desired]:
-    """One child per Secret the selector picks, but not Secrets being deleted, by child name."""
+    """One child per Secret the selector picks, by child name; not Secrets being deleted, nor the minted
+    credentials a LiqoPeering owns (spec.credentials.mint: a peering's own, never a provider to peer with)."""
     out: dict[str, Desired] = {}
     for secret in sorted(secrets, key=lambda s: str(s["metadata"]["name"])):
         meta = secret["metadata"]
         if deleting(secret) or not matches(selector, meta.get("labels") or {}):
+            continue
+        if (controller(secret) or {}).get("kind") == "LiqoPeering":
             continue
         name = child_name(set_name, meta["name"])
         spec = child_spec(template, meta["name"])
