@@ -359,11 +359,12 @@ def test_a_template_change_reaches_every_resource_slice(fleet: Fleet, capsys: Ca
 
 
 def test_a_deleted_secret_is_unpeered_before_it_goes(fleet: Fleet, capsys: Capsys) -> None:
+    """The kubeconfig protection keeps the Secret until its LiqoPeering has unpeered with it: were it gone
+    first, that unpeering could not reach the provider and the LiqoPeering would stay, Terminating."""
     fleet.consumer.delete(k.SECRET, "s-p3", NS)
-    wait_for(
-        "Secret s-p3 to go, once its peering has unpeered", lambda: fleet.consumer.get(k.SECRET, "s-p3", NS) is None
-    )
-    assert "fleet-s-p3" not in children(fleet)
+    wait_for("Secret s-p3 to go once unpeered", lambda: fleet.consumer.get(k.SECRET, "s-p3", NS) is None)
+    # The Secret is let go when the unpeering is over, just before the LiqoPeering's own finalizer.
+    wait_for("LiqoPeering fleet-s-p3 to go", lambda: "fleet-s-p3" not in children(fleet), timeout=30)
     assert_peered(fleet, ["s-p2"], ["s-p3"])
     wait_set(fleet, "one peering left", all_ready(1))
     fleet.lap(capsys, "selected Secret deleted -> unpeered, then gone")
