@@ -1,4 +1,5 @@
-"""python -m bench [--runs N] [--scale 1,10,25,50] [--skip-real] [--skip-scale] [--install chart] ...: see --help."""
+"""python -m bench [--runs N] [--scale 1,10,25,50] [--fleet 10] [--skip-real] [--skip-scale] [--install chart] ...:
+see --help."""
 
 from __future__ import annotations
 
@@ -66,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-real", action="store_true", help="keep the real-Liqo results already in --out")
     p.add_argument("--skip-scale", action="store_true", help="keep the scale results already in --out")
     p.add_argument(
+        "--fleet",
+        type=int,
+        default=10,
+        help="the fleet row: this many peerings made by one LiqoPeeringSet, against as many LiqoPeerings, on"
+        " the scale part's setup (default 10; 0 keeps the fleet results already in --out)",
+    )
+    p.add_argument(
         "--install",
         choices=sorted(real.INSTALLS),
         default="processes",
@@ -114,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
                 results["scale_runs"].append(level.to_json())
                 results["scale_summary"] = report.summarize_scale(results["scale_runs"])
                 save(results, args.out, meta, meta_key)
+        if args.fleet and args.install == "processes":
+            # Back to back, so that the same load hits both ways of making N peerings.
+            results["fleet_runs"] = []
+            for via_set in (False, True):
+                fleet_run = scale.run_level(args.fleet, work, args.idle_seconds, args.keep, via_set=via_set)
+                results["fleet_runs"].append(fleet_run.to_json())
+                results["fleet_summary"] = report.summarize_fleet(results["fleet_runs"])
+                save(results, args.out, meta, "fleet_meta" if args.skip_real and args.skip_scale else meta_key)
     except KeyboardInterrupt:
         log("interrupted: everything started has been stopped")
         return 130
@@ -122,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    save(results, args.out, meta, meta_key)
+    save(results, args.out, meta, "fleet_meta" if args.skip_real and args.skip_scale else meta_key)
     report.plot(results, args.plot)
     print(report.console(results))
     log(f"results: {args.out}, plot: {args.plot}")

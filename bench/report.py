@@ -142,6 +142,18 @@ def summarize_scale(levels: list[Run]) -> list[dict[str, Any]]:
     return rows
 
 
+def summarize_fleet(runs: list[Run]) -> list[dict[str, Any]]:
+    """The fleet rows: N peerings as N LiqoPeerings, and through one LiqoPeeringSet (summarize_scale's
+    columns, plus how they were made and the operator's requests on the consumer while establishing)."""
+    rows = []
+    for run in runs:
+        (row,) = summarize_scale([run])
+        row["via"] = run.get("via", "LiqoPeerings")
+        row["requests_establishing"] = sum((run.get("requests_establishing") or {}).values())
+        rows.append(row)
+    return rows
+
+
 def targets(real: dict[str, Any] | None, scale: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Each target: the measured value and whether it was met (None when not measured)."""
     out: list[dict[str, Any]] = []
@@ -249,6 +261,22 @@ def console(results: dict[str, Any]) -> str:
                 f"| {row['peerings']} | {_fmt(row['idle_cpu_percent'])} % | {row['writes_at_rest']} "
                 f"| {_fmt(row['requests_at_rest_per_min'], 0)} | {_fmt(row['others_writes_at_rest_per_min'], 0)} "
                 f"| {_fmt(row['still_cpu_percent'])} % | {_fmt(row['requests_still_per_min'], 0)} |"
+            )
+        lines.append("")
+    fleet = results.get("fleet_summary")
+    if fleet:
+        lines += [
+            "Fleet: N peerings through one LiqoPeeringSet, against N LiqoPeerings (stand-in Liqo, light providers)",
+            "",
+            "| made by | peerings | all Ready (s) | median Ready (s) | operator CPU-s establishing "
+            "| operator requests establishing | RSS MB | idle CPU | operator writes at rest |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in fleet:
+            lines.append(
+                f"| {row['via']} | {row['peerings']} | {_fmt(row['all_ready'], 1)} | {_fmt(row['median_ready'], 1)} "
+                f"| {_fmt(row['busy_cpu_seconds'], 1)} | {row['requests_establishing']} | {_fmt(row['rss_mb'], 0)} "
+                f"| {_fmt(row['idle_cpu_percent'])} % | {row['writes_at_rest']} |"
             )
         lines.append("")
     if results.get("targets"):

@@ -1,47 +1,48 @@
-"""Scale: N concurrent peerings from one consumer to N distinct providers, N = 1, 10, 25, 50.
+"""Scale: N concurrent peerings from one consumer to N distinct providers, N = 1, 10, 25, 50; and the same
+N made by one LiqoPeeringSet instead of N LiqoPeerings (``via_set``, the fleet row).
 
 The consumer is a full local cluster (testenv.localk8s); the providers are light API servers on one etcd
-(bench.lightk8s), each with the Liqo stand-in as its Liqo (bench.standins). Every level starts from fresh
+(testenv.lightk8s), each with the Liqo stand-in as its Liqo (testenv.standin.fleet). Every level starts from fresh
 clusters. The operator runs as a process, with its production resync interval.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import signal
 import statistics
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from testenv import audit, procstat
-from testenv.kube import Kube, KubeError
-from testenv.liqo_env import install_liqo, render_chart
+from testenv import kube as k
+from testenv.kube import Kube
+from testenv.lightk8s import LightCluster, LightProviders, install_liqo_on_providers, start_light_providers
+from testenv.liqo_env import install_liqo
 from testenv.localk8s import LocalCluster, start_clusters
 from testenv.operator_support import Peerings, api_client, install_crd
 from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET, Step, Target, peering_steps, reactions
+from testenv.standin.fleet import USER_AGENT as STANDIN_AGENT
 
 from . import requests
 from .common import LIQOPEERING, operator_version, start_operator
-from .lightk8s import LightCluster, LightProviders, start_light_providers
 from .procs import Spawned, log, quietly, save_logs
-from .standins import USER_AGENT as STANDIN_AGENT
 from .tracker import Kind, Predicate, State, Tracker, condition
 
 CONSUMER_ID = "scale-consumer-id"
 # The operator's user on the consumer, so that bench.requests counts its requests there (the light
 # providers run without API Priority and Fairness, so only their audit logs tell, and only of writes).
 OPERATOR_USER = "bench-operator"
-PLACEHOLDER_ID = "bench-placeholder-cluster-id"
-INSTALL_ATTEMPTS = 4
 NAMESPACE = "scale"
+SET_NAME = "fleet"
+FLEET_LABEL = "bench-fleet"
+LIQOPEERINGSET = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeeringsets")
 STANDINS_PER_PROCESS = 5  # Python threads share one core per process
 SETTLE_SECONDS = 15.0
 # Shorter than kube-controller-manager's node grace period (50 s): without the stand-in's heartbeats it
@@ -53,6 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 @dataclass
 class ScaleRun:
     peerings: int
+    via: str = "LiqoPeerings"  # how they were made: N LiqoPeerings, or one LiqoPeeringSet
     operator_version: str = ""  # common.operator_version() when the level started
     all_ready: float = 0.0  # seconds from the first create to the last peering Ready
     ready_times: list[float] = field(default_factory=list)  # each peering's, sorted
@@ -99,7 +101,7 @@ def _start_standins(
         argv = [
             sys.executable,
             "-m",
-            "bench.standins",
+            "testenv.standin.fleet",
             "--consumer-kubeconfig",
             str(consumer.kubeconfig),
             "--consumer-id",
@@ -111,37 +113,6 @@ def _start_standins(
             argv += ["--provider", f"{cluster.kubeconfig}={ids[cluster.name]}"]
         procs.append(Spawned("standins", argv, work / f"standins-{first // STANDINS_PER_PROCESS}.log", env))
     return procs
-
-
-def _install_providers(clusters: list[LightCluster], ids: dict[str, str]) -> None:
-    """Liqo's objects on every provider, from one rendering of the chart (helm takes seconds each time).
-
-    The providers differ in their cluster ID, which the chart puts in one ConfigMap only; they share pod
-    and external CIDRs, which nothing here remaps or routes."""
-    pod, external = "10.200.0.0/16", "10.210.0.0/16"
-    rendered = render_chart(PLACEHOLDER_ID, pod, external, "10.20.0.0/16")
-
-    def install(cluster: LightCluster) -> None:
-        docs = copy.deepcopy(rendered)
-        cluster_id_maps = [d for d in docs if (d.get("data") or {}).get("CLUSTER_ID") == PLACEHOLDER_ID]
-        if len(cluster_id_maps) != 1:
-            raise RuntimeError("Liqo's chart no longer renders the cluster ID into exactly one ConfigMap")
-        cluster_id_maps[0]["data"]["CLUSTER_ID"] = ids[cluster.name]
-        kc = Kube(cluster.api_client())
-        for attempt in range(1, INSTALL_ATTEMPTS + 1):
-            try:
-                install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
-                return
-            except KubeError as e:
-                # Fifty API servers on one etcd, on a busy machine: "etcdserver: request timed out" happens.
-                # Applying again is safe (server-side apply).
-                if e.status < 500 or attempt == INSTALL_ATTEMPTS:
-                    raise
-                log(f"{cluster.name}: installing Liqo's objects failed ({e}); again")
-                time.sleep(5)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(install, clusters))
 
 
 def _operator_writes(logs: dict[str, Path], start: float, end: float) -> dict[str, int]:
@@ -193,11 +164,15 @@ def _turns(
     return operator, standin
 
 
-def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> ScaleRun:
-    result = ScaleRun(count, operator_version())
-    work = base_dir / f"scale-{count}"
+def run_level(
+    count: int, base_dir: Path, idle_seconds: float, keep_logs: bool = False, via_set: bool = False
+) -> ScaleRun:
+    """One level: ``count`` peerings, made as ``count`` LiqoPeerings or (``via_set``) by one LiqoPeeringSet
+    selecting ``count`` labelled Secrets; everything else the same."""
+    result = ScaleRun(count, "LiqoPeeringSet" if via_set else "LiqoPeerings", operator_version())
+    work = base_dir / f"scale-{count}{'-set' if via_set else ''}"
     work.mkdir(parents=True)
-    log(f"scale {count}: starting a consumer and {count} light providers")
+    log(f"scale {count} ({result.via}): starting a consumer and {count} light providers")
     with contextlib.ExitStack() as stack:
         consumer = start_clusters(["sc-consumer"], work / "consumer")["sc-consumer"]
         stack.callback(quietly, consumer.stop, "the consumer cluster")
@@ -206,7 +181,7 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         ids = {c.name: f"{c.name}-cluster-id" for c in providers.clusters}
         install_liqo(consumer, CONSUMER_ID, "10.90.0.0/16", "10.91.0.0/16")
         started = time.monotonic()
-        _install_providers(providers.clusters, ids)
+        install_liqo_on_providers(providers.clusters, ids)
         log(f"scale {count}: Liqo's objects installed on the providers in {time.monotonic() - started:.0f}s")
         standins = _start_standins(consumer, providers, ids, work)
         for proc in standins:
@@ -220,6 +195,8 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         peerings.make_namespace(NAMESPACE)
         for cluster in providers.clusters:
             peerings.put_kubeconfig_secret(NAMESPACE, f"{cluster.name}-kubeconfig", cluster.kubeconfig.read_bytes())
+        # The LiqoPeerings' names: the set names its own <set>-<secret>.
+        names = {c.name: f"{SET_NAME}-{c.name}-kubeconfig" if via_set else c.name for c in providers.clusters}
         operator = start_operator(consumer.user_kubeconfig(OPERATOR_USER), work)
         stack.callback(quietly, operator.stop, "the operator")
         assert operator.proc is not None
@@ -229,7 +206,8 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         stack.callback(tracker.stop)
         tracker.expect("all", lambda state: _ready_count(state) >= count)
         for cluster in providers.clusters:
-            tracker.expect(f"{NAMESPACE}/{cluster.name}", _is_ready(f"{NAMESPACE}/{cluster.name}"))
+            key = f"{NAMESPACE}/{names[cluster.name]}"
+            tracker.expect(key, _is_ready(key))
         components = {
             "operator": [pid],
             "stand-ins": [p.pid for p in standins],
@@ -241,13 +219,16 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
         machine0 = procstat.machine_busy_seconds()
         counted = requests.counts(consumer_kube, OPERATOR_USER)
         start = time.time()
-        for cluster in providers.clusters:
-            spec = {"remoteKubeconfigSecretRef": {"name": f"{cluster.name}-kubeconfig"}, "timeout": "30m"}
-            peerings.create(NAMESPACE, cluster.name, spec)
+        if via_set:
+            _create_fleet(consumer_kube, providers.clusters)
+        else:
+            for cluster in providers.clusters:
+                spec = {"remoteKubeconfigSecretRef": {"name": f"{cluster.name}-kubeconfig"}, "timeout": "30m"}
+                peerings.create(NAMESPACE, cluster.name, spec)
         done = tracker.wait(["all"], max(600.0, 30.0 * count))["all"]
         elapsed = time.time() - start
         result.all_ready = done - start
-        reached = [tracker.reached(f"{NAMESPACE}/{c.name}") or done for c in providers.clusters]
+        reached = [tracker.reached(f"{NAMESPACE}/{names[c.name]}") or done for c in providers.clusters]
         result.ready_times = sorted(t - start for t in reached)
         cpu1 = {name: procstat.total_cpu(pids) for name, pids in components.items()}
         result.requests_establishing = dict(requests.counts(consumer_kube, OPERATOR_USER) - counted)
@@ -292,6 +273,21 @@ def run_level(count: int, base_dir: Path, idle_seconds: float, keep_logs: bool =
             f"RSS {result.at_rest['rss_mb']:.0f} MB, writes {sum(result.writes_at_rest.values())}"
         )
     return result
+
+
+def _create_fleet(consumer: Kube, clusters: list[LightCluster]) -> None:
+    """Label every provider's Secret, then create the one LiqoPeeringSet that selects them all."""
+    for cluster in clusters:
+        consumer.patch(
+            k.SECRET, f"{cluster.name}-kubeconfig", {"metadata": {"labels": {FLEET_LABEL: "yes"}}}, NAMESPACE
+        )
+    body = {
+        "apiVersion": LIQOPEERINGSET.api_version,
+        "kind": "LiqoPeeringSet",
+        "metadata": {"name": SET_NAME, "namespace": NAMESPACE},
+        "spec": {"selector": {"matchLabels": {FLEET_LABEL: "yes"}}, "template": {"timeout": "30m"}},
+    }
+    consumer.create(LIQOPEERINGSET, body, NAMESPACE)
 
 
 def _still_window(result: ScaleRun, standins: list[Spawned], pid: int, consumer: Kube) -> None:

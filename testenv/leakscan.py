@@ -4,7 +4,7 @@ Every Secret on the test clusters is read while the run goes on (each test's tea
 are removed), so that credentials that existed only for a while (rotated kubeconfigs, Liqo's identity
 kubeconfigs, nonces) are known too. Each credential becomes a set of needles: the value as stored
 (base64), the decoded value, and for PEM blocks every body line. At the end, every operator log line,
-every Event on the clusters and every LiqoPeering status seen is searched for every needle.
+every Event on the clusters and every LiqoPeering and LiqoPeeringSet status seen is searched for every needle.
 
 Public material is not a credential: CA certificates (`ca.crt`, `certificate-authority-data`) are
 left out, as are Helm's release records and values shorter than MIN_LENGTH (flags such as "true").
@@ -133,20 +133,21 @@ class LeakScan:
                     meta = event.get("metadata") or {}
                     text = " ".join(str(event.get(k) or "") for k in ("reason", "message", "note"))
                     self.haystacks[f"{side} Event {meta.get('namespace')}/{meta.get('name')}"] = text
-            try:
-                peerings = cast(
-                    dict[str, Any],
-                    k8s.CustomObjectsApi(api).list_cluster_custom_object(
-                        "peering.liqo-operator.io", "v1alpha1", "liqopeerings"
-                    ),
-                )
-            except k8s.ApiException:
-                continue  # no CRD on this cluster
-            with self._lock:
-                for item in peerings.get("items") or []:
-                    meta = item.get("metadata") or {}
-                    key = f"{side} status of LiqoPeering {meta.get('namespace')}/{meta.get('name')} ({meta.get('uid')})"
-                    self.haystacks[key] = json.dumps(item.get("status") or {})
+            for kind, plural in (("LiqoPeering", "liqopeerings"), ("LiqoPeeringSet", "liqopeeringsets")):
+                try:
+                    found = cast(
+                        dict[str, Any],
+                        k8s.CustomObjectsApi(api).list_cluster_custom_object(
+                            "peering.liqo-operator.io", "v1alpha1", plural
+                        ),
+                    )
+                except k8s.ApiException:
+                    continue  # no CRD on this cluster
+                with self._lock:
+                    for item in found.get("items") or []:
+                        meta = item.get("metadata") or {}
+                        key = f"{side} status of {kind} {meta.get('namespace')}/{meta.get('name')} ({meta.get('uid')})"
+                        self.haystacks[key] = json.dumps(item.get("status") or {})
 
     def add_log(self, path: Path) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ from testenv.wait import wait_for as poll
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "crds" / "peering.liqo-operator.io_liqopeerings.yaml"
+SET_CRD_FILE = ROOT / "crds" / "peering.liqo-operator.io_liqopeeringsets.yaml"
 GROUP, VERSION, PLURAL = "peering.liqo-operator.io", "v1alpha1", "liqopeerings"
 T = TypeVar("T")
 SECRET = "provider-kubeconfig"
@@ -45,23 +46,25 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, in
 
 
 def install_crd(api: k8s.ApiClient) -> None:
+    """The operator's CRDs (LiqoPeering, LiqoPeeringSet) from crds/, created or replaced, until Established."""
     ext = k8s.ApiextensionsV1Api(api)
-    crd = yaml.safe_load(CRD_FILE.read_text())
-    try:
-        current = ext.read_custom_resource_definition(crd["metadata"]["name"])
-        crd["metadata"]["resourceVersion"] = current.metadata.resource_version  # type: ignore[union-attr]
-        ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        ext.create_custom_resource_definition(crd)
+    for path in (CRD_FILE, SET_CRD_FILE):
+        crd = yaml.safe_load(path.read_text())
+        try:
+            current = ext.read_custom_resource_definition(crd["metadata"]["name"])
+            crd["metadata"]["resourceVersion"] = current.metadata.resource_version  # type: ignore[union-attr]
+            ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            ext.create_custom_resource_definition(crd)
 
-    def established() -> bool:
-        got = ext.read_custom_resource_definition(crd["metadata"]["name"])
-        conditions = got.status.conditions if got.status else None
-        return any(c.type == "Established" and c.status == "True" for c in (conditions or []))
+        def established(name: str = crd["metadata"]["name"]) -> bool:
+            got = ext.read_custom_resource_definition(name)
+            conditions = got.status.conditions if got.status else None
+            return any(c.type == "Established" and c.status == "True" for c in (conditions or []))
 
-    wait_for("the LiqoPeering CRD to be established", established, timeout=30)
+        wait_for(f"the CRD {crd['metadata']['name']} to be established", established, timeout=30)
 
 
 def free_port() -> int:

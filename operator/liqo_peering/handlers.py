@@ -1,4 +1,4 @@
-"""kopf handlers: translate events into PeeringRunner calls, nothing more.
+"""kopf handlers: translate events into PeeringRunner and SetRunner calls, nothing more.
 
 They register on ``registry``, which cli.py passes to ``kopf.run``: importing this module has no side
 effect on kopf's global registry.
@@ -11,9 +11,11 @@ from typing import Any
 
 import kopf
 
+from liqo_peering.api import peeringset
 from liqo_peering.api.model import GROUP, PLURAL, VERSION
 from liqo_peering.engine import protection
 from liqo_peering.engine.runner import PeeringRunner
+from liqo_peering.engine.setrunner import SetRunner
 from liqo_peering.errors import PeeringError
 from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo import naming
@@ -47,6 +49,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 def stop(memo: kopf.Memo, **_: Any) -> None:
     runner: PeeringRunner = memo.runner
     runner.stop()
+    sets: SetRunner = memo.sets
+    sets.stop()
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
@@ -86,3 +90,26 @@ async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **
         raise kopf.TemporaryError(f"unpeering: waiting for {', '.join(remaining)} to go", delay=1)
     memo.metrics.forget(namespace, name)
     runner.service.events.emit(raw, "Normal", "Unpeered", "every object of this peering is gone")
+
+
+# -- LiqoPeeringSets ---------------------------------------------------------------------------------
+SET_PLURAL = peeringset.PLURAL
+
+
+@kopf.daemon(GROUP, VERSION, SET_PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
+async def set_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+    sets: SetRunner = memo.sets
+    await sets.run(namespace, name, stopped)
+
+
+@kopf.on.update(GROUP, VERSION, SET_PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
+async def set_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.sets.poke(namespace, name)
+
+
+@kopf.on.delete(GROUP, VERSION, SET_PLURAL, registry=registry)  # type: ignore[arg-type]
+async def set_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    sets: SetRunner = memo.sets
+    remaining = await sets.in_thread(sets.teardown, dict(body))
+    if remaining:
+        raise kopf.TemporaryError(f"waiting for LiqoPeerings {', '.join(remaining[:5])}", delay=1)

@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 import testenv.helm
-from liqo_peering.api.crdgen import CRD_NAME
+from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv.helm import CHART
 from testenv.liqo_env.pytest_plugin import StandInProcess
 from testenv.localk8s import LocalCluster, ToolMissingError, tool_path
@@ -48,6 +48,8 @@ PEERING_NS = "e2e-chart-identity"
 OTHER_NS = "e2e-chart-identity-other"
 NAME = "provider"
 PEERINGS = (GROUP, VERSION)
+SET, SETS = "fleet", "liqopeeringsets"
+IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"  # kubeconfigSecretProtection (on by default)
 
 
 def run_helm(*args: str, kubeconfig: Path) -> str:
@@ -61,21 +63,20 @@ def run_helm(*args: str, kubeconfig: Path) -> str:
 
 
 def adopt_crd(api: k8s.ApiClient) -> None:
-    """An earlier test may have applied the CRD by hand: hand it to this release (Helm's ownership metadata)."""
+    """An earlier test may have applied the CRDs by hand: hand them to this release (Helm's ownership metadata)."""
     ext = k8s.ApiextensionsV1Api(api)
-    try:
-        ext.read_custom_resource_definition(CRD_NAME)
-    except ApiException as exc:
-        if exc.status == 404:
-            return
-        raise
     patch = {
         "metadata": {
             "labels": {"app.kubernetes.io/managed-by": "Helm"},
             "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": RELEASE_NS},
         }
     }
-    ext.patch_custom_resource_definition(CRD_NAME, patch)
+    for name in (CRD_NAME, SET_CRD_NAME):
+        try:
+            ext.patch_custom_resource_definition(name, patch)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
 def service_account_kubeconfig(cluster: LocalCluster, api: k8s.ApiClient, path: Path) -> Path:
@@ -146,6 +147,7 @@ def chart_operator(
     finally:
         try:
             # Unpeer (if the test did not) with the chart's rights, before the release takes them away.
+            _release_set(admin)
             admin.delete(PEERING_NS, NAME)
             try:
                 admin.wait_gone(PEERING_NS, NAME, timeout=90)
@@ -248,9 +250,59 @@ def test_peering_ready_with_the_charts_service_account_only(
             {k: i["metadata"].get(k) for k in ("name", "creationTimestamp", "deletionTimestamp")} for i in left["items"]
         ]
         assert metas == [], f"{plural} left in {c_ns}\n--- operator log (tail):\n{operator.log()[-4000:]}"
+
+    # A LiqoPeeringSet with the same rights: it makes its LiqoPeering (Ready; the Secret protected while in
+    # use), reports, and once deleted unpeers it, and the Secret is released.
+    admin = operator_env.peerings
+    admin.core.patch_namespaced_secret(SECRET, PEERING_NS, cast(Any, {"metadata": {"labels": {"fleet": "id"}}}))
+    spec = {"selector": {"matchLabels": {"fleet": "id"}}, "template": {"timeout": "2m"}}
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LiqoPeeringSet", "metadata": {"name": SET}, "spec": spec}
+    admin.custom.create_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, body)
+    child = f"{SET}-{SECRET}"
+    try:
+        admin.wait_status(PEERING_NS, child, "ready")
+        wait_for("the LiqoPeeringSet to be Ready", lambda: _set_ready(admin), timeout=60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- operator log (tail):\n{operator.log()[-6000:]}") from None
+    assert admin.core.read_namespaced_secret(SECRET, PEERING_NS).metadata.finalizers == [IN_USE]  # type: ignore[union-attr]
+    admin.custom.delete_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
+    admin.wait_gone(PEERING_NS, child, timeout=90)
+    wait_for("the LiqoPeeringSet to go", lambda: _set_ready(admin) is None, timeout=30)
+    assert not admin.core.read_namespaced_secret(SECRET, PEERING_NS).metadata.finalizers  # type: ignore[union-attr]
     # (Not a bare "403": a timestamp's microseconds, such as 06:00:38.540372, contain one.)
     denied = [line for line in operator.log().splitlines() if "forbidden" in line.lower()]
     assert not denied, "\n".join(denied[:20])
+
+
+def _release_set(admin: Peerings) -> None:
+    """A set the test left: deleted; if it hangs, its finalizers and those of what it made are released."""
+    try:
+        admin.custom.delete_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
+    except ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
+    try:
+        wait_for("the LiqoPeeringSet to go", lambda: _set_ready(admin) is None, timeout=90)
+    except AssertionError:
+        unfinalized: Any = {"metadata": {"finalizers": None}}
+        admin.custom.patch_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET, unfinalized)
+        for item in admin.in_namespace(PEERING_NS):
+            admin.patch(PEERING_NS, item["metadata"]["name"], unfinalized)
+        admin.core.patch_namespaced_secret(SECRET, PEERING_NS, unfinalized)
+        raise
+
+
+def _set_ready(admin: Peerings) -> bool | None:
+    """Whether the LiqoPeeringSet is Ready; None once it is gone."""
+    try:
+        found: Any = admin.custom.get_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def tenant_namespace(api: k8s.ApiClient, peer_id: str) -> str:

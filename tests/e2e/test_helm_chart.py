@@ -18,7 +18,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 import testenv.helm
-from liqo_peering.api.crdgen import CRD_NAME
+from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv.helm import CHART
 from testenv.localk8s import LocalCluster, ToolMissingError, start_clusters, tool_path
 
@@ -87,6 +87,7 @@ def test_default_render(helm: Path) -> None:
             "ClusterRole",
             "ClusterRoleBinding",
             "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "Deployment",
             "Role",
             "RoleBinding",
@@ -115,10 +116,12 @@ def test_default_render(helm: Path) -> None:
     assert pod["automountServiceAccountToken"] is True
     (service,) = find(docs, "Service")
     assert service["spec"]["ports"][0]["name"] == "metrics"
-    (crd,) = find(docs, "CustomResourceDefinition")
-    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
-    source = yaml.safe_load((REPO / "crds" / "peering.liqo-operator.io_liqopeerings.yaml").read_text())
-    assert crd["spec"] == source["spec"]
+    crds = {d["metadata"]["name"]: d for d in find(docs, "CustomResourceDefinition")}
+    assert set(crds) == {CRD_NAME, SET_CRD_NAME}
+    for name, source_file in ((CRD_NAME, "liqopeerings"), (SET_CRD_NAME, "liqopeeringsets")):
+        assert crds[name]["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        source = yaml.safe_load((REPO / "crds" / f"peering.liqo-operator.io_{source_file}.yaml").read_text())
+        assert crds[name]["spec"] == source["spec"]
     # All namespaces: LiqoPeerings and Secrets through the ClusterRole; the only Role is Liqo's namespace.
     (role,) = find(docs, "Role")
     assert role["metadata"]["namespace"] == "liqo"
@@ -126,6 +129,7 @@ def test_default_render(helm: Path) -> None:
     groups = {g for rule in cluster_role["rules"] for g in rule["apiGroups"]}
     assert "kopf.dev" not in groups and "coordination.k8s.io" not in groups
     assert any("liqopeerings" in rule["resources"] for rule in cluster_role["rules"])
+    assert any("liqopeeringsets" in rule["resources"] for rule in cluster_role["rules"])
 
 
 def chart_app_version() -> str:
@@ -186,7 +190,7 @@ def test_ha_render(helm: Path) -> None:
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     assert f"--peering-name={RELEASE}-liqo-peering-operator" in operator_args(docs)
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
-    assert crds == {CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    assert crds == {CRD_NAME, SET_CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
     (peering,) = find(docs, "ClusterKopfPeering")
     assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     (cluster_role,) = find(docs, "ClusterRole")
@@ -201,8 +205,8 @@ def test_ha_render(helm: Path) -> None:
 def test_crd_toggles(helm: Path) -> None:
     assert not find(render(helm, "crds.enabled=false"), "CustomResourceDefinition")
     assert not find(render(helm, "crds.enabled=false", "ha.enabled=true"), "CustomResourceDefinition")
-    (crd,) = find(render(helm, "crds.keep=false"), "CustomResourceDefinition")
-    assert "annotations" not in crd["metadata"]
+    crds = find(render(helm, "crds.keep=false"), "CustomResourceDefinition")
+    assert len(crds) == 2 and all("annotations" not in crd["metadata"] for crd in crds)
 
 
 @pytest.mark.parametrize(

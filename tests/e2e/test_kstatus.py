@@ -14,6 +14,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "liqopeering-status"
+SET_FIXTURES = REPO / "tests" / "fixtures" / "liqopeeringset-status"
 
 
 def kstatus(binary: Path, *args: str) -> dict[str, tuple[str, str]]:
@@ -47,6 +48,23 @@ def test_fixture_status(kstatus_check: Path, fixture: str, status: str, message:
     assert got_status == status
     if message:
         assert got_message == message
+
+
+@pytest.mark.parametrize(
+    ("fixture", "status"),
+    [
+        ("ready", "Current"),
+        ("progressing", "InProgress"),
+        ("failed", "Failed"),
+        ("stale-generation", "InProgress"),
+        ("deleting", "Terminating"),
+        ("no-status", "Current"),  # no status at all; the CRD's status default ({observedGeneration: 0}) prevents it
+    ],
+)
+def test_set_fixture_status(kstatus_check: Path, fixture: str, status: str) -> None:
+    """LiqoPeeringSet's conditions read by kstatus as its Argo CD health check reads them."""
+    got = kstatus(kstatus_check, "--file", str(SET_FIXTURES / f"{fixture}.yaml"))
+    assert [value[0] for value in got.values()] == [status]
 
 
 def test_many_documents_and_lists(kstatus_check: Path, tmp_path: Path) -> None:

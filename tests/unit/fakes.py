@@ -174,8 +174,15 @@ class FakeClusterClient(ClusterClient):
         return copy.deepcopy(obj)
 
     def _replace(self, key: Key, old: dict[str, Any], new: dict[str, Any], verb: str) -> dict[str, Any]:
+        wanted = (new.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != old["metadata"].get("resourceVersion"):
+            raise ApiError("the object has been modified", status=409)  # a precondition, as the API server
         if new == old:
             return copy.deepcopy(old)
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            del self.store[key]  # its last finalizer gone: the API server deletes it
+            self.writes.append((verb, key))
+            return copy.deepcopy(new)
         if _content(new) != _content(old):
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
         new["metadata"]["resourceVersion"] = self._next_version()
@@ -241,6 +248,21 @@ class FakeClusterClient(ClusterClient):
         if key in self.store:
             raise ApiError("already exists", status=409)
         return self._store_new(key, body, "create")
+
+    def replace(self, res: r.Resource, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_served(res)
+        key = self._key(res, body)
+        old = self.store.get(key)
+        if old is None:
+            raise ApiError("not found", status=404)
+        new = copy.deepcopy(body)
+        new["metadata"].setdefault("resourceVersion", old["metadata"].get("resourceVersion"))
+        for field in ("generation", "uid", "creationTimestamp", "deletionTimestamp"):
+            if field in old["metadata"]:
+                new["metadata"][field] = old["metadata"][field]
+        if "status" in old:
+            new["status"] = old["status"]  # the status subresource: a PUT of the object keeps it
+        return self._replace(key, old, new, "replace")
 
     def merge_patch(
         self, res: r.Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None

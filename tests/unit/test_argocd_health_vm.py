@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_argocd_health import CASES, SNIPPET, fixture
+from test_argocd_health import CASES, SET_CASES, SET_FIXTURES, SNIPPET, fixture
 
 from testenv.localk8s.tools import ToolMissingError, tool_path
 
@@ -109,6 +109,15 @@ def test_extra_cases_through_argo_cds_lua_vm(argocd_health: Path) -> None:
         assert got.get("status") == status, (name, got)
         if message is not None:
             assert got.get("message") == message, (name, got)
+
+
+def test_set_fixtures_as_the_application_controller_sees_them(argocd_health: Path) -> None:
+    """LiqoPeeringSets get their own check from the same snippet (Argo CD picks it by group and kind)."""
+    objects = [fixture(name, SET_FIXTURES) for name, _, _ in SET_CASES]
+    assert health_of(argocd_health, objects, vm_only=True) == [{"status": s, "message": m} for _, s, m in SET_CASES]
+    for (name, status, message), got in zip(SET_CASES, health_of(argocd_health, objects), strict=True):
+        status, message = ("Progressing", "Pending deletion") if name == "deleting" else (status, message)
+        assert got == {"status": status, "message": message}, name
 
 
 def test_without_the_snippet_argo_cd_has_no_health_for_liqopeerings(argocd_health: Path, tmp_path: Path) -> None:

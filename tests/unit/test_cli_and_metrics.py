@@ -145,9 +145,10 @@ def test_handlers_register_on_their_own_registry_not_kopfs_global_one() -> None:
 
     default = kopf.get_default_registry()
     assert not list(default._spawning.get_all_handlers()) and not list(default._changing.get_all_handlers())
-    assert [h.id for h in handlers.registry._spawning.get_all_handlers()] == ["peering_loop"]
+    assert [h.id for h in handlers.registry._spawning.get_all_handlers()] == ["peering_loop", "set_loop"]
     changing = {h.id for h in handlers.registry._changing.get_all_handlers()}
-    assert {"unpeer"} <= changing and any(i.startswith("spec_changed") for i in changing)
+    assert {"unpeer", "set_deleted"} <= changing and any(i.startswith("spec_changed") for i in changing)
+    assert any(i.startswith("set_spec_changed") for i in changing)
 
 
 def test_peering_identity_needs_no_password_database_entry(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,7 +38,11 @@ def walk(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str
 
 
 def test_outputs_are_the_crd_and_the_api_doc() -> None:
-    assert set(OUTPUTS) == {Path("crds/peering.liqo-operator.io_liqopeerings.yaml"), Path("docs/api.md")}
+    assert set(OUTPUTS) == {
+        Path("crds/peering.liqo-operator.io_liqopeerings.yaml"),
+        Path("crds/peering.liqo-operator.io_liqopeeringsets.yaml"),
+        Path("docs/api.md"),
+    }
 
 
 @pytest.mark.parametrize("rel", list(OUTPUTS), ids=str)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from liqo_peering.api import model
+from liqo_peering.api import model, peeringset
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -34,6 +34,15 @@ def peerings() -> list[tuple[str, dict[str, Any]]]:
 def test_liqopeering_examples_validate(path: str, doc: dict[str, Any]) -> None:
     assert doc["apiVersion"] == model.API_VERSION
     model.LiqoPeeringSpec.model_validate(doc["spec"])
+
+
+def test_fleet_example() -> None:
+    (doc,) = documents(EXAMPLES / "fleet.yaml")
+    assert doc["apiVersion"] == model.API_VERSION and doc["kind"] == peeringset.KIND
+    spec = peeringset.parse_set_spec(doc["spec"])
+    assert spec.selector.match_labels == {"liqo-fleet": "edge"}
+    assert (spec.deletion_policy, spec.max_concurrent) == ("Delete", 5)
+    assert "remoteKubeconfigSecretRef" not in doc["spec"]["template"]
 
 
 def test_basic_example() -> None:

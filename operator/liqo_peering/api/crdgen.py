@@ -1,8 +1,8 @@
-"""Generate the CRD and the API reference from the pydantic model.
+"""Generate the CRDs (LiqoPeering, LiqoPeeringSet) and the API reference from the pydantic models.
 
 ``python -m liqo_peering.api.crdgen`` writes ``crds/`` and ``docs/api.md`` (and refreshes the Helm
-chart's copy when the chart's sync script exists); ``--check`` only reports drift. Unit tests call
-:func:`render_crd` and :func:`render_api_doc` and compare with the committed files.
+chart's copies when the chart's sync script exists); ``--check`` only reports drift. Unit tests call
+:func:`render_crd`, :func:`render_set_crd` and :func:`render_api_doc` and compare with the committed files.
 """
 
 from __future__ import annotations
@@ -18,19 +18,31 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from liqo_peering.api import model
+from liqo_peering.api import model, peeringset
 from liqo_peering.stages import STAGES
 
 CRD_NAME = f"{model.PLURAL}.{model.GROUP}"
 CRD_FILE = Path("crds") / f"{model.GROUP}_{model.PLURAL}.yaml"
+SET_CRD_NAME = f"{peeringset.PLURAL}.{model.GROUP}"
+SET_CRD_FILE = Path("crds") / f"{model.GROUP}_{peeringset.PLURAL}.yaml"
 DOC_FILE = Path("docs") / "api.md"
 
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Remote Cluster", "type": "string", "jsonPath": ".status.remoteClusterID"},
     {"name": "Status", "type": "string", "jsonPath": ".status.peerStatus"},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
     {"name": "Reason", "type": "string", "priority": 1, "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
     {"name": "Stage", "type": "string", "priority": 1, "jsonPath": ".status.stage"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+SET_PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Desired", "type": "integer", "jsonPath": ".status.desired"},
+    {"name": "Ready", "type": "integer", "jsonPath": ".status.ready"},
+    {"name": "Establishing", "type": "integer", "jsonPath": ".status.establishing"},
+    {"name": "Error", "type": "integer", "jsonPath": ".status.error"},
+    {"name": "All Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+    {"name": "Reason", "type": "string", "priority": 1, "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
+    {"name": "Waiting", "type": "integer", "priority": 1, "jsonPath": ".status.waiting"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 
@@ -109,35 +121,45 @@ def openapi_schema(cls: type[BaseModel], object_defaults: bool = False) -> dict[
     return dict(_resolve(raw, raw.get("$defs", {}), object_defaults))
 
 
-def render_crd() -> dict[str, Any]:
-    spec_schema = openapi_schema(model.LiqoPeeringSpec, object_defaults=True)
-    status_schema = openapi_schema(model.LiqoPeeringStatus)
-    # Liqo may add fields to its conditions; the mirror keeps them verbatim.
-    mirror = status_schema["properties"]["foreignCluster"]
-    mirror["properties"]["conditions"]["items"]["x-kubernetes-preserve-unknown-fields"] = True
-    for module in STAGES:
-        items = mirror["properties"]["modules"]["properties"][module]["properties"]["conditions"]["items"]
-        items["x-kubernetes-preserve-unknown-fields"] = True
-    status_schema["properties"]["conditions"].update(
-        {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
-    )
+def _required_first(schema: dict[str, Any]) -> dict[str, Any]:
+    """Required properties first (LiqoPeeringSpec inherits the template's fields before its own)."""
+    required = schema.get("required", [])
+    props = schema["properties"]
+    schema["properties"] = {**{k: props[k] for k in required}, **{k: v for k, v in props.items() if k not in required}}
+    return schema
+
+
+def _status_schema(cls: type[BaseModel]) -> dict[str, Any]:
+    status = openapi_schema(cls)
+    status["properties"]["conditions"].update({"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
     # Until the operator first writes a status, the API server serves one that says "generation not yet
     # observed": kstatus (Flux's `wait: true`, cli-utils) reads a custom resource without a status as
     # Current, so a Kustomization applying a LiqoPeering was Ready before the operator had even seen it
     # (tests/e2e/test_flux.py). Defaults are applied on every read, so this needs no write.
-    status_schema["default"] = {"observedGeneration": 0}
+    status["default"] = {"observedGeneration": 0}
+    return status
+
+
+def _crd(
+    kind: str,
+    plural: str,
+    singular: str,
+    short_names: list[str],
+    columns: list[dict[str, Any]],
+    root: dict[str, Any],
+) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
+        "metadata": {"name": f"{plural}.{model.GROUP}"},
         "spec": {
             "group": model.GROUP,
             "names": {
-                "kind": model.KIND,
-                "listKind": f"{model.KIND}List",
-                "plural": model.PLURAL,
-                "singular": model.SINGULAR,
-                "shortNames": model.SHORT_NAMES,
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": short_names,
                 "categories": model.CATEGORIES,
             },
             "scope": "Namespaced",
@@ -147,38 +169,77 @@ def render_crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": (
-                                "LiqoPeering peers this cluster (the consumer) with a provider cluster through Liqo:"
-                                " networking, authentication and offloading, as liqoctl peer does."
-                            ),
-                            "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": status_schema,
-                            },
-                        }
-                    },
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": root},
                 }
             ],
         },
     }
 
 
-def dump_crd() -> str:
+def render_crd() -> dict[str, Any]:
+    spec_schema = _required_first(openapi_schema(model.LiqoPeeringSpec, object_defaults=True))
+    status_schema = _status_schema(model.LiqoPeeringStatus)
+    # Liqo may add fields to its conditions; the mirror keeps them verbatim.
+    mirror = status_schema["properties"]["foreignCluster"]
+    mirror["properties"]["conditions"]["items"]["x-kubernetes-preserve-unknown-fields"] = True
+    for module in STAGES:
+        items = mirror["properties"]["modules"]["properties"][module]["properties"]["conditions"]["items"]
+        items["x-kubernetes-preserve-unknown-fields"] = True
+    root = {
+        "type": "object",
+        "description": (
+            "LiqoPeering peers this cluster (the consumer) with a provider cluster through Liqo:"
+            " networking, authentication and offloading, as liqoctl peer does."
+        ),
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": status_schema,
+        },
+    }
+    return _crd(model.KIND, model.PLURAL, model.SINGULAR, model.SHORT_NAMES, PRINTER_COLUMNS, root)
+
+
+def render_set_crd() -> dict[str, Any]:
+    spec_schema = _required_first(openapi_schema(peeringset.LiqoPeeringSetSpec, object_defaults=True))
+    status_schema = _status_schema(peeringset.LiqoPeeringSetStatus)
+    status_schema["properties"]["peerings"].update(
+        {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    )
+    root = {
+        "type": "object",
+        "description": (
+            "LiqoPeeringSet keeps one LiqoPeering per kubeconfig Secret its selector picks in its namespace,"
+            " each from its template, and reports on all of them."
+        ),
+        "required": ["spec"],
+        "x-kubernetes-validations": [peeringset.NAME_RULE],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": status_schema,
+        },
+    }
+    return _crd(
+        peeringset.KIND, peeringset.PLURAL, peeringset.SINGULAR, peeringset.SHORT_NAMES, SET_PRINTER_COLUMNS, root
+    )
+
+
+def dump_crd(crd: dict[str, Any] | None = None) -> str:
     header = (
         "# Generated by `make generate` (python -m liqo_peering.api.crdgen) from the pydantic model. Do not edit.\n"
     )
-    return header + yaml.safe_dump(render_crd(), sort_keys=False, width=120)
+    return header + yaml.safe_dump(render_crd() if crd is None else crd, sort_keys=False, width=120)
 
 
-def _doc_rows(schema: dict[str, Any], prefix: str) -> list[str]:
+def _doc_rows(schema: dict[str, Any], prefix: str, items: bool = False) -> list[str]:
+    """One table row per field; ``items``: also the fields of list items (``path[].field``)."""
     rows: list[str] = []
     required = set(schema.get("required", []))
     for name, sub in schema.get("properties", {}).items():
@@ -192,7 +253,9 @@ def _doc_rows(schema: dict[str, Any], prefix: str) -> list[str]:
         shown = "required" if name in required else ("" if default in (None, {}) else f"`{json.dumps(default)}`")
         rows.append(f"| `{path}` | {kind} | {shown} | {sub.get('description', '')} |")
         if sub.get("type") == "object" and "properties" in sub:
-            rows.extend(_doc_rows(sub, path))
+            rows.extend(_doc_rows(sub, path, items))
+        if items and "properties" in (sub.get("items") or {}):
+            rows.extend(_doc_rows(sub["items"], f"{path}[]", items))
     return rows
 
 
@@ -200,37 +263,49 @@ def _rules(schema: dict[str, Any], prefix: str) -> list[str]:
     found = [f"- `{prefix or 'spec'}`: {r['message']}" for r in schema.get("x-kubernetes-validations", [])]
     for name, sub in schema.get("properties", {}).items():
         found.extend(_rules(sub, f"{prefix}.{name}" if prefix else f"spec.{name}"))
+    if isinstance(schema.get("items"), dict):
+        found.extend(_rules(schema["items"], f"{prefix}[]"))
     return found
 
 
-def render_api_doc() -> str:
-    spec = openapi_schema(model.LiqoPeeringSpec, object_defaults=True)
-    lines = [
-        "<!-- Generated by `make generate` from operator/liqo_peering/api/model.py. Do not edit. -->",
-        f"# {model.KIND} `{model.API_VERSION}` reference",
+def _kind_doc(title: str, spec_cls: type[BaseModel], status_cls: type[BaseModel], level: str) -> list[str]:
+    spec = _required_first(openapi_schema(spec_cls, object_defaults=True))
+    return [
+        f"{level} {title} `{model.API_VERSION}` reference",
         "",
-        "## spec",
+        f"{level}# spec",
         "",
         "| field | type | default | description |",
         "| --- | --- | --- | --- |",
-        *_doc_rows(spec, "spec"),
+        *_doc_rows(spec, "spec", items=True),
         "",
-        "## Admission rules (CEL)",
+        f"{level}# Admission rules (CEL)",
         "",
         *_rules(spec, "spec"),
         "",
-        "## status",
+        f"{level}# status",
         "",
         "| field | type | default | description |",
         "| --- | --- | --- | --- |",
-        *_doc_rows(openapi_schema(model.LiqoPeeringStatus), "status"),
+        *_doc_rows(openapi_schema(status_cls), "status"),
         "",
     ]
+
+
+def render_api_doc() -> str:
+    lines = [
+        "<!-- Generated by `make generate` from operator/liqo_peering/api/model.py and peeringset.py. Do not edit. -->",
+        *_kind_doc(model.KIND, model.LiqoPeeringSpec, model.LiqoPeeringStatus, "#"),
+        *_kind_doc(peeringset.KIND, peeringset.LiqoPeeringSetSpec, peeringset.LiqoPeeringSetStatus, "#"),
+    ]
+    # The set's name rule sits on the object, not the spec.
+    at = lines.index("## Admission rules (CEL)", lines.index(f"# {peeringset.KIND} `{model.API_VERSION}` reference"))
+    lines.insert(at + 2, f"- `metadata.name`: {peeringset.NAME_RULE['message']}")
     return "\n".join(lines)
 
 
 def outputs() -> dict[Path, str]:
-    return {CRD_FILE: dump_crd(), DOC_FILE: render_api_doc()}
+    return {CRD_FILE: dump_crd(), SET_CRD_FILE: dump_crd(render_set_crd()), DOC_FILE: render_api_doc()}
 
 
 def main(argv: list[str] | None = None) -> int:

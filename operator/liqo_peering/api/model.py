@@ -241,11 +241,10 @@ class ReverseSpec(_Model):
     )
 
 
-class LiqoPeeringSpec(_Model):
+class LiqoPeeringTemplate(_Model):
+    """Everything of a LiqoPeering spec but the Secret reference: what a LiqoPeeringSet stamps out."""
+
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [IN_BAND_RULE]})
-    remote_kubeconfig_secret_ref: SecretKeyRef = Field(
-        description="Secret in this namespace holding the provider cluster's kubeconfig (self-contained)."
-    )
     remote_context: str | None = Field(
         default=None, min_length=1, description="Context to use inside that kubeconfig (default: its current context)."
     )
@@ -283,7 +282,7 @@ class LiqoPeeringSpec(_Model):
     )
 
     @model_validator(mode="after")
-    def _in_band_needs_networking(self) -> LiqoPeeringSpec:
+    def _in_band_needs_networking(self) -> LiqoPeeringTemplate:
         if self.authentication.in_band and not self.networking.enabled:
             raise ValueError(IN_BAND_RULE["message"])
         return self
@@ -291,6 +290,13 @@ class LiqoPeeringSpec(_Model):
     @property
     def timeout_seconds(self) -> float:
         return parse_duration(self.timeout)
+
+
+class LiqoPeeringSpec(LiqoPeeringTemplate):
+    # Listed first in the CRD and the docs all the same (crdgen puts required fields first).
+    remote_kubeconfig_secret_ref: SecretKeyRef = Field(
+        description="Secret in this namespace holding the provider cluster's kubeconfig (self-contained)."
+    )
 
 
 PeerStatus = Literal["no_peers", "establishing", "ready", "error", "timeout"]

@@ -360,6 +360,12 @@ class ClusterClient:
         """PUT a subresource with the whole object (a CSR's approval)."""
         return dict(self._call("PUT", res.path(namespace, name, subresource), body=body))
 
+    def replace(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object: fields others set and ``body`` lacks are gone. Its resourceVersion is a
+        precondition (ApiError 409 when the object changed meanwhile)."""
+        meta = body["metadata"]
+        return self._remember(res, self._call("PUT", res.path(meta.get("namespace"), meta["name"]), body=body))
+
     # -- the informers' caches ------------------------------------------------------------------
     def attach(self, informer: Any) -> None:
         with self._informers_lock:

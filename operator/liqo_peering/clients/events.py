@@ -1,4 +1,4 @@
-"""Kubernetes Events on LiqoPeerings, so `kubectl describe` tells the story of each peering."""
+"""Kubernetes Events on LiqoPeerings and LiqoPeeringSets, so `kubectl describe` tells each one's story."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class EventRecorder:
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {
                 "apiVersion": body.get("apiVersion", r.LIQOPEERING.api_version),
-                "kind": r.LIQOPEERING.kind,
+                "kind": body.get("kind", r.LIQOPEERING.kind),
                 "name": meta["name"],
                 "namespace": meta["namespace"],
                 "uid": meta.get("uid"),

@@ -55,6 +55,8 @@ class PeeringRunner:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._wake, key, kind)
 
+    notify = _notify  # the watch hub's callback (through engine.setrunner.WakeRouter when sets share the hub)
+
     def _wake(self, key: Hashable, kind: str) -> None:
         trigger = self._triggers.get(key)
         if trigger is not None:

@@ -24,6 +24,7 @@ from liqo_peering.liqo.context import PeeringContext
 Wake = Callable[[Hashable, str], None]  # (peering key, kind of the object that changed)
 # What a wake says when the kubeconfig Secret changed, or when an informer (re)listed (anything may have).
 KUBECONFIG, RELISTED = "kubeconfig", "relisted"
+SECRETS = "secrets"  # a Secret of a LiqoPeeringSet's namespace changed
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,16 @@ def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringCont
     for res in (r.IDENTITY, r.RESOURCE_SLICE, r.VIRTUAL_NODE):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
     return routes
+
+
+def set_routes(local: ClusterClient, namespace: str, name: str) -> list[Route]:
+    """What wakes a LiqoPeeringSet: any Secret of its namespace (a label change may start or end a match,
+    so no selector can narrow it), and its LiqoPeerings (their status, their deletion). The LiqoPeering
+    informer is one per namespace, shared by every set there (narrowed to LiqoPeerings of some set)."""
+    return [
+        Route(local, Scope(r.SECRET, namespace), wake_as=SECRETS),
+        Route(local, Scope(r.LIQOPEERING, namespace, labels=naming.SET_LABEL), label=(naming.SET_LABEL, name)),
+    ]
 
 
 class WatchHub:

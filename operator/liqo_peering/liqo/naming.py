@@ -39,6 +39,10 @@ PEERING_NAME = "peering.liqo-operator.io/peering-name"
 FORCE_DELETE = "peering.liqo-operator.io/force-delete"
 # On the kubeconfig Secret while a LiqoPeering uses it: unpeering needs the provider's kubeconfig.
 KUBECONFIG_IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"
+# LiqoPeeringSets: the label naming a LiqoPeering's set, and the annotation recording the spec the set last
+# wrote into it (to tell a template change from an edit of the LiqoPeering itself).
+SET_LABEL = "peering.liqo-operator.io/set"
+SET_SPEC_HASH = "peering.liqo-operator.io/set-spec-hash"
 FIELD_MANAGER = "liqo-peering-operator"
 
 

@@ -64,3 +64,4 @@ VIRTUAL_NODE = Resource("offloading.liqo.io", "v1beta1", "virtualnodes", "Virtua
 FOREIGN_CLUSTER = Resource("core.liqo.io", "v1beta1", "foreignclusters", "ForeignCluster", namespaced=False)
 
 LIQOPEERING = Resource("peering.liqo-operator.io", "v1alpha1", "liqopeerings", "LiqoPeering")
+LIQOPEERINGSET = Resource("peering.liqo-operator.io", "v1alpha1", "liqopeeringsets", "LiqoPeeringSet")

@@ -1,12 +1,13 @@
 {{/*
-Rules the operator needs where LiqoPeerings live: in the ClusterRole when it watches all namespaces,
+Rules the operator needs where LiqoPeerings and LiqoPeeringSets live: in the ClusterRole when it watches all namespaces,
 otherwise in a Role in each namespace of .Values.watchNamespaces.
 */}}
 {{- define "liqo-peering-operator.peeringRules" -}}
 # Reconcile LiqoPeerings: watch them, add/remove the operator's finalizer and annotations (patch/update).
+# LiqoPeeringSets create, update (their template) and delete the LiqoPeerings they own.
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 # Report progress: status.peerStatus, conditions, observedGeneration.
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings/status"]
@@ -15,15 +16,27 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings/finalizers"]
   verbs: ["update"]
+# Reconcile LiqoPeeringSets: watch them, the operator's finalizer and annotations, their status; and own
+# their LiqoPeerings with blockOwnerDeletion (the finalizers subresource).
+- apiGroups: ["peering.liqo-operator.io"]
+  resources: ["liqopeeringsets"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["peering.liqo-operator.io"]
+  resources: ["liqopeeringsets/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["peering.liqo-operator.io"]
+  resources: ["liqopeeringsets/finalizers"]
+  verbs: ["update"]
 # Events on each LiqoPeering (kopf posts core/v1 Events; events.k8s.io is the same API).
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
 # Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
-# watched so that a rotated kubeconfig is picked up. With kubeconfigSecretProtection, patched to add and
-# remove the operator's finalizer (kubeconfig-in-use). With credentialsMinting, for spec.credentials.mint:
-# the minted kubeconfig's Secret is created, updated and deleted at unpeering, and the bootstrap Secret
-# deleted with deleteBootstrapSecret; the data of the Secrets users make is never written.
+# watched so that a rotated kubeconfig is picked up, and a LiqoPeeringSet's selection follows their labels.
+# With kubeconfigSecretProtection, patched to add and remove the operator's finalizer (kubeconfig-in-use).
+# With credentialsMinting, for spec.credentials.mint: the minted kubeconfig's Secret is created, updated and
+# deleted at unpeering, and the bootstrap Secret deleted with deleteBootstrapSecret; the data of the Secrets
+# users make is never written.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"{{ if or .Values.kubeconfigSecretProtection .Values.credentialsMinting }}, "patch"{{ end }}{{ if .Values.credentialsMinting }}, "create", "update", "delete"{{ end }}]

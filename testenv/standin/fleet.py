@@ -1,10 +1,10 @@
 """Liqo for many light providers peered with one consumer: testenv's stand-in, one per provider, several
-per process (`python -m bench.standins`).
+per process (`python -m testenv.standin.fleet`; the scale benchmark and the LiqoPeeringSet e2e test).
 
 The stand-in is written for one consumer and one provider, and on the consumer it acts on every object.
 Here each instance sees only its own provider's objects there (Liqo labels them all with
 liqo.io/remote-cluster-id, so the consumer lists select by it), and one set of consumer watches per process
-wakes only the instance an event concerns. Light providers (bench.lightk8s) run no kube-controller-manager,
+wakes only the instance an event concerns. Light providers (testenv.lightk8s) run no kube-controller-manager,
 so this also does its two jobs there: signing the Tenants' CSRs with the providers' CA, and (instead of
 waiting for Pods that never come) marking the gateway Deployments ready at once.
 """
@@ -29,8 +29,8 @@ from testenv.kube import Kube, Obj
 from testenv.localk8s import pki
 from testenv.standin.standin import GW_POD, REMOTE, SNAPSHOT, WATCHED, Side, StandIn, labels
 
-USER_AGENT = "bench-standin"
-log = logging.getLogger("bench.standins")
+USER_AGENT = "bench-standin"  # its writes in the audit logs (bench.scale counts them)
+log = logging.getLogger("testenv.standin.fleet")
 
 
 def sign_approved_csrs(kc: Kube, ca: pki.CertKey) -> None:
@@ -153,7 +153,7 @@ class ConsumerWatches:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.standins", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m testenv.standin.fleet", description=__doc__)
     p.add_argument("--consumer-kubeconfig", required=True)
     p.add_argument("--consumer-id", required=True)
     p.add_argument("--ca-dir", type=Path, required=True, help="the providers' CA (ca.crt, ca.key)")

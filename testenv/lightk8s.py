@@ -1,16 +1,22 @@
-"""Light provider clusters for the scale benchmark: one kube-apiserver each, all storing in one etcd.
+"""Light provider clusters (the scale benchmark, the LiqoPeeringSet e2e test): one kube-apiserver each, all
+storing in one etcd.
 
-A provider only needs an API server: the Liqo stand-in plays its controllers, and the one thing a
-kube-controller-manager would do for it (sign the Tenant's CSR) is done by bench.standins. Each API server
-keeps its objects under its own `--etcd-prefix`, so fifty of them cost one etcd. They share one CA and
-serving certificate (all listen on 127.0.0.1). Each writes an audit log (testenv.audit's policy).
+A provider only needs an API server: the Liqo stand-in plays its controllers, and one thing a
+kube-controller-manager would do for it (sign the Tenant's CSR) is done by testenv.standin.fleet. Each API
+server keeps its objects under its own `--etcd-prefix`, so fifty of them cost one etcd. They share one CA
+and serving certificate (all listen on 127.0.0.1). Each writes an audit log (testenv.audit's policy).
+
+Unpeering deletes the provider's Tenant in the foreground, which only a garbage collector completes: with
+``garbage_collector=True`` each provider also runs a kube-controller-manager with that one controller.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
+import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -21,14 +27,20 @@ import kubernetes.client
 import yaml
 
 from testenv import audit
-from testenv.kube import Kube
+from testenv.kube import Kube, KubeError, Obj
+from testenv.liqo_env import install_liqo, render_chart
 from testenv.localk8s import pki, tool_path
 from testenv.localk8s.cluster import kubeconfig_dict
 from testenv.localk8s.ports import free_port
-
-from .procs import Spawned, log
+from testenv.spawned import Spawned
 
 START_TIMEOUT = 180.0
+
+
+def log(msg: str) -> None:
+    print(f"lightk8s: {msg}", file=sys.stderr, flush=True)
+
+
 # Measured here, one API server with Liqo's CRDs: ~490 MB by default, ~290 MB with these flags and GOGC=50
 # (fifty must fit next to everything else). A GOMEMLIMIT below its live heap (~220 MB at 100MiB) made it
 # collect garbage nonstop: 22 % of a core idle and three times slower to install Liqo's CRDs.
@@ -125,6 +137,7 @@ class LightCluster:
         self.kubeconfig = workdir / "admin.kubeconfig"
         self.audit_log = workdir / "audit.log"
         self.proc: Spawned | None = None
+        self.gc: Spawned | None = None  # kube-controller-manager running the garbage collector only
 
     def api_client(self) -> kubernetes.client.ApiClient:
         cfg = kubernetes.client.Configuration(
@@ -194,7 +207,25 @@ class LightCluster:
                     raise RuntimeError(f"{self.name}: not ready in time:\n{self.proc.tail()}") from None
                 time.sleep(0.3)
 
+    def start_garbage_collector(self) -> None:
+        """kube-controller-manager with the garbage collector alone (it waits for the API server itself)."""
+        self.gc = Spawned(
+            "kube-controller-manager",
+            [
+                str(tool_path("kube-controller-manager")),
+                f"--kubeconfig={self.kubeconfig}",
+                "--controllers=garbagecollector",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=0",
+            ],
+            self.workdir / "kube-controller-manager.log",
+            env={**os.environ, **LIGHT_ENV},
+        )
+
     def stop(self) -> None:
+        if self.gc:
+            self.gc.stop(grace=0)
         if self.proc:
             self.proc.stop(grace=0)  # throwaway data: no graceful shutdown needed
 
@@ -212,8 +243,11 @@ class LightProviders:
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
 
-def start_light_providers(count: int, base_dir: Path, parallel: int = 6) -> LightProviders:
-    """`count` API servers named p1..pN on one etcd; stopped again if any fails to start."""
+def start_light_providers(
+    count: int, base_dir: Path, parallel: int = 6, garbage_collector: bool = False
+) -> LightProviders:
+    """`count` API servers named p1..pN on one etcd (each with a garbage collector if asked); stopped again
+    if any fails to start."""
     etcd = SharedEtcd(base_dir / "etcd")
     providers = LightProviders(etcd, [], base_dir)
     try:
@@ -231,6 +265,8 @@ def start_light_providers(count: int, base_dir: Path, parallel: int = 6) -> Ligh
             def start(cluster: LightCluster) -> None:
                 cluster.start(etcd.url)
                 cluster.wait_ready(time.monotonic() + START_TIMEOUT)
+                if garbage_collector:
+                    cluster.start_garbage_collector()
 
             list(pool.map(start, providers.clusters))
         log(f"{count} light provider API servers up in {time.monotonic() - started:.0f}s")
@@ -238,3 +274,49 @@ def start_light_providers(count: int, base_dir: Path, parallel: int = 6) -> Ligh
         providers.stop()
         raise
     return providers
+
+
+PLACEHOLDER_ID = "bench-placeholder-cluster-id"
+INSTALL_ATTEMPTS = 4
+
+
+PROVIDER_POD_CIDR, PROVIDER_EXTERNAL_CIDR = "10.200.0.0/16", "10.210.0.0/16"
+
+
+def render_provider_chart() -> list[Obj]:
+    """Liqo's chart rendered once for every light provider (a placeholder where the cluster ID goes)."""
+    return render_chart(PLACEHOLDER_ID, PROVIDER_POD_CIDR, PROVIDER_EXTERNAL_CIDR, "10.20.0.0/16")
+
+
+def install_liqo_on_providers(
+    clusters: list[LightCluster], ids: dict[str, str], rendered: list[Obj] | None = None
+) -> None:
+    """Liqo's objects on every provider, from one rendering of the chart (helm takes seconds each time;
+    ``rendered``: render_provider_chart's, made meanwhile).
+
+    The providers differ in their cluster ID, which the chart puts in one ConfigMap only; they share pod
+    and external CIDRs, which nothing here remaps or routes."""
+    pod, external = PROVIDER_POD_CIDR, PROVIDER_EXTERNAL_CIDR
+    rendered = rendered if rendered is not None else render_provider_chart()
+
+    def install(cluster: LightCluster) -> None:
+        docs = copy.deepcopy(rendered)
+        cluster_id_maps = [d for d in docs if (d.get("data") or {}).get("CLUSTER_ID") == PLACEHOLDER_ID]
+        if len(cluster_id_maps) != 1:
+            raise RuntimeError("Liqo's chart no longer renders the cluster ID into exactly one ConfigMap")
+        cluster_id_maps[0]["data"]["CLUSTER_ID"] = ids[cluster.name]
+        kc = Kube(cluster.api_client())
+        for attempt in range(1, INSTALL_ATTEMPTS + 1):
+            try:
+                install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
+                return
+            except KubeError as e:
+                # Fifty API servers on one etcd, on a busy machine: "etcdserver: request timed out" happens.
+                # Applying again is safe (server-side apply).
+                if e.status < 500 or attempt == INSTALL_ATTEMPTS:
+                    raise
+                log(f"{cluster.name}: installing Liqo's objects failed ({e}); again")
+                time.sleep(5)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(install, clusters))

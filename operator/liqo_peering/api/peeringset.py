@@ -1,0 +1,125 @@
+"""LiqoPeeringSet v1alpha1: one LiqoPeering per kubeconfig Secret a label selector picks, in its namespace.
+
+The same rules as model.py: this pydantic model is the one source of the CRD (crdgen), the chart's copy
+and docs/api.md; CEL rules sit next to the fields they constrain, and the validators repeat them for input
+that bypassed admission.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from liqo_peering.api.model import Condition, LiqoPeeringTemplate, PeerStatus, _cel, _Model
+
+KIND = "LiqoPeeringSet"
+PLURAL = "liqopeeringsets"
+SINGULAR = "liqopeeringset"
+SHORT_NAMES = ["lps"]
+# The set's name is a label value on its children (peering.liqo-operator.io/set).
+NAME_MAX_LENGTH = 63
+
+# On the object's root, without fieldPath: the API server takes no path into metadata there.
+NAME_RULE = {
+    "rule": f"self.metadata.name.size() <= {NAME_MAX_LENGTH}",
+    "message": f"a LiqoPeeringSet's name is at most {NAME_MAX_LENGTH} characters: its peerings carry it as a"
+    " label value",
+}
+VALUES_RULE = _cel(
+    "(self.operator == 'In' || self.operator == 'NotIn') == (has(self.values) && size(self.values) > 0)",
+    "values must be non-empty with In and NotIn, and empty with Exists and DoesNotExist",
+    ".values",
+)
+SELECTOR_RULE = _cel(
+    "(has(self.matchLabels) && size(self.matchLabels) > 0)"
+    " || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+    "selector must name at least one label: an empty selector would take every Secret in the namespace",
+    ".matchLabels",
+)
+
+
+class LabelSelectorRequirement(_Model):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [VALUES_RULE]})
+    key: str = Field(min_length=1, max_length=317, description="The label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: list[str] = Field(default_factory=list, description="Values for In and NotIn; empty otherwise.")
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> LabelSelectorRequirement:
+        if (self.operator in ("In", "NotIn")) != bool(self.values):
+            raise ValueError(VALUES_RULE["message"])
+        return self
+
+
+class LabelSelector(_Model):
+    """A metav1.LabelSelector: every term must hold."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [SELECTOR_RULE]})
+    match_labels: dict[str, str] = Field(default_factory=dict, description="Labels a Secret must carry, exactly.")
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, description="Set-based requirements on a Secret's labels."
+    )
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> LabelSelector:
+        if not self.match_labels and not self.match_expressions:
+            raise ValueError(SELECTOR_RULE["message"])
+        return self
+
+
+class LiqoPeeringSetSpec(_Model):
+    selector: LabelSelector = Field(
+        description="Which kubeconfig Secrets of this namespace to peer with: one LiqoPeering per Secret (key"
+        " kubeconfig). A Secret that stops matching, or is deleted, has its LiqoPeering deleted: it unpeers."
+    )
+    template: LiqoPeeringTemplate = Field(
+        default_factory=LiqoPeeringTemplate,
+        description="The spec of every LiqoPeering, but the Secret reference (the set fills it in). A change"
+        " updates every LiqoPeering; a LiqoPeering's own edits are overwritten.",
+    )
+    deletion_policy: Literal["Delete", "Orphan"] = Field(
+        default="Delete",
+        description="When the set is deleted: Delete unpeers and deletes its LiqoPeerings (the set goes once"
+        " they are gone); Orphan leaves them, without their owner reference.",
+    )
+    max_concurrent: int | None = Field(
+        default=None,
+        ge=1,
+        description="How many LiqoPeerings may be establishing (created or updated, not yet ready or failed)"
+        " at once; the others wait. Unset: no limit.",
+    )
+
+
+class PeeringLine(_Model):
+    """One LiqoPeering of the set."""
+
+    name: str = Field(description="The LiqoPeering's name.")
+    secret: str = Field(description="The kubeconfig Secret it peers through.")
+    remote_cluster_id: str | None = Field(default=None, alias="remoteClusterID", description="The provider's ID.")
+    peer_status: PeerStatus | None = Field(default=None, description="Its peerStatus (unset: not created yet).")
+    reason: str = Field(
+        description="Its Ready reason; or the set's: Waiting (maxConcurrent), Removing (unpeering),"
+        " NameConflict (a LiqoPeering of that name the set does not own)."
+    )
+    overwritten_at: str | None = Field(
+        default=None, description="When the set last overwrote edits made to this LiqoPeering's spec (RFC 3339)."
+    )
+
+
+class LiqoPeeringSetStatus(_Model):
+    observed_generation: int | None = Field(default=None, description="The generation this status describes.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Reconciling, Stalled.")
+    desired: int = Field(default=0, description="Secrets the selector picks: the LiqoPeerings there should be.")
+    ready: int = Field(default=0, description="LiqoPeerings ready.")
+    establishing: int = Field(default=0, description="LiqoPeerings being created, updated or established.")
+    waiting: int = Field(default=0, description="LiqoPeerings held back by maxConcurrent.")
+    error: int = Field(default=0, description="LiqoPeerings in error or timeout, or that cannot be made.")
+    peerings: list[PeeringLine] = Field(
+        default_factory=list, description="One line per LiqoPeering, by name (those being removed included)."
+    )
+
+
+def parse_set_spec(spec: dict[str, Any]) -> LiqoPeeringSetSpec:
+    """Validate a LiqoPeeringSet spec as the API server would (for input that bypassed admission)."""
+    return LiqoPeeringSetSpec.model_validate(spec)

@@ -1,0 +1,1 @@
+"""LiqoPeeringSets, pure: which LiqoPeerings a set wants, the next writes to get there, its status."""
