@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import structlog
 
+from liqo_peering.engine.loop import keep_reconciling
 from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
 from liqo_peering.engine.watches import KUBECONFIG, Route, WatchHub, peering_routes
-from liqo_peering.errors import PeeringError
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
@@ -135,33 +135,26 @@ class PeeringRunner:
         key = (namespace, name)
         trigger = self._triggers[key] = asyncio.Event()
         kinds = self._kinds.setdefault(key, set())
-        failures = 0
-        mirror_only, full = False, True
+        state = {"mirror_only": False, "full": True}
+
+        def next_pass(failures: int) -> None:
+            state["mirror_only"] = kinds == {"ForeignCluster"}
+            # A timer (resync, timeout), a spec change, the kubeconfig Secret or an error: discover again.
+            # A relist alone does not: discovery reads nothing the informers hold but that Secret.
+            state["full"] = not kinds or bool(kinds & {"spec", KUBECONFIG}) or failures > 0
+
         try:
-            while not stopped:
-                trigger.clear()
-                kinds.clear()
-                try:
-                    outcome = await self.in_thread(self.reconcile, namespace, name, mirror_only, full)
-                except PeeringError as exc:  # the operator's own API server is unavailable (own_cluster_unavailable)
-                    failures += 1
-                    log.warning("pass put off: " + exc.message, peering=f"{namespace}/{name}", reason=exc.reason)
-                    await self._wait(trigger, stopped, min(2.0**failures, 30.0))
-                    continue
-                except Exception:
-                    failures += 1
-                    log.exception("reconcile crashed; retrying", peering=f"{namespace}/{name}")
-                    await self._wait(trigger, stopped, min(2.0**failures, 60.0))
-                    continue
-                if outcome.gone:
-                    return
-                failures = failures + 1 if outcome.transient_error else 0
-                await self._wait(trigger, stopped, self.delay(outcome, failures))
-                await asyncio.sleep(DEBOUNCE_SECONDS)
-                mirror_only = kinds == {"ForeignCluster"}
-                # A timer (resync, timeout), a spec change, the kubeconfig Secret or an error: discover again.
-                # A relist alone does not: discovery reads nothing the informers hold but that Secret.
-                full = not kinds or bool(kinds & {"spec", KUBECONFIG}) or failures > 0
+            await keep_reconciling(
+                lambda: self.in_thread(self.reconcile, namespace, name, state["mirror_only"], state["full"]),
+                self.delay,
+                trigger,
+                stopped,
+                log,
+                {"peering": f"{namespace}/{name}"},
+                DEBOUNCE_SECONDS,
+                before_pass=kinds.clear,
+                after_wait=next_pass,
+            )
         finally:
             # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake. Unless
             # a new peering of the same name already runs its own loop: its trigger and routes stay.
@@ -180,13 +173,3 @@ class PeeringRunner:
     def stop(self) -> None:
         self.hub.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-    @staticmethod
-    async def _wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:
-        waiter = asyncio.ensure_future(trigger.wait())
-        stopper = asyncio.ensure_future(stopped.wait())
-        try:
-            await asyncio.wait({waiter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            stopper.cancel()

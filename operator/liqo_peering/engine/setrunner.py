@@ -17,9 +17,9 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from liqo_peering.engine.loop import keep_reconciling
 from liqo_peering.engine.peeringset import SetOutcome, SetService
 from liqo_peering.engine.watches import WatchHub, set_routes
-from liqo_peering.errors import PeeringError
 
 log = structlog.get_logger("liqo_peering.setrunner")
 # A set's LiqoPeerings change status in bursts (one per stage each): coalesce them into one pass.
@@ -111,28 +111,18 @@ class SetRunner:
         self._loop = asyncio.get_running_loop()
         key = SetKey(namespace, name)
         trigger = self._triggers[key] = asyncio.Event()
-        failures = 0
         try:
-            while not stopped:
-                trigger.clear()
-                try:
-                    outcome = await self.in_thread(self.reconcile, namespace, name)
-                except PeeringError as exc:  # the operator's own API server is unavailable
-                    failures += 1
-                    log.warning("pass put off: " + exc.message, set=f"{namespace}/{name}", reason=exc.reason)
-                    await self._wait(trigger, stopped, min(2.0**failures, 30.0))
-                    continue
-                except Exception:
-                    failures += 1
-                    log.exception("set reconcile crashed; retrying", set=f"{namespace}/{name}")
-                    await self._wait(trigger, stopped, min(2.0**failures, 60.0))
-                    continue
-                if outcome.gone:
-                    return
-                failures = failures + 1 if outcome.transient_error else 0
-                delay = min(2.0**failures, self.resync_interval) if failures else self.resync_interval
-                await self._wait(trigger, stopped, delay)
-                await asyncio.sleep(DEBOUNCE_SECONDS)
+            await keep_reconciling(
+                lambda: self.in_thread(self.reconcile, namespace, name),
+                lambda _outcome, failures: (
+                    min(2.0**failures, self.resync_interval) if failures else self.resync_interval
+                ),
+                trigger,
+                stopped,
+                log,
+                {"set": f"{namespace}/{name}"},
+                DEBOUNCE_SECONDS,
+            )
         finally:
             if self._triggers.get(key) is trigger:
                 self._triggers.pop(key, None)
@@ -140,13 +130,3 @@ class SetRunner:
 
     def stop(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-    @staticmethod
-    async def _wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:
-        waiter = asyncio.ensure_future(trigger.wait())
-        stopper = asyncio.ensure_future(stopped.wait())
-        try:
-            await asyncio.wait({waiter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            stopper.cancel()
