@@ -23,7 +23,7 @@ import yaml
 from gitops_common import Timeline, liqo_objects
 from kubernetes import client as k8s
 
-from liqo_peering.api.crdgen import CRD_NAME
+from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import audit
 from testenv import kube as k
 from testenv.gitops import GITREPOSITORY, HELMCHART, HELMRELEASE, Flux, condition, manifests
@@ -162,6 +162,10 @@ def env(
             print(f"\ntest_flux_helmrelease: Flux up, tests and teardown took {time.monotonic() - started:.1f}s")
 
 
+# The chart's CRDs, which uninstalling keeps (helm.sh/resource-policy: keep, crds.keep defaults to true).
+KEPT_CRDS = (CRD_NAME, SET_CRD_NAME)
+
+
 def _clean_up(env: Env) -> None:
     """What a failed test may leave: the release (uninstalled while helm-controller runs), LiqoPeerings
     (unpeered while an operator runs, else released by hand), the kept CRD, the namespaces."""
@@ -173,11 +177,12 @@ def _clean_up(env: Env) -> None:
     if env.kc.get(k.CRD, CRD_NAME) is not None:
         for peering in env.peerings.in_namespace(PEERING_NS):
             env.peerings.patch(PEERING_NS, peering["metadata"]["name"], {"metadata": {"finalizers": None}})
-        env.kc.delete(k.CRD, CRD_NAME)
+    for crd in KEPT_CRDS:  # the next chart install (test_operator_pod.py) must own them itself
+        env.kc.delete(k.CRD, crd)
     for namespace in (env.target_ns, PEERING_NS):
         env.kc.delete(k.NAMESPACE, namespace)
-    gone = ((k.CRD, CRD_NAME), (k.NAMESPACE, env.target_ns), (k.NAMESPACE, PEERING_NS))
-    wait_for("the CRD and the namespaces gone", lambda: all(env.kc.get(*o) is None for o in gone), timeout=120)
+    gone = [(k.CRD, crd) for crd in KEPT_CRDS] + [(k.NAMESPACE, env.target_ns), (k.NAMESPACE, PEERING_NS)]
+    wait_for("the CRDs and the namespaces gone", lambda: all(env.kc.get(*o) is None for o in gone), timeout=120)
 
 
 @pytest.fixture(autouse=True)
@@ -328,7 +333,7 @@ def test_deleting_the_helmrelease_uninstalls_the_chart_but_the_crd_and_peerings(
 
     # Everything of the release is gone but the CRD (helm.sh/resource-policy: keep); so is the HelmChart
     # helm-controller had made, and Helm's record of the release. The namespace stays (Helm never deletes it).
-    assert env.released() == [f"customresourcedefinitions /{CRD_NAME}"]
+    assert sorted(env.released()) == sorted(f"customresourcedefinitions /{crd}" for crd in KEPT_CRDS)
     assert env.kc.list(HELMCHART, Flux.NAMESPACE) == []
     assert env.kc.list(k.SECRET, env.target_ns, "owner=helm") == []
     assert env.kc.get(k.NAMESPACE, env.target_ns) is not None
@@ -365,5 +370,5 @@ def test_deleting_the_helmrelease_uninstalls_the_chart_but_the_crd_and_peerings(
     assert env.peering_objects() == []
     env.kc.delete(HELMRELEASE, env.name, Flux.NAMESPACE)
     wait_for("the HelmRelease gone (uninstalled)", lambda: env.helmrelease() is None, timeout=120)
-    assert env.released() == [f"customresourcedefinitions /{CRD_NAME}"]
+    assert sorted(env.released()) == sorted(f"customresourcedefinitions /{crd}" for crd in KEPT_CRDS)
     env.flux.check()
