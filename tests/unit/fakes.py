@@ -283,7 +283,6 @@ class FakeClusterClient(ClusterClient):
         name: str,
         namespace: str | None,
         edit: Callable[[dict[str, Any]], list[str] | None],
-        attempts: int = 3,
     ) -> bool:
         key = (res.plural, namespace if res.namespaced else None, name)
         old = self.store.get(key)

@@ -283,14 +283,21 @@ class ClusterClient:
                 return None
             raise
 
-    def _update(
-        self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], attempts: int = 3
+    def _read_modify_write(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None,
+        write: Callable[[dict[str, Any]], dict[str, Any] | None],
+        attempts: int = 3,
     ) -> dict[str, Any] | None:
-        """A merge patch without patch: get, lay ``patch`` over, update (409: again); None if absent."""
+        """GET the live object (not a cache) and ``write(live)``, again on 409 (someone wrote in between). The
+        written object (or the live one, when ``write`` wrote nothing); None when the object is absent."""
         for attempt in range(attempts):
             try:
                 live = self._call("GET", res.path(namespace, name))
-                return self._remember(res, self._call("PUT", res.path(namespace, name), body=overlay(live, patch)))
+                written = write(live)
+                return self._remember(res, written) if written is not None else dict(live)
             except ApiError as exc:
                 if exc.status == 404:
                     return None
@@ -298,42 +305,30 @@ class ClusterClient:
                     raise
         raise AssertionError("unreachable")
 
+    def _update(self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any]) -> dict[str, Any] | None:
+        """A merge patch without patch: get, lay ``patch`` over, update (409: again); None if absent."""
+        path = res.path(namespace, name)
+        return self._read_modify_write(
+            res, name, namespace, lambda live: self._call("PUT", path, body=overlay(live, patch))
+        )
+
     def edit_finalizers(
-        self,
-        res: Resource,
-        name: str,
-        namespace: str | None,
-        edit: Callable[[dict[str, Any]], list[str] | None],
-        attempts: int = 3,
+        self, res: Resource, name: str, namespace: str | None, edit: Callable[[dict[str, Any]], list[str] | None]
     ) -> bool:
         """Set an object's finalizers to ``edit(live metadata)`` (None: leave them). The live object, not a
         cache, with its resourceVersion as a precondition: another writer's finalizer is never lost (409:
         read again). False when the object is absent."""
-        for attempt in range(attempts):
-            try:
-                meta = (self._call("GET", res.path(namespace, name)).get("metadata")) or {}
-            except ApiError as exc:
-                if exc.status == 404:
-                    return False
-                raise
+        path = res.path(namespace, name)
+
+        def write(live: dict[str, Any]) -> dict[str, Any] | None:
+            meta = live.get("metadata") or {}
             finalizers = edit(meta)
             if finalizers is None:
-                return True
+                return None
             patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-            try:
-                self._remember(
-                    res,
-                    self._call(
-                        "PATCH", res.path(namespace, name), body=patch, content_type="application/merge-patch+json"
-                    ),
-                )
-                return True
-            except ApiError as exc:
-                if exc.status == 404:
-                    return False
-                if exc.status != 409 or attempt == attempts - 1:
-                    raise
-        raise AssertionError("unreachable")
+            return dict(self._call("PATCH", path, body=patch, content_type="application/merge-patch+json"))
+
+        return self._read_modify_write(res, name, namespace, write) is not None
 
     def delete(self, res: Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False) -> bool:
         """Delete; True when the object is (already) gone or going. Missing types count as gone.
