@@ -35,4 +35,5 @@ phase liqo-images hack/build-liqo-images.sh
 phase lint hack/lint.sh
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
 # testenv/tests: the harness's own tests (pure ones, and e2e ones against the local clusters).
-phase tests .venv/bin/pytest tests testenv/tests -p no:cacheprovider --durations=15 "$@"
+# The JUnit report keeps every test's time (setup, call and teardown) for finding what to make faster.
+phase tests .venv/bin/pytest tests testenv/tests -p no:cacheprovider --durations=15 --junitxml=.local/junit.xml "$@"
