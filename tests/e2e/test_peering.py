@@ -515,7 +515,18 @@ def _uids(env: Any) -> dict[str, str]:
     return found
 
 
-def test_secret_rotation_takes_effect_and_releases_the_old_client(case: PeeringCase) -> None:
+def _configuration_writers(env: Any, since: datetime) -> set[str]:
+    """Who patched or updated a Configuration on the provider since `since` (the provider's audit log)."""
+    return {
+        e.username
+        for e in audit.writes(env.lc["provider"].audit_log, since=since)
+        if e.resource == "configurations" and e.verb in ("patch", "update")
+    }
+
+
+def test_secret_rotation_takes_effect_and_releases_the_old_client(
+    case: PeeringCase, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Rotating the kubeconfig Secret: new valid credentials are used at once, without a restart, and the
     old client's connections go; broken credentials are reported and every Liqo object stays."""
     env, ns = case.env, case.namespace
@@ -549,27 +560,42 @@ def test_secret_rotation_takes_effect_and_releases_the_old_client(case: PeeringC
             )
             who = "admin" if rotation % 2 else user
             case.peerings.put_kubeconfig_secret(ns, SECRET, kubeconfig)
-            # Make the operator write on the provider: drop one of its labels from the provider's Configuration.
+            # Make the operator write on the provider: drop one of its labels from the provider's Configuration, until
+            # the new identity restores it. The Secret's change reaches the operator through its watch a moment
+            # after the put, so a write provoked at once may rightly still come from the old client.
             p_ns = tenant_ns(env.provider_api, env.consumer_id)
-            conf = items(env.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
-            label = next(k for k in conf["metadata"]["labels"] if k.startswith("peering.liqo-operator.io/"))
-            started = datetime.now().astimezone()
-            custom(env.provider_api).patch_namespaced_custom_object(
-                "networking.liqo.io", "v1beta1", p_ns, "configurations", conf["metadata"]["name"],
-                {"metadata": {"labels": {label: None}}},
-            )  # fmt: skip
+            since = datetime.now().astimezone()
 
-            def restored(label: str = label, p_ns: str = p_ns) -> bool:
+            def new_identity(writers: set[str], who: str = who) -> bool:
+                return (user in writers) if who == user else bool(writers - {user})
+
+            for provocation in range(1, 11):  # noqa: B007 - printed after the loop
                 conf = items(env.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
-                return label in conf["metadata"]["labels"]
+                label = next(k for k in conf["metadata"]["labels"] if k.startswith("peering.liqo-operator.io/"))
+                started = datetime.now().astimezone()
+                custom(env.provider_api).patch_namespaced_custom_object(
+                    "networking.liqo.io", "v1beta1", p_ns, "configurations", conf["metadata"]["name"],
+                    {"metadata": {"labels": {label: None}}},
+                )  # fmt: skip
 
-            wait_for(f"the operator to restore label {label} (rotation {rotation})", restored, timeout=30)
-            writers = {
-                e.username
-                for e in audit.writes(env.lc["provider"].audit_log, since=started)
+                def restored(label: str = label, p_ns: str = p_ns) -> bool:
+                    conf = items(env.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
+                    return label in conf["metadata"]["labels"]
+
+                wait_for(f"the operator to restore label {label} (rotation {rotation})", restored, timeout=30)
+                if new_identity(_configuration_writers(env, started)):
+                    break
+            writes = [
+                e
+                for e in audit.writes(env.lc["provider"].audit_log, since=since)
                 if e.resource == "configurations" and e.verb in ("patch", "update")
-            }
-            assert (user in writers) == (who == user), (rotation, writers)
+            ]
+            first = next((i for i, e in enumerate(writes) if new_identity({e.username})), None)
+            assert first is not None, (rotation, provocation, [e.username for e in writes])
+            # Once the new identity has written, the old one never writes again.
+            assert all(new_identity({e.username}) for e in writes[first:]), (rotation, [e.username for e in writes])
+            with capsys.disabled():
+                print(f"\nBENCH Secret rotation {rotation}: the new identity wrote on provocation {provocation}")
             # The old client is closed: its connections go, they do not pile up rotation after rotation.
             wait_for(
                 f"the operator's connections to the provider to settle (rotation {rotation})",
