@@ -619,9 +619,8 @@ def test_secret_rotation_takes_effect_and_releases_the_old_client(
         core.delete_namespaced_service_account(sa, "default")
 
 
-# The scenario freezes it for 60 s; the suite uses 20 s to stay within CI's budget (a freeze of 60 s
-# behaved the same when run by hand: reported after 5.3 s, Ready 1.1 s after the thaw).
-HUNG_SECONDS = 20.0
+# The scenario: the provider's API server frozen for 60 s.
+HUNG_SECONDS = 60.0
 
 
 def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
