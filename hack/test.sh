@@ -34,6 +34,6 @@ phase images hack/build-images.sh
 phase liqo-images hack/build-liqo-images.sh
 phase lint hack/lint.sh
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
-# testenv/tests: the harness's own tests (pure ones, and e2e ones against the local clusters).
-# The JUnit report keeps every test's time (setup, call and teardown) for finding what to make faster.
-phase tests .venv/bin/pytest tests testenv/tests -p no:cacheprovider --durations=15 --junitxml=.local/junit.xml "$@"
+# tests/ and testenv/tests (the harness's own tests), in tiers side by side (hack/run-tests.sh). The JUnit
+# reports in .local/ keep every test's time (setup, call and teardown) for finding what to make faster.
+phase tests hack/run-tests.sh "$@"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,29 @@ pytest_plugins = [
 ]
 
 
+# Tiers: runs of the suite that share no cluster, so that hack/run-tests.sh can run them side by side.
+# A test belongs to the tier of the clusters its fixtures start; the leak scan belongs to every tier.
+TIERS = ("main", "nodes", "liqo")
+
+
+def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
+    names, marks = set(fixturenames), set(markers)
+    if "real_liqo" in names or "liqochart" in marks:  # test_liqo_chart asks for real_liqo at run time
+        return "liqo"  # Liqo's chart on two clusters with a node each (testenv.liqo_real / liqo_chart)
+    if names & {"node_clusters", "node_images"}:
+        return "nodes"  # two clusters with a node each, the operator's image in them
+    return "main"  # control planes without nodes, the stand-in; unit tests
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default=None,
+        help="run only the tests of one tier (clusters of its own; hack/run-tests.sh runs tiers side by side)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests in an `e2e` directory (tests/e2e, testenv/tests/e2e) need the local clusters: marked `e2e`,
     # so that `-m "not e2e"` leaves them all out.
@@ -58,6 +81,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The run's leak scan looks at what every other test left: it goes last.
     last = [item for item in items if item.path.name == "test_zz_no_leaks.py"]
     items[:] = [item for item in items if item not in last] + last
+    tier = config.getoption("--tier")
+    if tier is not None:
+        keep = [
+            item
+            for item in items
+            if item in last or tier_of(getattr(item, "fixturenames", ()), (m.name for m in item.iter_markers())) == tier
+        ]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
 
 
 _scenarios = reliability.Recorder.empty()
@@ -68,8 +100,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    # Only a run that covered every scenario rewrites docs/reliability.md (a -k run leaves it alone).
-    if _scenarios.complete():
+    # Only a run that covered every scenario rewrites docs/reliability.md (a -k run leaves it alone); a tier
+    # saves its part, which `python -m testenv.reliability merge` joins once every tier has run.
+    tier = session.config.getoption("--tier")
+    if session.config.option.collectonly:
+        return
+    if tier is not None:
+        _scenarios.save_part(tier)
+    elif _scenarios.complete():
         _scenarios.write()
 
 

@@ -2,11 +2,14 @@
 
 The pytest plugin (testenv.pytest_plugin) records the outcome of each test listed in SCENARIOS. When a
 run has covered all of them, it writes docs/reliability.json and renders docs/reliability.md from it
-and from docs/soak.json (`make soak`). A partial run (-k, -m, a single file) writes nothing.
+and from docs/soak.json (`make soak`). A partial run (-k, -m, a single file) writes nothing. A run split
+into tiers (`pytest --tier`, hack/run-tests.sh) saves each tier's part in .local/reliability/, and
+`python -m testenv.reliability merge` writes the report once the parts cover every scenario.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ DOCS = REPO / "docs"
 RESULTS = DOCS / "reliability.json"
 SOAK = DOCS / "soak.json"
 REPORT = DOCS / "reliability.md"
+PARTS = REPO / ".local" / "reliability"
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,29 @@ class Recorder:
     def complete(self) -> bool:
         return wanted() <= set(self.outcomes)
 
+    def missing(self) -> set[str]:
+        return wanted() - set(self.outcomes)
+
+    def save_part(self, tier: str, parts: Path = PARTS) -> Path:
+        """This tier's outcomes, for `merge` once every tier of the run has finished."""
+        parts.mkdir(parents=True, exist_ok=True)
+        path = parts / f"{tier}.json"
+        path.write_text(json.dumps({"outcomes": self.outcomes, "seconds": self.seconds}, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def merged(cls, paths: list[Path]) -> Recorder:
+        """The tiers' parts as one run: a test a tier failed stays failed whatever another tier says."""
+        rec = cls.empty()
+        for path in paths:
+            part = json.loads(path.read_text())
+            for key, outcome in part["outcomes"].items():
+                before = rec.outcomes.get(key)
+                rank = ("failed", "skipped", "passed")
+                rec.outcomes[key] = outcome if before is None else min(before, outcome, key=rank.index)
+                rec.seconds[key] = rec.seconds.get(key, 0.0) + part["seconds"].get(key, 0.0)
+        return rec
+
     def write(self) -> None:
         commit = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True
@@ -215,3 +242,26 @@ def render() -> None:
             "Verdict: " + ("nothing left over, nothing growing." if verdict["ok"] else "; ".join(verdict["problems"])),
         ]
     REPORT.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m testenv.reliability merge`: the report from the tiers' parts, when they cover every scenario."""
+    parser = argparse.ArgumentParser(prog="python -m testenv.reliability")
+    parser.add_argument("command", choices=["merge"])
+    parser.add_argument("--parts", type=Path, default=PARTS)
+    args = parser.parse_args(argv)
+    paths = sorted(args.parts.glob("*.json"))
+    rec = Recorder.merged(paths)
+    if not rec.complete():
+        print(
+            f"reliability: the parts ({', '.join(p.stem for p in paths) or 'none'}) do not cover: "
+            f"{', '.join(sorted(rec.missing()))}; docs/reliability.md left as it was"
+        )
+        return 0
+    rec.write()
+    print(f"reliability: {REPORT.relative_to(REPO)} written from {len(paths)} parts")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The test suite. With arguments: one pytest over tests/ and testenv/tests with them (-k, -m, a file...).
+# Without (CI, `make test`): the suite's tiers (testenv.pytest_plugin TIERS: clusters of their own, none
+# shared) in lanes that run side by side, each lane running its tiers one after the other, so that a tier's
+# clusters are gone before the next starts. Each tier has its log and JUnit report in .local/; the logs
+# are printed at the end, and the reliability report is written from the tiers' parts.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PYTEST=(.venv/bin/pytest -p no:cacheprovider --durations=15)
+if (($#)); then
+  exec "${PYTEST[@]}" tests testenv/tests --junitxml=.local/junit.xml "$@"
+fi
+
+# Lanes are separated by spaces, the tiers of a lane by commas. The default balances the two lanes: main
+# (unit tests and the stand-in, 731 s in a serial run) against nodes then liqo (256 s + 447 s).
+LANES=${TEST_LANES:-main nodes,liqo}
+mkdir -p .local
+rm -rf .local/reliability
+
+lane() {
+  local tier start rc=0
+  for tier in ${1//,/ }; do
+    start=$SECONDS
+    echo "--> tier $tier: started (log: .local/tests-$tier.log)"
+    "${PYTEST[@]}" tests testenv/tests --tier "$tier" --junitxml=".local/junit-$tier.xml" \
+      >".local/tests-$tier.log" 2>&1
+    local code=$?
+    echo "--> tier $tier: exit $code in $((SECONDS - start))s ($(tail -n 1 ".local/tests-$tier.log"))"
+    ((code == 0)) || rc=1
+  done
+  return $rc
+}
+
+pids=()
+trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' INT TERM
+for l in $LANES; do
+  lane "$l" &
+  pids+=($!)
+done
+rc=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || rc=1
+done
+
+for l in $LANES; do
+  for tier in ${l//,/ }; do
+    echo
+    echo "==================== tier $tier (.local/tests-$tier.log) ===================="
+    cat ".local/tests-$tier.log"
+  done
+done
+.venv/bin/python -m testenv.reliability merge
+exit $rc
