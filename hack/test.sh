@@ -9,10 +9,12 @@ phase() {
   local name=$1; shift
   local start=$SECONDS
   echo "==> [$name] $*"
-  "$@"
+  local rc=0
+  "$@" || rc=$?
   local took=$((SECONDS - start))
-  TIMES+=("$(printf '%-10s %4ds' "$name" "$took")")
-  echo "==> [$name] done in ${took}s"
+  TIMES+=("$(printf '%-10s %4ds%s' "$name" "$took" "$( ((rc)) && echo " (failed: exit $rc)")")")
+  echo "==> [$name] done in ${took}s (exit $rc)"
+  return $rc
 }
 report() {
   echo "==> phase times:"
