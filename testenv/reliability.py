@@ -45,6 +45,7 @@ SCENARIOS = (
             "tests/e2e/test_kill.py::test_killed_at",
             f"{P}test_operator_killed_mid_establishing_resumes_without_duplicates",
             f"{R}test_operator_killed_mid_way_resumes_without_duplicates",
+            f"{R}test_killed_at_with_real_liqo",
         ),
     ),
     Scenario(

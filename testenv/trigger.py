@@ -33,6 +33,7 @@ class When:
         self.predicate, self.action = predicate, action
         self.list_fn, self.args, self.kwargs = list_fn, args, kwargs
         self.fired = threading.Event()
+        self.seen = threading.Event()  # the watch has delivered its first event (the replay of what exists)
         self.error: BaseException | None = None
         self._watch = watch.Watch()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -41,6 +42,7 @@ class When:
         try:
             # One long watch: a restarted one would replay existing objects as ADDED, and fire late.
             for event in self._watch.stream(self.list_fn, *self.args, timeout_seconds=600, **self.kwargs):
+                self.seen.set()
                 if self.predicate(event):
                     self.action()
                     self.fired.set()
@@ -56,6 +58,11 @@ class When:
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self._watch.stop()
+
+    def wait_seen(self, timeout: float) -> None:
+        """Until the watch has replayed an existing object: then a deletion cannot happen unseen before it."""
+        if not self.seen.wait(timeout):
+            raise AssertionError(f"timed out after {timeout}s: the watch replayed no existing object")
 
     def wait(self, timeout: float) -> None:
         if not self.fired.wait(timeout):

@@ -34,6 +34,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from testenv import audit, inventory
+from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.leakscan import LeakScan
 from testenv.liqo_install import LiqoInstall, install_kind
 from testenv.liqo_real import liqo_binary
@@ -624,6 +625,27 @@ def test_operator_killed_mid_way_resumes_without_duplicates(rcase: tuple[RealEnv
     assert len(namespaces.items) == 1
 
 
+# The operator SIGKILLed during each stage and during teardown, against Liqo itself (the stand-in's suite,
+# tests/e2e/test_kill.py, kills it at all six points of testenv.killpoints).
+REAL_KILL_POINTS = (
+    "networking-first-object",
+    "authentication-tenant",
+    "offloading-resource-slice",
+    "teardown-resource-slice",
+)
+_no_kill: dict[str, tuple[Counts, Counts]] = {}
+
+
+@pytest.mark.parametrize("where", REAL_KILL_POINTS)
+def test_killed_at_with_real_liqo(rcase: tuple[RealEnv, str], where: str) -> None:
+    """Killed at `where`, restarted: the peering completes and unpeers, and on both clusters the objects per
+    kind change exactly as in a cycle with no kill (testenv.killpoints)."""
+    env, ns = rcase
+    apis: dict[str, k8s.ApiClient] = {"consumer": env.consumer_api, "provider": env.provider_api}
+    cycle = Cycle(env, ns, apis, env.spec(), ready_timeout=240)
+    cycle.run(POINTS[where], cycle.reference(_no_kill))
+
+
 def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
     env, ns = rcase
     env.peerings.create(ns, NAME, env.spec())
@@ -765,7 +787,6 @@ def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path
         _liqoctl_peering_user(env, "delete", tmp_path)
 
 
-Counts = dict[str, dict[str, int]]  # testenv.inventory.counts: side -> kind -> how many
 PEERING_USER_LABEL = "liqo.io/peering-user-name"  # Liqo's pkg/consts PeeringUserNameLabelKey
 MINTING_RESOURCES = {
     "namespaces",
