@@ -15,6 +15,8 @@ uninstall (once keeping the CRD, once not).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -47,6 +49,9 @@ PEERING_NS = "e2e-operator-pod"
 NAME = "provider"
 KOPF_PEERING = k.Res("kopf.dev", "v1", "clusterkopfpeerings", namespaced=False)
 SELECTOR = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=liqo-peering-operator"
+LIFETIME = 15  # ha.peeringLifetime of the two-replica release: seconds a replica's peering entry stays valid
+RESUMED = "Resuming operations after the pause"
+PAUSED = "Pausing operations in favour of"
 
 # What the operator makes for one peering, per cluster: (resource, plural group, in the tenant namespace).
 CONSUMER_OBJECTS = [
@@ -135,6 +140,16 @@ class Suite:
 
         wait_for(f"the operator to reconcile the spec change (timeout {timeout})", observed, timeout=90)
 
+    def pod_log(self, name: str, missing: str | None = None) -> str:
+        """The log of the Pod's current container (a restarted one's starts empty); `missing` if there is
+        none yet (a container waiting to start), else KubeError."""
+        try:
+            return self.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{name}/log")
+        except KubeError:
+            if missing is None:
+                raise
+            return missing
+
     def operator_logs(self) -> str:
         return "\n".join(
             f"--- {p['metadata']['name']}\n"
@@ -222,11 +237,7 @@ def test_helm_install_runs_the_operator_as_a_pod(suite: Suite) -> None:
 
 def _container_process(suite: Suite, container_id: str) -> dict[str, str]:
     """/proc of the container's main process on the node, found through the node's containerd."""
-    (spec,) = suite.lc["consumer"].node_specs()
-    cid = container_id.removeprefix("containerd://")
-    ctr = [ctr_binary(), "--address", str(spec.socket), "--namespace", "k8s.io"]
-    tasks = subprocess.run([*ctr, "tasks", "ls"], capture_output=True, text=True, check=True).stdout
-    (pid,) = [line.split()[1] for line in tasks.splitlines() if line.startswith(cid)]
+    pid = _container_pid(suite, container_id)
     return {name: Path(f"/proc/{pid}/{name}").read_text() for name in ("status", "mountinfo")}
 
 
@@ -294,7 +305,15 @@ def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> Non
     )
     replacement = suite.successor(victim)
     suite.change_and_reconcile("5m")
+    _assert_one_of_each(suite)
+    # The replacement resumed: it created nothing, it only brought what existed up to date.
+    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    assert {w.pod_name for w in writes} <= {replacement["metadata"]["name"]}
+    assert not [w for w in writes if w.verb == "create" and w.resource != "events"], writes
 
+
+def _assert_one_of_each(suite: Suite) -> None:
+    """Exactly one of each Liqo object the peering needs, on both clusters: nothing duplicated or missing."""
     consumer_ns = tenant_ns(suite.peerings.api, suite.lc.ids["provider"])
     provider_api = api_client(suite.lc["provider"].kubeconfig)
     provider_ns = tenant_ns(provider_api, suite.lc.ids["consumer"])
@@ -307,21 +326,20 @@ def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> Non
             found: Any = custom.list_namespaced_custom_object(group, "v1beta1", namespace, plural)
             names = [i["metadata"]["name"] for i in found["items"]]
             assert len(names) == 1, f"{plural} in {namespace}: {names}"
-    # The replacement resumed: it created nothing, it only brought what existed up to date.
-    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
-    assert {w.pod_name for w in writes} <= {replacement["metadata"]["name"]}
-    assert not [w for w in writes if w.verb == "create" and w.resource != "events"], writes
 
 
 def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.CaptureFixture[str]) -> None:
-    suite.helm("upgrade", RELEASE, *suite.install_args("ha.enabled=true", "replicaCount=2"))
+    # A short peering lifetime (the chart's default is 30 s) keeps the SIGKILL handover test below short.
+    suite.helm(
+        "upgrade", RELEASE, *suite.install_args("ha.enabled=true", "replicaCount=2", f"ha.peeringLifetime={LIFETIME}")
+    )
     pods = wait_for("two ready replicas", lambda: suite.ready_pods(2), timeout=180)
     names = [p["metadata"]["name"] for p in pods]
 
     def paused() -> list[str] | None:
         # kopf peering: the replica with the lower priority pauses in favour of the other.
         logs = {n: suite.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{n}/log") for n in names}
-        waiting = [n for n, log in logs.items() if "Pausing operations in favour of" in log]
+        waiting = [n for n, log in logs.items() if PAUSED in log]
         return waiting if len(waiting) == 1 else None
 
     (standby,) = wait_for("one replica to stand by", paused, timeout=60)
@@ -368,6 +386,129 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
         print(f"\nBENCH HA handover: active Pod deleted -> standby resumed: {handover:.1f}s")
 
 
+def test_a_sigkilled_active_replica_is_taken_over_and_restarted(
+    suite: Suite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue "Survives", point 5: the active replica dies without a word (SIGKILL: kopf cannot withdraw it from
+    the peering object). Someone acts again once its entry expires (the peering lifetime) or once the kubelet's
+    restart of its container announces itself again under the same identity (the Pod's name), whichever comes
+    first; the kubelet restarts the container in the same Pod; one replica alone acts afterwards."""
+    pods = {p["metadata"]["name"]: p for p in wait_for("two ready replicas", lambda: suite.ready_pods(2))}
+    before = wait_for("both replicas live in the kopf peering object", partial(_live_peers, suite, list(pods)))
+    entries = _peering_entries(suite)
+    assert {int(entries[n]["lifetime"]) for n in pods} == {LIFETIME}, entries  # the chart's flag reached kopf
+    active = max(pods, key=lambda n: before[n])
+    (standby,) = set(pods) - {active}
+    (status,) = pods[active]["status"]["containerStatuses"]
+    pid = _container_pid(suite, status["containerID"])
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert any(arg.endswith(b"liqo-peering-operator") for arg in cmdline), cmdline  # the operator, nothing else
+    resumed_before = suite.pod_log(standby).count(RESUMED)
+    paused_before = suite.pod_log(standby).count(PAUSED)
+
+    since = datetime.now(UTC)
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    seen: dict[str, float] = {}  # what happened when, after the kill
+
+    def observe() -> None:
+        now = time.monotonic() - killed
+        entry = _peering_entries(suite).get(active)
+        if "announced" not in seen and entry and int(entry["priority"]) != before[active]:
+            seen["announced"] = now  # the restarted container's first keep-alive: a new random priority
+        if "standby resumed" not in seen and suite.pod_log(standby).count(RESUMED) > resumed_before:
+            seen["standby resumed"] = now
+        # Once restarted, the Pod's log is the new container's: the killed one's lines are not in it.
+        if "restarted resumed" not in seen and _restarts(suite, active) > status["restartCount"]:
+            seen.update({"restarted resumed": now} if RESUMED in suite.pod_log(active, missing="") else {})
+
+    def taken_over() -> bool:
+        observe()
+        return "standby resumed" in seen or "restarted resumed" in seen
+
+    wait_for("a replica to act again after the SIGKILL", taken_over, timeout=LIFETIME + 60, interval=0.2)
+    taker = standby if "standby resumed" in seen else active
+    handover = min(seen.get("standby resumed", 1e9), seen.get("restarted resumed", 1e9))
+
+    # The kubelet restarts the killed container in the same Pod, and it announces itself again.
+    def restarted() -> dict[str, Any] | None:
+        observe()
+        pod = suite.kc.get(k.POD, active, RELEASE_NS) or {}
+        if "announced" not in seen or pod.get("metadata", {}).get("uid") != pods[active]["metadata"]["uid"]:
+            return None
+        (now,) = pod["status"]["containerStatuses"]
+        return pod if now["restartCount"] == status["restartCount"] + 1 and "running" in now["state"] else None
+
+    wait_for(f"the kubelet to restart {active}'s container", restarted, timeout=120, interval=0.2)
+    peers = wait_for(
+        "both replicas live in the kopf peering object", partial(_live_peers, suite, list(pods)), timeout=60
+    )
+    leader = max(pods, key=lambda n: peers[n])
+    # Whoever outranks acts: the restarted container drew a new priority. A standby that had resumed pauses
+    # again when the restarted one outranks it; one that outranks it resumes (if it has not yet).
+    if leader == active:
+        wait_for(f"{active} to act", lambda: RESUMED in suite.pod_log(active), timeout=60)
+        if "standby resumed" in seen:
+            wait_for(f"{standby} to stand by again", lambda: suite.pod_log(standby).count(PAUSED) > paused_before)
+    else:
+        wait_for(f"{standby} to act", lambda: suite.pod_log(standby).count(RESUMED) > resumed_before, timeout=60)
+
+    # Each replica wrote only while it acted, by its own log: the standby not before it resumed, the
+    # restarted container not before it resumed, and not while the standby still acted (before it paused).
+    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    resumed = {
+        active: _log_times(suite.pod_log(active), RESUMED)[-1:],
+        standby: _log_times(suite.pod_log(standby), RESUMED)[resumed_before:],
+    }
+    paused_again = _log_times(suite.pod_log(standby), PAUSED)[paused_before:]
+    for w in writes:
+        began = resumed.get(w.pod_name or "")
+        assert began and w.received >= began[0], f"{w.pod_name} wrote while standing by: {w}"
+        if w.pod_name == active and "standby resumed" in seen:
+            assert paused_again and w.received >= paused_again[0], f"{active} wrote while {standby} acted: {w}"
+
+    # One replica alone reconciles the next change, and nothing was made twice on either cluster.
+    since = datetime.now(UTC)
+    suite.change_and_reconcile("8m")
+    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    writers = {w.pod_name for w in writes}
+    assert writers == {leader}, json.dumps({"writers": sorted(map(str, writers)), "priorities": peers})
+    _assert_one_of_each(suite)
+    with capsys.disabled():
+        announced = f"{seen['announced']:.1f}s" if "announced" in seen else "not yet"
+        print(
+            f"\nBENCH HA handover after SIGKILL: {handover:.1f}s (peering lifetime {LIFETIME} s; taken over by the"
+            f" {'standby' if taker == standby else 'restarted replica'}; the restarted container announced itself"
+            f" after {announced})"
+        )
+
+
+def _container_pid(suite: Suite, container_id: str) -> int:
+    """The host PID of a container's main process, from the node's containerd (the node is a host process)."""
+    (spec,) = suite.lc["consumer"].node_specs()
+    cid = container_id.removeprefix("containerd://")
+    ctr = [ctr_binary(), "--address", str(spec.socket), "--namespace", "k8s.io"]
+    tasks = subprocess.run([*ctr, "tasks", "ls"], capture_output=True, text=True, check=True).stdout
+    (pid,) = [line.split()[1] for line in tasks.splitlines() if line.startswith(cid)]
+    return int(pid)
+
+
+def _restarts(suite: Suite, pod: str) -> int:
+    statuses = ((suite.kc.get(k.POD, pod, RELEASE_NS) or {}).get("status") or {}).get("containerStatuses") or []
+    return int(statuses[0]["restartCount"]) if statuses else 0
+
+
+def _log_times(log: str, text: str) -> list[datetime]:
+    """When the JSON log lines holding `text` were written (the operator's structlog timestamp)."""
+    return [datetime.fromisoformat(json.loads(line)["timestamp"]) for line in log.splitlines() if text in line]
+
+
+def _peering_entries(suite: Suite) -> dict[str, dict[str, Any]]:
+    """The chart's ClusterKopfPeering's entries: {replica: {priority, lifetime, lastseen}}."""
+    peering = suite.kc.get(KOPF_PEERING, FULLNAME) or {}
+    return {name: entry for name, entry in (peering.get("status") or {}).items() if entry}
+
+
 def _live_peers(suite: Suite, names: list[str]) -> dict[str, int] | None:
     """{replica: priority} from the chart's ClusterKopfPeering once every one of `names` is a live peer."""
     peering = suite.kc.get(KOPF_PEERING, FULLNAME) or {}
@@ -382,7 +523,7 @@ def _live_peers(suite: Suite, names: list[str]) -> dict[str, int] | None:
 
 def _standing_by(log: str) -> bool:
     """Whether a replica's kopf log ends paused: its last peering verdict was to pause."""
-    return log.rfind("Pausing operations in favour of") > log.rfind("Resuming operations after the pause")
+    return log.rfind(PAUSED) > log.rfind(RESUMED)
 
 
 def test_helm_uninstall_honours_crds_keep(suite: Suite) -> None:
