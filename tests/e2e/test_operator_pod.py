@@ -8,8 +8,9 @@ ServiceAccount and RBAC, the kubelet runs its probes and enforces its securityCo
 scraped through the chart's Service from another Pod. The provider's kubeconfig in the Secret points at
 the provider's API server on the LAN, where the Pod reaches it.
 
-The tests run in order, on one release: install, Ready, metrics, upgrade, a killed Pod, two replicas,
-uninstall (once keeping the CRD, once not).
+The tests run in order, on one release: install, Ready, metrics, upgrade, a killed Pod, two replicas (the
+active one's Pod deleted, its container SIGKILLed, its process frozen), uninstall (once keeping the CRD,
+once not).
 """
 
 from __future__ import annotations
@@ -390,97 +391,151 @@ def test_a_sigkilled_active_replica_is_taken_over_and_restarted(
     suite: Suite, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue "Survives", point 5: the active replica dies without a word (SIGKILL: kopf cannot withdraw it from
-    the peering object). Someone acts again once its entry expires (the peering lifetime) or once the kubelet's
-    restart of its container announces itself again under the same identity (the Pod's name), whichever comes
-    first; the kubelet restarts the container in the same Pod; one replica alone acts afterwards."""
-    pods = {p["metadata"]["name"]: p for p in wait_for("two ready replicas", lambda: suite.ready_pods(2))}
-    before = wait_for("both replicas live in the kopf peering object", partial(_live_peers, suite, list(pods)))
-    entries = _peering_entries(suite)
-    assert {int(entries[n]["lifetime"]) for n in pods} == {LIFETIME}, entries  # the chart's flag reached kopf
-    active = max(pods, key=lambda n: before[n])
-    (standby,) = set(pods) - {active}
-    (status,) = pods[active]["status"]["containerStatuses"]
-    pid = _container_pid(suite, status["containerID"])
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    assert any(arg.endswith(b"liqo-peering-operator") for arg in cmdline), cmdline  # the operator, nothing else
-    resumed_before = suite.pod_log(standby).count(RESUMED)
-    paused_before = suite.pod_log(standby).count(PAUSED)
-
-    since = datetime.now(UTC)
-    killed = time.monotonic()
-    os.kill(pid, signal.SIGKILL)
-    seen: dict[str, float] = {}  # what happened when, after the kill
-
-    def observe() -> None:
-        now = time.monotonic() - killed
-        entry = _peering_entries(suite).get(active)
-        if "announced" not in seen and entry and int(entry["priority"]) != before[active]:
-            seen["announced"] = now  # the restarted container's first keep-alive: a new random priority
-        if "standby resumed" not in seen and suite.pod_log(standby).count(RESUMED) > resumed_before:
-            seen["standby resumed"] = now
-        # Once restarted, the Pod's log is the new container's: the killed one's lines are not in it.
-        if "restarted resumed" not in seen and _restarts(suite, active) > status["restartCount"]:
-            seen.update({"restarted resumed": now} if RESUMED in suite.pod_log(active, missing="") else {})
-
-    def taken_over() -> bool:
-        observe()
-        return "standby resumed" in seen or "restarted resumed" in seen
-
-    wait_for("a replica to act again after the SIGKILL", taken_over, timeout=LIFETIME + 60, interval=0.2)
-    taker = standby if "standby resumed" in seen else active
-    handover = min(seen.get("standby resumed", 1e9), seen.get("restarted resumed", 1e9))
-
-    # The kubelet restarts the killed container in the same Pod, and it announces itself again.
-    def restarted() -> dict[str, Any] | None:
-        observe()
-        pod = suite.kc.get(k.POD, active, RELEASE_NS) or {}
-        if "announced" not in seen or pod.get("metadata", {}).get("uid") != pods[active]["metadata"]["uid"]:
-            return None
-        (now,) = pod["status"]["containerStatuses"]
-        return pod if now["restartCount"] == status["restartCount"] + 1 and "running" in now["state"] else None
-
-    wait_for(f"the kubelet to restart {active}'s container", restarted, timeout=120, interval=0.2)
-    peers = wait_for(
-        "both replicas live in the kopf peering object", partial(_live_peers, suite, list(pods)), timeout=60
-    )
-    leader = max(pods, key=lambda n: peers[n])
-    # Whoever outranks acts: the restarted container drew a new priority. A standby that had resumed pauses
-    # again when the restarted one outranks it; one that outranks it resumes (if it has not yet).
-    if leader == active:
-        wait_for(f"{active} to act", lambda: RESUMED in suite.pod_log(active), timeout=60)
-        if "standby resumed" in seen:
-            wait_for(f"{standby} to stand by again", lambda: suite.pod_log(standby).count(PAUSED) > paused_before)
-    else:
-        wait_for(f"{standby} to act", lambda: suite.pod_log(standby).count(RESUMED) > resumed_before, timeout=60)
-
-    # Each replica wrote only while it acted, by its own log: the standby not before it resumed, the
-    # restarted container not before it resumed, and not while the standby still acted (before it paused).
-    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
-    resumed = {
-        active: _log_times(suite.pod_log(active), RESUMED)[-1:],
-        standby: _log_times(suite.pod_log(standby), RESUMED)[resumed_before:],
-    }
-    paused_again = _log_times(suite.pod_log(standby), PAUSED)[paused_before:]
-    for w in writes:
-        began = resumed.get(w.pod_name or "")
-        assert began and w.received >= began[0], f"{w.pod_name} wrote while standing by: {w}"
-        if w.pod_name == active and "standby resumed" in seen:
-            assert paused_again and w.received >= paused_again[0], f"{active} wrote while {standby} acted: {w}"
-
-    # One replica alone reconciles the next change, and nothing was made twice on either cluster.
-    since = datetime.now(UTC)
-    suite.change_and_reconcile("8m")
-    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
-    writers = {w.pod_name for w in writes}
-    assert writers == {leader}, json.dumps({"writers": sorted(map(str, writers)), "priorities": peers})
-    _assert_one_of_each(suite)
+    the peering object). A replica acts again once its entry expires (the peering lifetime) or once the
+    kubelet's restart of its container announces itself under the same identity (the Pod's name) with a new
+    priority, whichever comes first; the container restarts in the same Pod; one replica alone acts."""
+    h = Handover(suite)
+    h.signal(signal.SIGKILL)
+    h.wait_taken_over()
+    h.wait_restarted_and_settled("8m")
     with capsys.disabled():
-        announced = f"{seen['announced']:.1f}s" if "announced" in seen else "not yet"
         print(
-            f"\nBENCH HA handover after SIGKILL: {handover:.1f}s (peering lifetime {LIFETIME} s; taken over by the"
-            f" {'standby' if taker == standby else 'restarted replica'}; the restarted container announced itself"
-            f" after {announced})"
+            f"\nBENCH HA handover after SIGKILL: {h.handover:.1f}s (peering lifetime {LIFETIME} s; taken over by the"
+            f" {h.taker}; the restarted container announced itself after {h.seen['announced']:.1f}s)"
         )
+
+
+def test_a_frozen_active_replica_is_taken_over_when_its_peering_entry_expires(
+    suite: Suite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The active replica stops without a word and does not come back (a lost node; here SIGSTOP: no keep-alive,
+    no withdrawal, no restart): the standby takes over when the replica's peering entry expires, within the
+    peering lifetime. Then SIGKILL: the kubelet restarts the container, and no replica wrote while the other
+    acted."""
+    h = Handover(suite)
+    h.signal(signal.SIGSTOP)
+    try:
+        h.wait_taken_over()
+        assert h.taker == "standby" and "announced" not in h.seen, h.seen  # the entry's expiry alone ended it
+        frozen = h.handover
+    finally:
+        h.signal(signal.SIGKILL)  # never left frozen, and never resumed: it would act beside the standby
+    # Who writes after a restart and a change is the SIGKILL test's: here only the writes so far (it saves a
+    # restarted leader's start-up pass, about 9 s).
+    h.wait_restarted_and_settled(None)
+    with capsys.disabled():
+        print(
+            f"\nBENCH HA handover after the active replica froze (SIGSTOP, as on a lost node): {frozen:.1f}s (peering"
+            f" lifetime {LIFETIME} s); SIGKILLed then, it announced itself again after {h.seen['announced']:.1f}s"
+        )
+
+
+class Handover:
+    """One handover of the two-replica release: the active replica (the live peer of the highest priority in the
+    kopf peering object) gets a signal; what follows is observed in the replicas' logs, the peering object, the
+    Pods and the audit log."""
+
+    def __init__(self, suite: Suite) -> None:
+        self.suite = suite
+        self.pods = {p["metadata"]["name"]: p for p in wait_for("two ready replicas", lambda: suite.ready_pods(2))}
+        self.priorities = wait_for("both replicas live in the peering object", partial(_live_peers, suite, list(self)))
+        entries = _peering_entries(suite)
+        assert {int(entries[n]["lifetime"]) for n in self} == {LIFETIME}, entries  # the chart's flag reached kopf
+        self.active = max(self, key=lambda n: self.priorities[n])
+        (self.standby,) = set(self) - {self.active}
+        (self.container,) = self.pods[self.active]["status"]["containerStatuses"]
+        self.pid = _container_pid(suite, self.container["containerID"])
+        cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().split(b"\0")
+        assert any(a.endswith(b"liqo-peering-operator") for a in cmdline), cmdline  # the operator, nothing else
+        log = suite.pod_log(self.standby)
+        self.resumed_before, self.paused_before = log.count(RESUMED), log.count(PAUSED)
+        self.since: datetime | None = None  # the first signal: writes after it are checked
+        self.signalled = 0.0
+        self.seen: dict[str, float] = {}  # what happened, seconds after the last signal
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.pods)
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.since = self.since or datetime.now(UTC)
+        self.signalled = time.monotonic()
+        os.kill(self.pid, sig)
+
+    def observe(self) -> None:
+        now = time.monotonic() - self.signalled
+        entry = _peering_entries(self.suite).get(self.active)
+        if "announced" not in self.seen and entry and int(entry["priority"]) != self.priorities[self.active]:
+            self.seen["announced"] = now  # the restarted container's first keep-alive: a new random priority
+        if "standby" not in self.seen and self.suite.pod_log(self.standby).count(RESUMED) > self.resumed_before:
+            self.seen["standby"] = now
+        # Once restarted, the Pod's log is the new container's: the killed one's lines are not in it.
+        if "restarted replica" not in self.seen and self.restarts() > self.container["restartCount"]:
+            log = self.suite.pod_log(self.active, missing="")
+            self.seen.update({"restarted replica": now} if RESUMED in log else {})
+
+    def restarts(self) -> int:
+        pod = self.suite.kc.get(k.POD, self.active, RELEASE_NS) or {}
+        if pod.get("metadata", {}).get("uid") != self.pods[self.active]["metadata"]["uid"]:
+            raise AssertionError(f"{self.active} was replaced, not restarted in place")
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        running = statuses and "running" in statuses[0]["state"]
+        return int(statuses[0]["restartCount"]) if running else int(self.container["restartCount"])
+
+    def wait_taken_over(self) -> None:
+        def acting() -> bool:
+            self.observe()
+            return "standby" in self.seen or "restarted replica" in self.seen
+
+        wait_for("a replica to act again", acting, timeout=LIFETIME + 60, interval=0.2)
+        self.taker = "standby" if "standby" in self.seen else "restarted replica"
+        self.handover = self.seen[self.taker]
+
+    def wait_restarted_and_settled(self, timeout: str | None) -> None:
+        """The kubelet restarts the signalled container in the same Pod and it announces itself; then each
+        replica wrote only while it acted, and with a spec `timeout` to set, one replica alone reconciles
+        that change and nothing was made twice on either cluster."""
+        suite, active, standby = self.suite, self.active, self.standby
+
+        def restarted() -> bool:
+            self.observe()
+            return "announced" in self.seen and self.restarts() == self.container["restartCount"] + 1
+
+        wait_for(f"the kubelet to restart {active}'s container", restarted, timeout=120, interval=0.2)
+        peers = wait_for("both replicas live in the peering object", partial(_live_peers, suite, list(self)))
+        leader = max(self, key=lambda n: peers[n])
+        # Whoever outranks acts: the restarted container drew a new priority. A standby that had resumed pauses
+        # again when the restarted one outranks it; one that outranks it resumes (if it has not yet).
+        if leader == active:
+            wait_for(f"{active} to act", lambda: RESUMED in suite.pod_log(active), timeout=60)
+            if "standby" in self.seen:
+                wait_for(
+                    f"{standby} to stand by again", lambda: suite.pod_log(standby).count(PAUSED) > self.paused_before
+                )
+        else:
+            wait_for(f"{standby} to act", lambda: suite.pod_log(standby).count(RESUMED) > self.resumed_before)
+
+        # By their own logs: the standby wrote nothing before it resumed, the restarted container nothing
+        # before it resumed, nor while the standby still acted (before it paused again).
+        writes = audit.writes(suite.lc["consumer"].audit_log, self.since, user_agent_prefix="liqo-peering-operator")
+        resumed = {
+            active: _log_times(suite.pod_log(active), RESUMED)[-1:],
+            standby: _log_times(suite.pod_log(standby), RESUMED)[self.resumed_before :],
+        }
+        paused_again = _log_times(suite.pod_log(standby), PAUSED)[self.paused_before :]
+        for w in writes:
+            began = resumed.get(w.pod_name or "")
+            assert began and w.received >= began[0], f"{w.pod_name} wrote while standing by: {w}"
+            if w.pod_name == active and "standby" in self.seen:
+                assert paused_again and w.received >= paused_again[0], f"{active} wrote while {standby} acted: {w}"
+
+        if timeout is None:
+            return
+        since = datetime.now(UTC)
+        suite.change_and_reconcile(timeout)
+        writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+        writers = {w.pod_name for w in writes}
+        assert writers == {leader}, json.dumps({"writers": sorted(map(str, writers)), "priorities": peers})
+        _assert_one_of_each(suite)
 
 
 def _container_pid(suite: Suite, container_id: str) -> int:
@@ -491,11 +546,6 @@ def _container_pid(suite: Suite, container_id: str) -> int:
     tasks = subprocess.run([*ctr, "tasks", "ls"], capture_output=True, text=True, check=True).stdout
     (pid,) = [line.split()[1] for line in tasks.splitlines() if line.startswith(cid)]
     return int(pid)
-
-
-def _restarts(suite: Suite, pod: str) -> int:
-    statuses = ((suite.kc.get(k.POD, pod, RELEASE_NS) or {}).get("status") or {}).get("containerStatuses") or []
-    return int(statuses[0]["restartCount"]) if statuses else 0
 
 
 def _log_times(log: str, text: str) -> list[datetime]:
