@@ -30,6 +30,12 @@ log = structlog.get_logger("liqo_peering")
 # Flags other modules name in their messages are spelled where those messages live, and used from there.
 TENANT_ACCESS_FLAG = "--tenant-access-role"
 SERVICE_ACCOUNT_FLAG = "--service-account"
+PEERING_NAME_FLAG = "--peering-name"
+PEERING_LIFETIME_FLAG = "--peering-lifetime"
+# kopf's keep-alive re-announces a replica 5-10 s (at random) before its entry expires (kopf/_core/engines/
+# peering.py, keepalive): above 10 s the interval is always positive; at 10 s or less kopf clamps it to 1 s,
+# a write per replica every second with a shrinking margin before expiry.
+MIN_PEERING_LIFETIME = 11
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,9 +93,45 @@ def build_parser() -> argparse.ArgumentParser:
         help="kopf peering priority of this replica (HA); default: random, so that replicas differ",
     )
     run.add_argument(
-        "--peering-name", default=None, help="kopf peering object for HA (several replicas); default: standalone"
+        PEERING_NAME_FLAG, default=None, help="kopf peering object for HA (several replicas); default: standalone"
+    )
+    run.add_argument(
+        PEERING_LIFETIME_FLAG,
+        type=peering_lifetime,
+        default=None,
+        metavar="SECONDS",
+        help="how long this replica's entry in the kopf peering object stays valid without a keep-alive: a replica"
+        " that dies without withdrawing (SIGKILL, a lost node) holds the others paused up to this long;"
+        f" at least {MIN_PEERING_LIFETIME}; needs {PEERING_NAME_FLAG}; default: kopf's (60)",
     )
     return parser
+
+
+def peering_lifetime(text: str) -> int:
+    """--peering-lifetime's value: whole seconds (kopf stores an integer), long enough to be kept alive."""
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if seconds < MIN_PEERING_LIFETIME:
+        raise argparse.ArgumentTypeError(
+            f"{seconds} s is too short: kopf re-announces a replica 5-10 s before its entry"
+            f" expires, which needs at least {MIN_PEERING_LIFETIME} s (kopf's default is 60)"
+        )
+    return seconds
+
+
+def kopf_settings(args: argparse.Namespace) -> kopf.OperatorSettings:
+    """The kopf settings the flags decide, before the startup handler adds the fixed ones (handlers.configure)."""
+    if args.peering_lifetime is not None and args.peering_name is None:
+        raise SystemExit(
+            f"{PEERING_LIFETIME_FLAG} needs {PEERING_NAME_FLAG}: without a peering object the operator runs"
+            " standalone and has no peering entry to keep alive"
+        )
+    settings = kopf.OperatorSettings()
+    if args.peering_lifetime is not None:
+        settings.peering.lifetime = args.peering_lifetime
+    return settings
 
 
 def local_configuration(kubeconfig: str | None, context: str | None) -> k8s_client.Configuration:
@@ -133,6 +175,7 @@ def run(args: argparse.Namespace) -> None:
         if not sa_namespace or not sa_name:
             raise SystemExit(f"{TENANT_ACCESS_FLAG} needs {SERVICE_ACCOUNT_FLAG} NAMESPACE/NAME")
         tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
+    settings = kopf_settings(args)
     logs.configure(args.log_format, getattr(logging, args.log_level.upper()), scrub=redact)
     cfg = local_configuration(args.kubeconfig, args.context)
     in_cluster = not (args.kubeconfig or args.context)
@@ -159,6 +202,7 @@ def run(args: argparse.Namespace) -> None:
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
     kopf.run(
         registry=handlers.registry,
+        settings=settings,
         clusterwide=not args.namespaces,
         namespaces=args.namespaces,
         standalone=args.peering_name is None,

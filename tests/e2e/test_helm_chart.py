@@ -188,7 +188,13 @@ def test_ha_render(helm: Path) -> None:
     (deployment,) = find(docs, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert f"--peering-name={RELEASE}-liqo-peering-operator" in operator_args(docs)
+    args = operator_args(docs)
+    # kopf peering with the chart's peering lifetime (30 s, not kopf's 60: values.yaml says why).
+    assert f"--peering-name={RELEASE}-liqo-peering-operator" in args and "--peering-lifetime=30" in args, args
+    assert "--peering-lifetime=15" in operator_args(render(helm, "ha.enabled=true", "ha.peeringLifetime=15"))
+    # Without ha.enabled the operator runs standalone: no peering flags, whatever the lifetime says.
+    standalone = operator_args(render(helm, "ha.peeringLifetime=15"))
+    assert not [a for a in standalone if a.startswith("--peering-")], standalone
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
     assert crds == {CRD_NAME, SET_CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
     (peering,) = find(docs, "ClusterKopfPeering")
@@ -216,6 +222,8 @@ def test_crd_toggles(helm: Path) -> None:
         (["unknownKey=1"], "additional properties"),
         (["logFormat=xml"], "logFormat"),
         (["image.tag=latest"], "/image/tag"),
+        (["ha.enabled=true", "ha.peeringLifetime=10"], "/ha/peeringLifetime"),  # kopf could not keep it alive
+        (["ha.enabled=true", "ha.peeringLifetime=30.5"], "/ha/peeringLifetime"),
     ],
 )
 def test_rejected_values(helm: Path, sets: list[str], error: str) -> None:

@@ -8,13 +8,16 @@ ServiceAccount and RBAC, the kubelet runs its probes and enforces its securityCo
 scraped through the chart's Service from another Pod. The provider's kubeconfig in the Secret points at
 the provider's API server on the LAN, where the Pod reaches it.
 
-The tests run in order, on one release: install, Ready, metrics, upgrade, a killed Pod, two replicas,
-uninstall (once keeping the CRD, once not).
+The tests run in order, on one release: install, Ready, metrics, upgrade, a killed Pod, two replicas (the
+active one's Pod deleted, its container SIGKILLed, its process frozen), uninstall (once keeping the CRD,
+once not).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -47,6 +50,9 @@ PEERING_NS = "e2e-operator-pod"
 NAME = "provider"
 KOPF_PEERING = k.Res("kopf.dev", "v1", "clusterkopfpeerings", namespaced=False)
 SELECTOR = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=liqo-peering-operator"
+LIFETIME = 15  # ha.peeringLifetime of the two-replica release: seconds a replica's peering entry stays valid
+RESUMED = "Resuming operations after the pause"
+PAUSED = "Pausing operations in favour of"
 
 # What the operator makes for one peering, per cluster: (resource, plural group, in the tenant namespace).
 CONSUMER_OBJECTS = [
@@ -135,6 +141,16 @@ class Suite:
 
         wait_for(f"the operator to reconcile the spec change (timeout {timeout})", observed, timeout=90)
 
+    def pod_log(self, name: str, missing: str | None = None) -> str:
+        """The log of the Pod's current container (a restarted one's starts empty); `missing` if there is
+        none yet (a container waiting to start), else KubeError."""
+        try:
+            return self.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{name}/log")
+        except KubeError:
+            if missing is None:
+                raise
+            return missing
+
     def operator_logs(self) -> str:
         return "\n".join(
             f"--- {p['metadata']['name']}\n"
@@ -222,11 +238,7 @@ def test_helm_install_runs_the_operator_as_a_pod(suite: Suite) -> None:
 
 def _container_process(suite: Suite, container_id: str) -> dict[str, str]:
     """/proc of the container's main process on the node, found through the node's containerd."""
-    (spec,) = suite.lc["consumer"].node_specs()
-    cid = container_id.removeprefix("containerd://")
-    ctr = [ctr_binary(), "--address", str(spec.socket), "--namespace", "k8s.io"]
-    tasks = subprocess.run([*ctr, "tasks", "ls"], capture_output=True, text=True, check=True).stdout
-    (pid,) = [line.split()[1] for line in tasks.splitlines() if line.startswith(cid)]
+    pid = _container_pid(suite, container_id)
     return {name: Path(f"/proc/{pid}/{name}").read_text() for name in ("status", "mountinfo")}
 
 
@@ -294,7 +306,15 @@ def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> Non
     )
     replacement = suite.successor(victim)
     suite.change_and_reconcile("5m")
+    _assert_one_of_each(suite)
+    # The replacement resumed: it created nothing, it only brought what existed up to date.
+    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    assert {w.pod_name for w in writes} <= {replacement["metadata"]["name"]}
+    assert not [w for w in writes if w.verb == "create" and w.resource != "events"], writes
 
+
+def _assert_one_of_each(suite: Suite) -> None:
+    """Exactly one of each Liqo object the peering needs, on both clusters: nothing duplicated or missing."""
     consumer_ns = tenant_ns(suite.peerings.api, suite.lc.ids["provider"])
     provider_api = api_client(suite.lc["provider"].kubeconfig)
     provider_ns = tenant_ns(provider_api, suite.lc.ids["consumer"])
@@ -307,21 +327,20 @@ def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> Non
             found: Any = custom.list_namespaced_custom_object(group, "v1beta1", namespace, plural)
             names = [i["metadata"]["name"] for i in found["items"]]
             assert len(names) == 1, f"{plural} in {namespace}: {names}"
-    # The replacement resumed: it created nothing, it only brought what existed up to date.
-    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
-    assert {w.pod_name for w in writes} <= {replacement["metadata"]["name"]}
-    assert not [w for w in writes if w.verb == "create" and w.resource != "events"], writes
 
 
 def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.CaptureFixture[str]) -> None:
-    suite.helm("upgrade", RELEASE, *suite.install_args("ha.enabled=true", "replicaCount=2"))
+    # A short peering lifetime (the chart's default is 30 s) keeps the SIGKILL handover test below short.
+    suite.helm(
+        "upgrade", RELEASE, *suite.install_args("ha.enabled=true", "replicaCount=2", f"ha.peeringLifetime={LIFETIME}")
+    )
     pods = wait_for("two ready replicas", lambda: suite.ready_pods(2), timeout=180)
     names = [p["metadata"]["name"] for p in pods]
 
     def paused() -> list[str] | None:
         # kopf peering: the replica with the lower priority pauses in favour of the other.
         logs = {n: suite.kc.get_text(f"/api/v1/namespaces/{RELEASE_NS}/pods/{n}/log") for n in names}
-        waiting = [n for n, log in logs.items() if "Pausing operations in favour of" in log]
+        waiting = [n for n, log in logs.items() if PAUSED in log]
         return waiting if len(waiting) == 1 else None
 
     (standby,) = wait_for("one replica to stand by", paused, timeout=60)
@@ -368,6 +387,200 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
         print(f"\nBENCH HA handover: active Pod deleted -> standby resumed: {handover:.1f}s")
 
 
+def test_a_sigkilled_active_replica_is_taken_over_and_restarted(
+    suite: Suite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue "Survives", point 5: the active replica dies without a word (SIGKILL: kopf cannot withdraw it from
+    the peering object). A replica acts again once its entry expires (the peering lifetime) or once the
+    kubelet's restart of its container announces itself under the same identity (the Pod's name) with a new
+    priority, whichever comes first; the container restarts in the same Pod; one replica alone acts."""
+    h = Handover(suite)
+    h.signal(signal.SIGKILL)
+    h.wait_taken_over()
+    h.wait_restarted_and_settled("8m")
+    with capsys.disabled():
+        print(
+            f"\nBENCH HA handover after SIGKILL: {h.handover:.1f}s (peering lifetime {LIFETIME} s; taken over by the"
+            f" {h.taker}; the restarted container announced itself after {h.seen['announced']:.1f}s)"
+        )
+
+
+def test_a_frozen_active_replica_is_taken_over_when_its_peering_entry_expires(
+    suite: Suite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The active replica stops without a word and does not come back (a lost node; here SIGSTOP: no keep-alive,
+    no withdrawal, no restart): the standby takes over when the replica's peering entry expires, within the
+    peering lifetime, and only the standby writes, once it has resumed. Then SIGKILL, so that it never resumes
+    (it would act beside the standby); its restart is the SIGKILL test's subject, not waited for here (a second
+    restart of a container within minutes waits out the kubelet's 10 s back-off)."""
+    h = Handover(suite)
+    h.signal(signal.SIGSTOP)
+    try:
+        h.wait_taken_over()
+        assert h.taker == "standby" and "announced" not in h.seen, h.seen  # the entry's expiry alone ended it
+        h.assert_writes_while_acting(restarted=False)
+    finally:
+        h.signal(signal.SIGKILL)
+    with capsys.disabled():
+        print(
+            f"\nBENCH HA handover after the active replica froze (SIGSTOP, as on a lost node): {h.handover:.1f}s"
+            f" (peering lifetime {LIFETIME} s; its entry was {h.entry_age:.1f}s old when it froze, so it expired"
+            f" {LIFETIME - h.entry_age:.1f}s after)"
+        )
+
+
+class Handover:
+    """One handover of the two-replica release: the active replica (the live peer of the highest priority in the
+    kopf peering object) gets a signal; what follows is observed in the replicas' logs, the peering object, the
+    Pods and the audit log."""
+
+    def __init__(self, suite: Suite) -> None:
+        self.suite = suite
+        self.pods = wait_for("two running replicas", partial(_running_pods, suite, 2))
+        self.priorities = wait_for("both replicas live in the peering object", partial(_live_peers, suite, list(self)))
+        entries = _peering_entries(suite)
+        assert {int(entries[n]["lifetime"]) for n in self} == {LIFETIME}, entries  # the chart's flag reached kopf
+        self.active = max(self, key=lambda n: self.priorities[n])
+        (self.standby,) = set(self) - {self.active}
+        (self.container,) = self.pods[self.active]["status"]["containerStatuses"]
+        self.pid = _container_pid(suite, self.container["containerID"])
+        cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().split(b"\0")
+        assert any(a.endswith(b"liqo-peering-operator") for a in cmdline), cmdline  # the operator, nothing else
+        log = suite.pod_log(self.standby)
+        self.resumed_before, self.paused_before = log.count(RESUMED), log.count(PAUSED)
+        self.since: datetime | None = None  # the first signal: writes after it are checked
+        self.signalled = datetime.now(UTC)
+        # What happened, seconds after the last signal, by the time its own record says: the log line of a
+        # replica's resuming, the first keep-alive's `lastseen` (the host's clock, as the node's processes').
+        self.seen: dict[str, float] = {}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.pods)
+
+    def signal(self, sig: signal.Signals) -> None:
+        entry = _peering_entries(self.suite).get(self.active)
+        self.signalled = datetime.now(UTC)
+        if self.since is None:  # the first signal
+            self.since = self.signalled
+            # How old the replica's entry is: it expires, and a standby waiting for it resumes, a lifetime
+            # after its `lastseen`.
+            self.entry_age = (
+                (self.signalled - datetime.fromisoformat(entry["lastseen"])).total_seconds() if entry else 0
+            )
+        os.kill(self.pid, sig)
+
+    def observe(self) -> None:
+        def after(when: datetime) -> float:
+            return (when - self.signalled).total_seconds()
+
+        entry = _peering_entries(self.suite).get(self.active)
+        if "announced" not in self.seen and entry and int(entry["priority"]) != self.priorities[self.active]:
+            # The restarted container's first keep-alive (a new random priority) or a later one: at most this.
+            self.seen["announced"] = after(datetime.fromisoformat(entry["lastseen"]))
+        if "standby" not in self.seen:
+            resumed = _log_times(self.suite.pod_log(self.standby), RESUMED)[self.resumed_before :]
+            self.seen.update({"standby": after(resumed[0])} if resumed else {})
+        # Once restarted, the Pod's log is the new container's: the killed one's lines are not in it.
+        if "restarted replica" not in self.seen and self.restarts() > self.container["restartCount"]:
+            resumed = _log_times(self.suite.pod_log(self.active, missing=""), RESUMED)
+            self.seen.update({"restarted replica": after(resumed[0])} if resumed else {})
+
+    def restarts(self) -> int:
+        pod = self.suite.kc.get(k.POD, self.active, RELEASE_NS) or {}
+        if pod.get("metadata", {}).get("uid") != self.pods[self.active]["metadata"]["uid"]:
+            raise AssertionError(f"{self.active} was replaced, not restarted in place")
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        running = statuses and "running" in statuses[0]["state"]
+        return int(statuses[0]["restartCount"]) if running else int(self.container["restartCount"])
+
+    def wait_taken_over(self) -> None:
+        def acting() -> bool:
+            self.observe()
+            return "standby" in self.seen or "restarted replica" in self.seen
+
+        wait_for("a replica to act again", acting, timeout=LIFETIME + 60, interval=0.2)
+        self.taker = "standby" if "standby" in self.seen else "restarted replica"
+        self.handover = self.seen[self.taker]
+
+    def assert_writes_while_acting(self, restarted: bool) -> None:
+        """By their own logs, since the first signal: the standby wrote nothing before it resumed; the signalled
+        replica nothing at all unless `restarted`, and then not before its new container resumed, nor while the
+        standby still acted (before it paused again)."""
+        suite, active, standby = self.suite, self.active, self.standby
+        assert self.since is not None
+        writes = audit.writes(suite.lc["consumer"].audit_log, self.since, user_agent_prefix="liqo-peering-operator")
+        resumed = {
+            active: _log_times(suite.pod_log(active), RESUMED)[-1:] if restarted else [],
+            standby: _log_times(suite.pod_log(standby), RESUMED)[self.resumed_before :],
+        }
+        paused_again = _log_times(suite.pod_log(standby), PAUSED)[self.paused_before :]
+        for w in writes:
+            began = resumed.get(w.pod_name or "")
+            assert began and w.received >= began[0], f"{w.pod_name} wrote while standing by: {w}"
+            if w.pod_name == active and "standby" in self.seen:
+                assert paused_again and w.received >= paused_again[0], f"{active} wrote while {standby} acted: {w}"
+
+    def wait_restarted_and_settled(self, timeout: str) -> None:
+        """The kubelet restarts the signalled container in the same Pod and it announces itself; then each
+        replica wrote only while it acted, one replica alone reconciles a change of the spec's `timeout`, and
+        nothing was made twice on either cluster."""
+        suite, active, standby = self.suite, self.active, self.standby
+
+        def restarted() -> bool:
+            self.observe()
+            return "announced" in self.seen and self.restarts() == self.container["restartCount"] + 1
+
+        wait_for(f"the kubelet to restart {active}'s container", restarted, timeout=120, interval=0.2)
+        peers = wait_for("both replicas live in the peering object", partial(_live_peers, suite, list(self)))
+        leader = max(self, key=lambda n: peers[n])
+        # Whoever outranks acts: the restarted container drew a new priority. A standby that had resumed pauses
+        # again when the restarted one outranks it; one that outranks it resumes (if it has not yet).
+        if leader == active:
+            wait_for(f"{active} to act", lambda: RESUMED in suite.pod_log(active), timeout=60)
+            if "standby" in self.seen:
+                wait_for(
+                    f"{standby} to stand by again", lambda: suite.pod_log(standby).count(PAUSED) > self.paused_before
+                )
+        else:
+            wait_for(f"{standby} to act", lambda: suite.pod_log(standby).count(RESUMED) > self.resumed_before)
+
+        self.assert_writes_while_acting(restarted=True)
+        since = datetime.now(UTC)
+        suite.change_and_reconcile(timeout)
+        writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+        writers = {w.pod_name for w in writes}
+        assert writers == {leader}, json.dumps({"writers": sorted(map(str, writers)), "priorities": peers})
+        _assert_one_of_each(suite)
+
+
+def _container_pid(suite: Suite, container_id: str) -> int:
+    """The host PID of a container's main process, from the node's containerd (the node is a host process)."""
+    (spec,) = suite.lc["consumer"].node_specs()
+    cid = container_id.removeprefix("containerd://")
+    ctr = [ctr_binary(), "--address", str(spec.socket), "--namespace", "k8s.io"]
+    tasks = subprocess.run([*ctr, "tasks", "ls"], capture_output=True, text=True, check=True).stdout
+    (pid,) = [line.split()[1] for line in tasks.splitlines() if line.startswith(cid)]
+    return int(pid)
+
+
+def _running_pods(suite: Suite, count: int) -> dict[str, dict[str, Any]] | None:
+    """The operator's Pods by name once there are `count`, each with its container running (ready or not)."""
+    pods = {p["metadata"]["name"]: p for p in suite.pods()}
+    states = [((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {} for p in pods.values()]
+    return pods if len(pods) == count and all("running" in state for state in states) else None
+
+
+def _log_times(log: str, text: str) -> list[datetime]:
+    """When the JSON log lines holding `text` were written (the operator's structlog timestamp)."""
+    return [datetime.fromisoformat(json.loads(line)["timestamp"]) for line in log.splitlines() if text in line]
+
+
+def _peering_entries(suite: Suite) -> dict[str, dict[str, Any]]:
+    """The chart's ClusterKopfPeering's entries: {replica: {priority, lifetime, lastseen}}."""
+    peering = suite.kc.get(KOPF_PEERING, FULLNAME) or {}
+    return {name: entry for name, entry in (peering.get("status") or {}).items() if entry}
+
+
 def _live_peers(suite: Suite, names: list[str]) -> dict[str, int] | None:
     """{replica: priority} from the chart's ClusterKopfPeering once every one of `names` is a live peer."""
     peering = suite.kc.get(KOPF_PEERING, FULLNAME) or {}
@@ -382,7 +595,7 @@ def _live_peers(suite: Suite, names: list[str]) -> dict[str, int] | None:
 
 def _standing_by(log: str) -> bool:
     """Whether a replica's kopf log ends paused: its last peering verdict was to pause."""
-    return log.rfind("Pausing operations in favour of") > log.rfind("Resuming operations after the pause")
+    return log.rfind(PAUSED) > log.rfind(RESUMED)
 
 
 def test_helm_uninstall_honours_crds_keep(suite: Suite) -> None:

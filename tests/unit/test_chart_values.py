@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "liqo-peering-operator"
@@ -61,6 +62,20 @@ def test_every_schema_key_has_a_default_and_a_description() -> None:
         return problems
 
     assert keys(SCHEMA, VALUES) == []
+
+
+def test_the_defaults_pass_the_schema_and_a_peering_lifetime_kopf_cannot_keep_alive_does_not() -> None:
+    validator = jsonschema.Draft7Validator(SCHEMA)
+    assert [e.message for e in validator.iter_errors(VALUES)] == []
+    assert VALUES["ha"]["peeringLifetime"] == 30
+
+    def errors(lifetime: Any) -> list[str]:
+        values = {**VALUES, "ha": {**VALUES["ha"], "peeringLifetime": lifetime}}
+        return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(values)]
+
+    assert errors(11) == [] and errors(15) == []
+    for bad in (10, 0, -30, 15.5, "30", None):
+        assert [e.split(":")[0] for e in errors(bad)] == ["ha/peeringLifetime"], bad
 
 
 def test_hardened_defaults() -> None:

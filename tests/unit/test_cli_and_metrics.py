@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
-from liqo_peering.cli import build_parser, connection_info, local_configuration, peering_identity
+from liqo_peering.cli import build_parser, connection_info, kopf_settings, local_configuration, peering_identity
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE
 from liqo_peering.metrics import Metrics
 
@@ -41,6 +41,52 @@ def test_run_flags_and_defaults() -> None:
     )
     assert args.namespaces == ["a", "b"] and args.insecure_kubeconfig_exec and args.insecure_kubeconfig_tls
     assert (args.kubeconfig, args.context, args.log_format, args.resync_interval) == ("k", "c", "console", 7.0)
+
+
+def test_peering_lifetime_defaults_to_kopfs_and_reaches_its_settings() -> None:
+    args = build_parser().parse_args(["run", "--peering-name", "lpo"])
+    assert args.peering_lifetime is None and kopf_settings(args).peering.lifetime == 60  # kopf's own default
+    args = build_parser().parse_args(["run", "--peering-name", "lpo", "--peering-lifetime", "30"])
+    assert args.peering_lifetime == 30 and kopf_settings(args).peering.lifetime == 30
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("10", "10 s is too short"), ("0", "0 s is too short"), ("-30", "too short"), ("15.5", "whole number")],
+)
+def test_a_peering_lifetime_kopf_cannot_keep_alive_is_refused(
+    value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--peering-name", "lpo", "--peering-lifetime", value])
+    err = capsys.readouterr().err
+    assert "--peering-lifetime" in err and message in err, err
+
+
+def test_peering_lifetime_needs_a_peering_name() -> None:
+    args = build_parser().parse_args(["run", "--peering-lifetime", "30"])
+    with pytest.raises(SystemExit, match="--peering-lifetime needs --peering-name"):
+        kopf_settings(args)
+
+
+def test_run_hands_kopf_the_peering_lifetime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kopf
+
+    from liqo_peering.cli import run
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://consumer.example:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(kopf, "run", lambda **kwargs: seen.update(kwargs))
+    monkeypatch.setattr("liqo_peering.logs.configure", lambda *args, **kwargs: None)  # it rewires root logging
+    flags = ["--kubeconfig", str(kubeconfig), "--metrics-port", "0", "--health-port", "0"]
+    run(build_parser().parse_args(["run", *flags, "--peering-name", "lpo", "--peering-lifetime", "15"]))
+    assert seen["peering_name"] == "lpo" and seen["settings"].peering.lifetime == 15
 
 
 def test_bad_log_format_is_refused() -> None:
