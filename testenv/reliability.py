@@ -69,10 +69,12 @@ SCENARIOS = (
     ),
     Scenario(
         "5",
-        "Two replicas: exactly one acts; a killed Pod is replaced",
+        "Two replicas: exactly one acts; handover on deletion, SIGKILL and a frozen replica; a killed Pod is replaced",
         (
             f"{O}test_with_two_replicas_exactly_one_acts",
             f"{O}test_a_killed_pod_is_replaced_and_nothing_is_duplicated",
+            f"{O}test_a_sigkilled_active_replica_is_taken_over_and_restarted",
+            f"{O}test_a_frozen_active_replica_is_taken_over_when_its_peering_entry_expires",
         ),
     ),
     Scenario(
