@@ -69,11 +69,8 @@ def test_peering_lifetime_needs_a_peering_name() -> None:
         kopf_settings(args)
 
 
-def test_run_hands_kopf_the_peering_lifetime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import kopf
-
-    from liqo_peering.cli import run
-
+def _consumer_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig file for the local (consumer) cluster, as --kubeconfig takes it."""
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
@@ -81,6 +78,15 @@ def test_run_hands_kopf_the_peering_lifetime(tmp_path: Path, monkeypatch: pytest
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
+    return kubeconfig
+
+
+def test_run_hands_kopf_the_peering_lifetime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kopf
+
+    from liqo_peering.cli import run
+
+    kubeconfig = _consumer_kubeconfig(tmp_path)
     seen: dict[str, Any] = {}
     monkeypatch.setattr(kopf, "run", lambda **kwargs: seen.update(kwargs))
     monkeypatch.setattr("liqo_peering.logs.configure", lambda *args, **kwargs: None)  # it rewires root logging
@@ -172,13 +178,7 @@ def test_tenant_access_role_needs_the_service_account() -> None:
 
 
 def test_local_configuration_pools_enough_connections_for_concurrent_watches(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: k, cluster: {server: 'https://consumer.example:6443'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-    )
+    kubeconfig = _consumer_kubeconfig(tmp_path)
     cfg = local_configuration(str(kubeconfig), None)
     assert cfg.host == "https://consumer.example:6443"
     assert cfg.connection_pool_maxsize == CONNECTION_POOL_SIZE > 10
