@@ -150,7 +150,7 @@ def test_the_probe_finding_the_server_down_fails_the_call_blocked_on_it_with_its
         call = _blocked(client, tarpits[0])
         probe.start()
         assert call.ended(), "the call is still waiting though the probe found the server down"
-        assert reported.is_set() and client.down is not None
+        assert reported.wait(WAIT) and client.down is not None  # and it woke the peerings
         assert isinstance(call.error, ClusterUnreachable), repr(call.error)
         assert call.error.reason == "ProviderUnreachable"
         assert call.error.message == client.down.message and "ReadTimeoutError" in call.error.message

@@ -17,7 +17,7 @@ import threading
 import weakref
 from typing import Any
 
-from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager
+from urllib3 import PoolManager, connectionpool
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 
@@ -58,14 +58,15 @@ class Connections:
                     if handshaking is not None:
                         handshaking.close()
 
-        class Pool(HTTPConnectionPool):
+        # urllib3's names: they appear in its errors, and so in status messages.
+        class HTTPConnectionPool(connectionpool.HTTPConnectionPool):
             ConnectionCls = Connection
 
-        class TLSPool(HTTPSConnectionPool):
+        class HTTPSConnectionPool(connectionpool.HTTPSConnectionPool):
             ConnectionCls = TLSConnection
 
         # A dict of this manager's own: urllib3's default one is shared by every PoolManager.
-        manager.pool_classes_by_scheme = {"http": Pool, "https": TLSPool}
+        manager.pool_classes_by_scheme = {"http": HTTPConnectionPool, "https": HTTPSConnectionPool}
 
     def _add(self, conn: HTTPConnection) -> None:
         with self._lock:
