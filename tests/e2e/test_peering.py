@@ -733,11 +733,12 @@ def test_a_hung_provider_does_not_hold_up_another_peering(
         with capsys.disabled():
             print(f"\nBENCH create -> ready beside a peering whose provider hangs: {took:.1f}s")
         assert case.peerings.condition(ns, "stuck", "Ready")["reason"] == "ProviderUnreachable"  # type: ignore[index]
-        # Its provider never answers: only force-delete lets it go (this cluster's side only).
-        case.peerings.delete(ns, "stuck")
+        # Its provider never answers: force-delete lets it go (this cluster's side only). Annotated before the
+        # delete: it never learned the provider's ID, so it may have nothing to unpeer and go at once.
         case.peerings.patch(
             ns, "stuck", {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}}
         )
+        case.peerings.delete(ns, "stuck")
         case.peerings.wait_gone(ns, "stuck", timeout=60)
         assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
     finally:

@@ -22,6 +22,7 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from liqo_peering.clients.interrupt import Connections
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled
 from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo.naming import FIELD_MANAGER
@@ -47,6 +48,10 @@ class ClusterClient:
         # Set while the health probe finds the API server down: every call then fails at once, instead of
         # each waiting for its own timeout (see probe and informer.Informer._probe).
         self.down: ClusterUnreachable | None = None
+        # Its connections, so that the probe finding it down can also fail the calls already waiting (interrupt).
+        self._connections = Connections()
+        if api is not None:  # None: a test double that sends no request
+            self._connections.track(api.rest_client.pool_manager)
         self._informers: list[Any] = []  # clients.informer.Informer (attached by the informer itself)
         self._informers_lock = threading.Lock()
         self._no_patch: set[str] = set()  # kinds this credential may not patch (no server-side apply)
@@ -85,11 +90,15 @@ class ClusterClient:
         except ApiException as exc:
             if exc.status:
                 raise self._translate(method, path, exc.status, exc.reason, str(exc.body or "")) from None
-            raise self._unreachable(exc.reason or "no response") from None
+            raise self._unreachable(exc.reason or "no response", probing) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(_why(exc)) from None
+            raise self._unreachable(_why(exc), probing) from None
 
-    def _unreachable(self, why: str) -> ClusterUnreachable:
+    def _unreachable(self, why: str, probing: bool = False) -> ClusterUnreachable:
+        down = self.down
+        if down is not None and not probing:
+            # Most likely interrupted (see interrupt): why the probe counts it down says more than "aborted".
+            return ClusterUnreachable(down.message, reason=down.reason)
         return ClusterUnreachable(
             f"cannot reach the {self.side} cluster at {self.describe} ({redact(why)[:200]}); check that its API server"
             f" is up and reachable from the operator",
@@ -421,8 +430,8 @@ class ClusterClient:
         except ClusterForbidden:
             return None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            return self._unreachable(_why(exc))
-        return self._unreachable(f"/readyz answered {status}") if status >= 500 else None
+            return self._unreachable(_why(exc), probing=True)
+        return self._unreachable(f"/readyz answered {status}", probing=True) if status >= 500 else None
 
     # -- list and watch (for informers) ---------------------------------------------------------
     def list_page(
@@ -487,6 +496,11 @@ class ClusterClient:
             raise self._unreachable(_why(exc)) from None
         finally:
             raw.release_conn()
+
+    def interrupt(self) -> int:
+        """Fail every call in flight on this client's connections now, watches included (its API server
+        was found down): each raises ClusterUnreachable instead of waiting for its timeout. How many."""
+        return self._connections.interrupt()
 
     def close(self) -> None:
         """Release this client's connections (a rotated or dropped kubeconfig)."""

@@ -32,8 +32,9 @@ def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
     configuration = k8s_client.Configuration()
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     # urllib3 would retry a GET whose answer timed out three times, so a hung provider took four timeouts
-    # to report; connection failures are still retried once.
-    configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0)
+    # to report; connection failures are still retried once. Not other errors either: a TLS handshake
+    # interrupted because the server was found down (ClusterClient.interrupt) would hang again on a retry.
+    configuration.retries = urllib3.Retry(total=1, connect=1, read=0, other=0, redirect=0, status=0)
     api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
         config_dict=copy.deepcopy(remote.config),
         context=remote.context_name,

@@ -33,6 +33,14 @@ from liqo_peering.liqo.resources import HEALTH, Resource
 log = structlog.get_logger("liqo_peering.informer")
 MAX_BACKOFF = 30.0
 POLL_SECONDS = 2.0
+# The health probe: /readyz every PROBE_SECONDS, with cluster.PROBE_TIMEOUT (2 s connect, 2 s read), and a
+# failed probe is repeated at once before the server counts as down: one lost answer (a stall of a loaded
+# machine) must not fail every call and watch of a healthy cluster (see ClusterClient.interrupt).
+# Worst case, API server frozen (connections open, nothing answers): frozen right after a probe answered,
+# the next starts within PROBE_SECONDS, times out after 2 s, its repeat after 2 s more (read, or TLS
+# handshake on a new connection: neither is retried): down by 6 s, when the calls blocked on it are
+# interrupted and the peering's next pass reports it at once. A server whose packets vanish (no TCP
+# handshake) takes 2 x 2 s per probe (urllib3 retries a connect once, connect.py): down by 10 s.
 PROBE_SECONDS = 2.0
 
 
@@ -134,9 +142,11 @@ class Informer:
             if down is not None and client.down is None:
                 down = client.probe()  # once more at once: one lost answer is not an API server down
             if (down is None) != (client.down is None) or not self.synced:
-                client.down = down
+                client.down = down  # first: calls from now on fail at once, not on a hung connection
                 if down is not None:
-                    log.warning("API server down", side=client.side, reason=down.message)
+                    # Calls already blocked on it (a pass, watches) fail now too, not at their read timeout.
+                    interrupted = client.interrupt()
+                    log.warning("API server down", side=client.side, reason=down.message, interrupted=interrupted)
                 elif self.synced:
                     log.info("API server back", side=client.side, server=client.describe)
                 self._listed([])
