@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -1263,16 +1264,47 @@ def _provider_down(env: RealEnv, ns: str) -> float:
     return detected
 
 
+def _liqo_signals(env: RealEnv) -> str:
+    """What of Liqo's Ready waits for, in one line: each side's Connection, the consumer's ForeignCluster
+    conditions (the API server check the virtual kubelet's ping reads, the networking module's), the
+    virtual Node's Ready condition. For the log only: a failed read is written down, not raised."""
+    try:
+        return _read_liqo_signals(env)
+    except (ApiException, AssertionError, urllib3.exceptions.HTTPError) as exc:
+        return f"not read: {type(exc).__name__}"
+
+
+def _read_liqo_signals(env: RealEnv) -> str:
+    def connection(api: k8s.ApiClient, peer: str) -> str:
+        found = items(api, "networking.liqo.io", "connections", tenant_ns(api, peer))
+        return ",".join(str((c.get("status") or {}).get("value")) for c in found) or "none"
+
+    fc = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) or {}
+    fc_status = fc.get("status") or {}
+    conditions = fc_status.get("conditions") or []
+    api_server: dict[str, Any] = next((c for c in conditions if c.get("type") == "APIServerStatus"), {})
+    networking = (fc_status.get("modules") or {}).get("networking") or {}
+    net = ",".join(f"{c.get('type')}={c.get('status')}" for c in networking.get("conditions") or [])
+    node = k8s.CoreV1Api(env.consumer_api).list_node(field_selector=f"metadata.name={env.provider_id}").items
+    conds = (node[0].status.conditions or []) if node and node[0].status else []  # type: ignore[union-attr]
+    ready = next((f"{c.status} {c.reason}" for c in conds if c.type == "Ready"), "none")
+    return (
+        f"Connection consumer={connection(env.consumer_api, env.provider_id)}"
+        f" provider={connection(env.provider_api, env.consumer_id)}; ForeignCluster APIServer="
+        f"{api_server.get('status')} networking[{net}]; virtual Node Ready={ready}"
+    )
+
+
 def _ready_again(env: RealEnv, ns: str) -> tuple[float, list[str]]:
-    """Wait for the peering to be Ready; the seconds it took, and each Ready reason and message on the way
-    (what Ready was waiting for, of Liqo's)."""
+    """Wait for the peering to be Ready; the seconds it took, and each change on the way of its Ready reason
+    and message and of Liqo's signals (_liqo_signals): what Ready waited for, of Liqo's."""
     started = time.monotonic()
     seen: list[tuple[str, str]] = []
 
     def ready() -> bool:
         status = env.peerings.status(ns, NAME)
         cond: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
-        now = f"{cond.get('reason')}: {cond.get('message')}"
+        now = f"{cond.get('reason')}: {cond.get('message')} | {_liqo_signals(env)}"
         if not seen or seen[-1][1] != now:
             seen.append((f"+{time.monotonic() - started:.1f}s", now))
         return status.get("peerStatus") == "ready"
@@ -1314,7 +1346,7 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
     detected = _provider_down(env, ns)
     env.set_connection_fault(None)
     took, seen = _ready_again(env, ns)
-    sys.stderr.write(f"\nReady after the outage while establishing: {seen}\n")
+    sys.stderr.write("\nReady after the outage while establishing:\n" + "\n".join(seen) + "\n")
     with capsys.disabled():
         print(
             f"\nBENCH real Liqo ({install_kind()}): provider API server stopped (establishing) -> ProviderUnreachable:"
@@ -1329,7 +1361,7 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
     restarts = _liqo_restarts(env)
     detected = _provider_down(env, ns)
     took, seen = _ready_again(env, ns)
-    sys.stderr.write(f"\nReady after the outage once Ready: {seen}\n")
+    sys.stderr.write("\nReady after the outage once Ready:\n" + "\n".join(seen) + "\n")
     with capsys.disabled():
         print(
             f"\nBENCH real Liqo ({install_kind()}): provider API server stopped (ready) -> ProviderUnreachable:"
@@ -1342,6 +1374,8 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
     assert {side: inventory.liqo_objects(api) for side, api in apis.items()} == counts
 
     # And unpeering still leaves nothing (the provider's garbage collector deletes the Tenant's RoleBindings).
+    # Right after the outage it waits for Liqo: its crd-replicator keeps the consumer's ResourceSlice (its
+    # finalizer) until its informer on the provider, in client-go's backoff since the outage, relists (README).
     c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
     deleted = time.monotonic()
     env.peerings.delete(ns, NAME)
