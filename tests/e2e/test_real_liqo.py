@@ -1343,6 +1343,7 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
     )
     early = _object_uids(env, missing_ok=True)
     assert any("/gatewayservers/" in key for key in early) and any("/gatewayclients/" in key for key in early)
+    restarts = _liqo_restarts(env)
     detected = _provider_down(env, ns)
     env.set_connection_fault(None)
     took, seen = _ready_again(env, ns)
@@ -1358,7 +1359,6 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
 
     # Ready.
     counts = {side: inventory.liqo_objects(api) for side, api in apis.items()}
-    restarts = _liqo_restarts(env)
     detected = _provider_down(env, ns)
     took, seen = _ready_again(env, ns)
     sys.stderr.write("\nReady after the outage once Ready:\n" + "\n".join(seen) + "\n")
@@ -1369,7 +1369,7 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
         )
     after = _liqo_restarts(env)
     changed = {pod: n - restarts.get(pod, 0) for pod, n in after.items() if n != restarts.get(pod, 0)}
-    sys.stderr.write(f"\nLiqo's container restarts during the outage: {changed}\n")
+    sys.stderr.write(f"\nLiqo's container restarts during the two outages: {changed}\n")
     assert _object_uids(env) == objects, "an object of the peering was re-created"
     assert {side: inventory.liqo_objects(api) for side, api in apis.items()} == counts
 
