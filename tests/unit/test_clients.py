@@ -4,14 +4,18 @@ and the provider clients shared per kubeconfig and closed when no peering holds 
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 import pytest
 
 from liqo_peering.clients.cluster import ClusterClient, request_rights
+from liqo_peering.clients.connect import to_api_client
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.errors import ApiError, ClusterForbidden, PeeringError
 from liqo_peering.kubeconfig import RemoteKubeconfig
+from liqo_peering.liqo import resources as r
 
 CLIENT = ClusterClient(cast(Any, None), "provider", "https://198.18.0.2:6443")
 
@@ -117,3 +121,49 @@ def test_a_401_asks_for_valid_credentials_not_rights() -> None:
     error = CLIENT._translate("GET", "/api/v1/namespaces/t", 401, "Unauthorized", "")
     assert isinstance(error, ClusterForbidden) and error.reason == "ProviderUnauthorized"
     assert "does not accept the kubeconfig's credentials" in error.message
+
+
+class RetryLater(BaseHTTPRequestHandler):
+    """An API server just back: 429 with Retry-After while its watch caches initialise (KEP 4568)."""
+
+    requests = 0
+
+    def do_GET(self) -> None:
+        RetryLater.requests += 1
+        body = json.dumps(
+            {"kind": "Status", "message": "storage is (re)initializing", "reason": "TooManyRequests", "code": 429}
+        ).encode()
+        self.send_response(429)
+        self.send_header("Retry-After", "1")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_an_api_server_asking_to_retry_later_answers_it_is_not_unreachable() -> None:
+    """Its 429 reaches the caller at once as that answer (transient, its message kept), neither retried by
+    urllib3 nor turned into "too many 429 error responses", which read as an unreachable provider."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), RetryLater)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+    api = to_api_client(RemoteKubeconfig(config=config, server=url, context_name="c"))
+    try:
+        with pytest.raises(ApiError) as raised:
+            ClusterClient(api, "provider", url).get(r.TENANT, "t", "ns")
+    finally:
+        api.close()
+        server.shutdown()
+        server.server_close()
+    assert raised.value.status == 429 and raised.value.transient
+    assert "answered 429" in raised.value.message and "storage is (re)initializing" in raised.value.message
+    assert RetryLater.requests == 1

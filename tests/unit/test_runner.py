@@ -3,6 +3,7 @@ gives the watch hub. The service is a stand-in object: these tests are about the
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any, cast
 
@@ -13,7 +14,7 @@ from liqo_peering.engine import service as service_module
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import Outcome, PeeringService
-from liqo_peering.engine.watches import WatchHub
+from liqo_peering.engine.watches import HEALTH_CHANGED, RELISTED, WatchHub
 from liqo_peering.errors import ApiError, ClusterUnreachable, PeeringError, ResourceSliceDenied, own_cluster_unavailable
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
@@ -152,6 +153,53 @@ def test_delay_backs_off_on_transient_errors_up_to_the_resync_interval() -> None
     assert [run.delay(Outcome(requeue_after=5.0), n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
 
 
+class Stopped:
+    """kopf's daemon stop flag: falsy until set, and awaitable."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self) -> None:
+        await self.event.wait()
+
+
+def test_a_provider_back_up_starts_the_backoff_over() -> None:
+    """Passes failing while the provider is down stretch the wait between them; its return (the health
+    probe's wake) starts the backoff over, so that a first pass failing after it (an API server just back
+    answers 429 while its caches fill) is retried after the shortest delay, not the longest the outage built.
+    Any other wake keeps the backoff."""
+    run, svc, _ = runner()
+    svc.reconcile = lambda namespace, name, known=None: Outcome(requeue_after=5.0, transient_error=True)  # type: ignore[method-assign]
+    waits: list[float] = []
+
+    async def scenario() -> None:
+        stopped = Stopped()
+        loop = asyncio.create_task(run.run("ns", "p", stopped))
+
+        async def next_wait(count: int) -> None:
+            for _ in range(1000):
+                if len(waits) >= count or loop.done():
+                    break
+                await asyncio.sleep(0.01)
+            assert len(waits) >= count, (waits, loop.done() and loop.exception())
+
+        real_delay = run.delay
+        run.delay = lambda outcome, failures: waits.append(real_delay(outcome, failures)) or 3600.0  # type: ignore[method-assign,func-returns-value]
+        for count, woken_by in enumerate((RELISTED, RELISTED, RELISTED, HEALTH_CHANGED, RELISTED), start=1):
+            await next_wait(count)
+            run._wake(("ns", "p"), woken_by)
+        await next_wait(6)
+        stopped.event.set()
+        run._wake(("ns", "p"), "spec")
+        await asyncio.wait_for(loop, 10)
+
+    asyncio.run(scenario())
+    assert waits == [5.0, 10.0, 20.0, 40.0, 5.0, 10.0]
+
+
 def test_routes_follow_the_peering_context() -> None:
     run, svc, _ = runner()
     consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
@@ -168,6 +216,7 @@ def test_routes_follow_the_peering_context() -> None:
     # Before discovery, the provider's health alone: its return wakes a peering that could not reach it.
     early = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None))
     assert [x.scope.res.kind for x in early if x.client is remote] == ["Health"]
+    assert [x.wake_as for x in early if x.client is remote] == [HEALTH_CHANGED]  # it starts the backoff over
     pods = next(x for x in routes if x.scope.res == r.POD)
     assert pods.matches({"metadata": {"namespace": "liqo-tenant-p-id"}})
     assert not pods.matches({"metadata": {"namespace": "liqo-tenant-other"}})

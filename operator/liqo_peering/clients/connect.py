@@ -34,7 +34,12 @@ def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
     # urllib3 would retry a GET whose answer timed out three times, so a hung provider took four timeouts
     # to report; connection failures are still retried once. Not other errors either: a TLS handshake
     # interrupted because the server was found down (ClusterClient.interrupt) would hang again on a retry.
-    configuration.retries = urllib3.Retry(total=1, connect=1, read=0, other=0, redirect=0, status=0)
+    # A 429 or 503 with Retry-After is an answer, returned as such: urllib3 would make it "too many 429 error
+    # responses", an unreachable cluster (an API server just back answers 429 "storage is (re)initializing"
+    # until its watch caches are filled).
+    configuration.retries = urllib3.Retry(
+        total=1, connect=1, read=0, other=0, redirect=0, status=0, respect_retry_after_header=False
+    )
     api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
         config_dict=copy.deepcopy(remote.config),
         context=remote.context_name,

@@ -32,9 +32,14 @@ async def keep_reconciling(
     debounce: float,
     before_pass: Callable[[], None] | None = None,
     after_wait: Callable[[int], None] | None = None,
+    restart_backoff: Callable[[], bool] | None = None,
 ) -> None:
     """``delay(outcome, failures)``: how long to wait for an event after a pass. ``who``: the log fields that
-    name the object. ``after_wait(failures)``: once woken (and debounced), before the next pass."""
+    name the object. ``after_wait(failures)``: once woken (and debounced), before the next pass.
+    ``restart_backoff()``: once woken, whether what woke it is a new situation that the failures so far say
+    nothing about (a provider back up): the backoff then starts over, so that the first pass failing in
+    it (an API server just back still initialising its caches answers 429) is retried soon, not after the
+    longest delay the outage built up."""
     failures = 0
     while not stopped:
         trigger.clear()
@@ -59,6 +64,8 @@ async def keep_reconciling(
         await asyncio.sleep(debounce)  # events come in bursts (one write, several objects): one pass for them
         if after_wait is not None:
             after_wait(failures)
+        if restart_backoff is not None and restart_backoff():
+            failures = 0
 
 
 async def wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:

@@ -19,7 +19,7 @@ import structlog
 
 from liqo_peering.engine.loop import keep_reconciling
 from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
-from liqo_peering.engine.watches import KUBECONFIG, Route, WatchHub, peering_routes
+from liqo_peering.engine.watches import HEALTH_CHANGED, KUBECONFIG, Route, WatchHub, peering_routes
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
@@ -154,6 +154,7 @@ class PeeringRunner:
                 DEBOUNCE_SECONDS,
                 before_pass=kinds.clear,
                 after_wait=next_pass,
+                restart_backoff=lambda: HEALTH_CHANGED in kinds,
             )
         finally:
             # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake. Unless

@@ -24,6 +24,7 @@ from liqo_peering.liqo.context import PeeringContext
 Wake = Callable[[Hashable, str], None]  # (peering key, kind of the object that changed)
 # What a wake says when the kubeconfig Secret changed, or when an informer (re)listed (anything may have).
 KUBECONFIG, RELISTED = "kubeconfig", "relisted"
+HEALTH_CHANGED = "health"  # the provider went down or came back (the probe)
 SECRETS = "secrets"  # a Secret of a LiqoPeeringSet's namespace changed
 
 
@@ -76,7 +77,7 @@ def peering_routes(
         routes.append(Route(local, Scope(r.SECRET, namespace), name=minted_secret, wake_as=KUBECONFIG))
     if remote is not None:
         # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
-        routes.append(Route(remote, Scope(r.HEALTH)))
+        routes.append(Route(remote, Scope(r.HEALTH), wake_as=HEALTH_CHANGED))
     if ctx is None or remote is None:
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
