@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,9 @@ SECRET = "provider-kubeconfig"
 
 if TYPE_CHECKING:
     from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
+    from testenv.localk8s.cluster import LocalCluster
+
+DOWN_SECONDS = 30.0  # issue "Survives", point 2: the provider's API server stopped this long
 
 
 def api_client(kubeconfig: Path | str) -> k8s.ApiClient:
@@ -287,3 +291,22 @@ class PeeringCase:
     @property
     def peerings(self) -> Peerings:
         return self.env.peerings
+
+
+def provider_down(provider: LocalCluster, peerings: Peerings, namespace: str, name: str) -> float:
+    """Kill the provider's kube-apiserver (SIGKILL: down at once, connections refused; a graceful stop drains
+    for a minute), check that the LiqoPeering's status says so while it is down (Ready False,
+    ProviderUnreachable naming the server, peerStatus error), and start it again after DOWN_SECONDS (the
+    harness then restarts the provider's controller manager too, as a control plane's leader-elected one
+    restarts after such an outage: see LocalCluster.start_process). Returns how long the status took."""
+    stopped = time.monotonic()
+    provider.stop_process("kube-apiserver", graceful=False)
+    try:
+        cond = peerings.wait_reason(namespace, name, "ProviderUnreachable", timeout=DOWN_SECONDS)
+        detected = time.monotonic() - stopped
+        assert cond["status"] == "False" and provider.server.split("//")[1] in cond["message"], cond
+        assert peerings.status(namespace, name)["peerStatus"] == "error"
+        time.sleep(max(0.0, DOWN_SECONDS - (time.monotonic() - stopped)))  # the scenario: down this long
+    finally:
+        provider.start_process("kube-apiserver")
+    return detected

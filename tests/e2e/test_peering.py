@@ -20,7 +20,16 @@ from kubernetes.client.exceptions import ApiException
 from testenv import audit, procstat
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
 from testenv.localk8s import tool_path
-from testenv.operator_support import SECRET, PeeringCase, custom, get, items, tenant_ns, wait_for
+from testenv.operator_support import (
+    SECRET,
+    PeeringCase,
+    custom,
+    get,
+    items,
+    provider_down,
+    tenant_ns,
+    wait_for,
+)
 from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 
 NAME = "provider"
@@ -655,27 +664,14 @@ def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
     assert _uids(env) == objects
 
 
-DOWN_SECONDS = 30.0  # the issue's scenario: the provider's API server stopped this long
-
-
 def _provider_down(case: PeeringCase, phase: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """Kill the provider's kube-apiserver (SIGKILL), keep it down DOWN_SECONDS, start it again, and wait for
-    the peering to be Ready; the status must say ProviderUnreachable, naming the server, meanwhile."""
-    ns, provider = case.namespace, case.env.lc["provider"]
-    stopped = time.monotonic()
-    provider.stop_process("kube-apiserver", graceful=False)  # down at once (a graceful one drains for a minute)
-    try:
-        cond = case.peerings.wait_reason(ns, NAME, "ProviderUnreachable", timeout=DOWN_SECONDS)
-        detected = time.monotonic() - stopped
-        assert cond["status"] == "False" and provider.server.split("//")[1] in cond["message"], cond
-        assert case.peerings.status(ns, NAME)["peerStatus"] == "error"
-        time.sleep(max(0.0, DOWN_SECONDS - (time.monotonic() - stopped)))  # the scenario: down this long
-    finally:
-        provider.start_process("kube-apiserver")
+    """The provider's API server down DOWN_SECONDS (testenv.operator_support.provider_down), then wait for the
+    peering to be Ready."""
+    detected = provider_down(case.env.lc["provider"], case.peerings, case.namespace, NAME)
     back = time.monotonic()
     if phase == "establishing":
         case.standin.set_faults("both", connection=None)
-    case.peerings.wait_status(ns, NAME, "ready", timeout=120)
+    case.peerings.wait_status(case.namespace, NAME, "ready", timeout=120)
     with capsys.disabled():
         print(
             f"\nBENCH provider API server stopped ({phase}) -> ProviderUnreachable: {detected:.1f}s;"

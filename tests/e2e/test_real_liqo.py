@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +48,7 @@ from testenv.operator_support import (
     get,
     install_crd,
     items,
+    provider_down,
     tenant_ns,
     wait_for,
 )
@@ -1247,7 +1248,6 @@ def test_bidirectional_peering_both_ways_over_one_network(
 # --- the provider's API server stopped (issue "Survives", point 2) -------------------------------------------
 # Last in the module: the outage hits all of the provider's Liqo (its components lose their API server too),
 # so no other test of the shared pair comes after it.
-DOWN_SECONDS = 30.0  # the issue's scenario: the provider's API server stopped this long
 
 
 def _liqo_restarts(env: RealEnv) -> dict[str, int]:
@@ -1264,25 +1264,6 @@ def _liqo_restarts(env: RealEnv) -> dict[str, int]:
                 statuses = (pod.get("status") or {}).get("containerStatuses") or []
                 found[f"{side}/{ns}/{pod['metadata']['name']}"] = sum(c.get("restartCount", 0) for c in statuses)
     return found
-
-
-def _provider_down(env: RealEnv, ns: str) -> float:
-    """Kill the provider's kube-apiserver (SIGKILL: down at once, connections refused), check that the status
-    says so while it is down, and start it again after DOWN_SECONDS (the harness then restarts the provider's
-    controller manager too, as a control plane's leader-elected one restarts after such an outage: see
-    LocalCluster.start_process). Returns how long the status took to say so."""
-    provider = env.pair["provider"]
-    stopped = time.monotonic()
-    provider.stop_process("kube-apiserver", graceful=False)
-    try:
-        cond = env.peerings.wait_reason(ns, NAME, "ProviderUnreachable", timeout=DOWN_SECONDS)
-        detected = time.monotonic() - stopped
-        assert cond["status"] == "False" and provider.server.split("//")[1] in cond["message"], cond
-        assert env.peerings.status(ns, NAME)["peerStatus"] == "error"
-        time.sleep(max(0.0, DOWN_SECONDS - (time.monotonic() - stopped)))  # the scenario: down this long
-    finally:
-        provider.start_process("kube-apiserver")
-    return detected
 
 
 def _liqo_signals(env: RealEnv) -> str:
@@ -1365,29 +1346,27 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
     early = _object_uids(env, missing_ok=True)
     assert any("/gatewayservers/" in key for key in early) and any("/gatewayclients/" in key for key in early)
     restarts = _liqo_restarts(env)
-    detected = _provider_down(env, ns)
-    env.set_connection_fault(None)
-    took, seen = _ready_again(env, ns)
-    sys.stderr.write("\nReady after the outage while establishing:\n" + "\n".join(seen) + "\n")
-    with capsys.disabled():
-        print(
-            f"\nBENCH real Liqo ({install_kind()}): provider API server stopped (establishing) -> ProviderUnreachable:"
-            f" {detected:.1f}s; started again -> Ready: {took:.1f}s"
-        )
+
+    def outage(phase: str, after_restart: Callable[[], None] = lambda: None) -> None:
+        """The provider down DOWN_SECONDS, then Ready again by itself: what Ready waited for goes to the log."""
+        detected = provider_down(env.pair["provider"], env.peerings, ns, NAME)
+        after_restart()
+        took, seen = _ready_again(env, ns)
+        sys.stderr.write(f"\nReady after the outage ({phase}):\n" + "\n".join(seen) + "\n")
+        with capsys.disabled():
+            print(
+                f"\nBENCH real Liqo ({install_kind()}): provider API server stopped ({phase}) -> ProviderUnreachable:"
+                f" {detected:.1f}s; started again -> Ready: {took:.1f}s"
+            )
+
+    outage("establishing", after_restart=lambda: env.set_connection_fault(None))
     objects = _object_uids(env)
     assert {key: objects.get(key) for key in early} == early, "an object of the peering was re-created"
     _assert_one_of_each(env)
 
     # Ready.
     counts = {side: inventory.liqo_objects(api) for side, api in apis.items()}
-    detected = _provider_down(env, ns)
-    took, seen = _ready_again(env, ns)
-    sys.stderr.write("\nReady after the outage once Ready:\n" + "\n".join(seen) + "\n")
-    with capsys.disabled():
-        print(
-            f"\nBENCH real Liqo ({install_kind()}): provider API server stopped (ready) -> ProviderUnreachable:"
-            f" {detected:.1f}s; started again -> Ready: {took:.1f}s"
-        )
+    outage("ready")
     after = _liqo_restarts(env)
     changed = {pod: n - restarts.get(pod, 0) for pod, n in after.items() if n != restarts.get(pod, 0)}
     sys.stderr.write(f"\nLiqo's container restarts during the two outages: {changed}\n")
