@@ -10,22 +10,35 @@ from kubernetes import client as k8s
 Ignore = Callable[[dict[str, Any]], bool]  # objects not to count
 
 
-def liqo_objects(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, int]:
+def liqo_items(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, list[dict[str, Any]]]:
     """Objects of every Liqo kind on the cluster (found through its CRDs), by plural.group; kinds with
     none are left out."""
     ext = k8s.ApiextensionsV1Api(api)
     custom = k8s.CustomObjectsApi(api)
-    counts: dict[str, int] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for crd in ext.list_custom_resource_definition().items:
         spec = crd.spec
         if not spec.group.endswith("liqo.io"):
             continue
         version = next(v.name for v in spec.versions if v.storage)
-        found = cast(dict[str, Any], custom.list_cluster_custom_object(spec.group, version, spec.names.plural))
-        kept = [item for item in found["items"] if ignore is None or not ignore(item)]
+        listed = cast(dict[str, Any], custom.list_cluster_custom_object(spec.group, version, spec.names.plural))
+        kept = [item for item in listed["items"] if ignore is None or not ignore(item)]
         if kept:
-            counts[f"{spec.names.plural}.{spec.group}"] = len(kept)
-    return counts
+            found[f"{spec.names.plural}.{spec.group}"] = kept
+    return found
+
+
+def liqo_objects(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, int]:
+    """How many objects of every Liqo kind there are, by plural.group; kinds with none are left out."""
+    return {kind: len(objs) for kind, objs in liqo_items(api, ignore).items()}
+
+
+def liqo_names(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, list[str]]:
+    """namespace/name of the objects of every Liqo kind, by plural.group; kinds with none are left out."""
+    return {
+        kind: sorted(f"{o['metadata'].get('namespace') or ''}/{o['metadata']['name']}" for o in objs)
+        for kind, objs in liqo_items(api, ignore).items()
+    }
 
 
 def counts(apis: dict[str, k8s.ApiClient], ignore: Ignore | None = None) -> dict[str, dict[str, int]]:

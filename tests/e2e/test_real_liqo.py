@@ -132,6 +132,36 @@ def _cleanup(env: RealEnv, namespace: str) -> None:
         env.peerings.delete(namespace, item["metadata"]["name"])
         env.peerings.wait_gone(namespace, item["metadata"]["name"], timeout=180)
     env.peerings.core.delete_namespace(namespace)
+    _wait_liqo_done(env)
+
+
+def _peering_leftovers(env: RealEnv) -> dict[str, dict[str, list[str]]]:
+    """Per side, the Liqo objects of a peering still there: all but Liqo's own (_liqos_own) and the
+    ForeignClusters, which Liqo keeps after any unpeering."""
+
+    def ignore(obj: dict[str, Any]) -> bool:
+        return _liqos_own(obj) or obj.get("kind") == "ForeignCluster"
+
+    return {
+        "consumer": inventory.liqo_names(env.consumer_api, ignore),
+        "provider": inventory.liqo_names(env.provider_api, ignore),
+    }
+
+
+def _wait_liqo_done(env: RealEnv) -> None:
+    """Once the LiqoPeering is gone, Liqo still removes what hangs off the deleted objects (IPAM Networks and
+    IPs, remapping FirewallConfigurations, the CRD replicator's copies) on its own time; the next test counts
+    from the state after that. A test whose unpeering leaves something fails here, naming it."""
+    last: list[dict[str, dict[str, list[str]]]] = []
+
+    def done() -> bool:
+        last[:] = [_peering_leftovers(env)]
+        return last[0] == {"consumer": {}, "provider": {}}
+
+    try:
+        wait_for("Liqo to remove the unpeered objects on both clusters", done, timeout=120, interval=1)
+    except AssertionError:
+        raise AssertionError(f"left on the clusters after unpeering: {last[0]}") from None
 
 
 @pytest.fixture
