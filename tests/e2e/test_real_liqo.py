@@ -1090,11 +1090,12 @@ def _roles(env: RealEnv) -> dict[str, str | None]:
 
 
 def _liqos_own(obj: dict[str, Any]) -> bool:
-    """Liqo's objects for its own cluster, in its namespace and for no peer (routes for its nodes, the remaps
-    of its API server's IPs, MSS clamping): no peering's, and Liqo keeps them. On a chart pair just started,
-    the first test saw them appear on the provider (liqo/gw-mss-clamping, liqo/provider-node-0-gw-node...)."""
+    """Liqo's objects for its own cluster, in its namespace or cluster-scoped, and for no peer (routes for its
+    nodes, the remaps of its API server's IPs, MSS clamping, its InternalNodes): no peering's, and Liqo keeps
+    them. On a chart pair just started, the first test saw them appear on the provider (liqo/gw-mss-clamping,
+    liqo/provider-node-0-gw-node...)."""
     meta = obj.get("metadata") or {}
-    return meta.get("namespace") == "liqo" and "liqo.io/remote-cluster-id" not in (meta.get("labels") or {})
+    return meta.get("namespace") in ("liqo", None) and "liqo.io/remote-cluster-id" not in (meta.get("labels") or {})
 
 
 def _kept_by_liqo(env: RealEnv) -> dict[str, dict[str, set[str]]]:
