@@ -34,6 +34,7 @@ FULLNAME = f"{RELEASE}-liqo-peering-operator"
 KOPF_PEERING = k.Res("kopf.dev", "v1", "clusterkopfpeerings", namespaced=False)
 SELECTOR = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=liqo-peering-operator"
 OPERATOR_AGENT = "liqo-peering-operator"  # the user agent of the operator's requests
+PEERING_OBJECTS = ("clusterkopfpeerings", "kopfpeerings")  # kopf's peering objects (resource names)
 RESUMED = "Resuming operations after the pause"
 PAUSED = "Pausing operations in favour of"
 
@@ -301,11 +302,12 @@ class Handover:
 
     def assert_writes_while_acting(self, restarted: bool, elsewhere: Path | None = None) -> None:
         """Since the first signal, each replica wrote on the consumer only while it acted (`acting`): never two
-        at once. A write the signalled container sent before it died may reach the API server after the signal:
-        writes of its Pod received before the new container started are the old one's. `elsewhere`: the audit
-        log of a cluster where the replicas write without their Pod's identity (the provider, with the
-        kubeconfig of a Secret): there, every write of the operator falls while one replica acted, or before
-        the first of them resumed (the signalled one's last requests, on their way when it died)."""
+        at once (the operator's writes and kopf's, its keep-alives in the peering object aside). A write the
+        signalled container sent before it died may reach the API server after the signal: writes of its Pod
+        received before the new container started are the old one's. `elsewhere`: the audit log of a cluster
+        where the replicas write without their Pod's identity (the provider, with the kubeconfig of a Secret):
+        there, every write of the operator falls while one replica acted, or before the first of them resumed
+        (the signalled one's last requests, on their way when it died)."""
         release, active = self.release, self.active
         assert self.since is not None
         windows = self.acting(restarted)
@@ -317,7 +319,9 @@ class Handover:
         if restarted:
             running = self.restarted_container()["state"]["running"]
             started = datetime.fromisoformat(running["startedAt"])  # whole seconds: rounded down
-        for w in audit.writes(release.cluster.audit_log, self.since, user_agent_prefix=OPERATOR_AGENT):
+        for w in audit.writes(release.cluster.audit_log, self.since):
+            if w.pod_name not in self.pods or w.resource in PEERING_OBJECTS:
+                continue  # another's; or kopf's keep-alives in the peering object, which every replica writes
             if w.pod_name == active and restarted and w.received < started:
                 continue  # the killed container's, on its way when it died
             window = windows.get(w.pod_name or "")
