@@ -8,6 +8,7 @@ chart's two replicas (tests/e2e/test_real_liqo_ha.py).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,8 +147,14 @@ def assert_one_of_each(env: RealPair) -> None:
     assert len(namespaces.items) == 1
 
 
-def assert_unpeered(env: RealPair, c_ns: str, p_ns: str) -> None:
-    """Nothing of the peering left in the tenant namespaces, and nothing the provider's Tenant owned."""
+def unpeer(env: RealPair, namespace: str, name: str) -> float:
+    """Delete the LiqoPeering and wait until it is gone: then nothing of the peering is left in the tenant
+    namespaces, nor anything the provider's Tenant owned. The seconds from the deletion to gone."""
+    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    deleted = time.monotonic()
+    env.peerings.delete(namespace, name)
+    env.peerings.wait_gone(namespace, name, timeout=180)
+    took = time.monotonic() - deleted
     for api, group, plural, where in (
         (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
         (env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns),
@@ -166,3 +173,4 @@ def assert_unpeered(env: RealPair, c_ns: str, p_ns: str) -> None:
     owners = {b["metadata"]["name"]: b["metadata"].get("ownerReferences", []) for b in bindings}
     owned = [name for name, refs in owners.items() if any(o["kind"] == "Tenant" for o in refs)]
     assert owned == [], f"RoleBindings of the deleted Tenant left in {p_ns}"
+    return took

@@ -55,10 +55,10 @@ from testenv.reactions import OPERATOR_AGENT, SIGNED_NONCE_SECRET, peering_steps
 from testenv.real_pair import (
     RealPair,
     assert_one_of_each,
-    assert_unpeered,
     case_namespace,
     liqos_own,
     object_uids,
+    unpeer,
     wait_liqo_done,
 )
 
@@ -590,10 +590,7 @@ def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
     env, ns = rcase
     env.peerings.create(ns, NAME, env.spec())
     env.peerings.wait_status(ns, NAME, "ready", timeout=240)
-    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
-    env.peerings.delete(ns, NAME)
-    env.peerings.wait_gone(ns, NAME, timeout=180)
-    assert_unpeered(env, c_ns, p_ns)
+    unpeer(env, ns, NAME)
     # Liqo itself removed the virtual node and stopped its virtual kubelet.
     wait_for(
         "the virtual Node to be gone",
@@ -1276,11 +1273,6 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
     # And unpeering still leaves nothing (the provider's garbage collector deletes the Tenant's RoleBindings).
     # Right after the outage it waits for Liqo: its crd-replicator keeps the consumer's ResourceSlice (its
     # finalizer) until its informer on the provider, in client-go's backoff since the outage, relists (README).
-    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
-    deleted = time.monotonic()
-    env.peerings.delete(ns, NAME)
-    env.peerings.wait_gone(ns, NAME, timeout=180)
-    took = time.monotonic() - deleted
-    assert_unpeered(env, c_ns, p_ns)
+    took = unpeer(env, ns, NAME)
     with capsys.disabled():
         print(f"\nBENCH real Liqo ({install_kind()}): provider API server stopped twice -> unpeered: {took:.1f}s")

@@ -26,13 +26,13 @@ from testenv.leakscan import LeakScan
 from testenv.liqo_install import LiqoInstall, install_kind
 from testenv.localk8s.images import Image
 from testenv.operator_release import RELEASE, RELEASE_NS, SELECTOR, Handover, Release, ha_values
-from testenv.operator_support import GROUP, PLURAL, VERSION, Peerings, api_client, tenant_ns, wait_for
+from testenv.operator_support import GROUP, PLURAL, VERSION, Peerings, api_client, wait_for
 from testenv.real_pair import (
     RealPair,
     assert_one_of_each,
-    assert_unpeered,
     case_namespace,
     object_uids,
+    unpeer,
     wait_liqo_done,
 )
 from testenv.trigger import When, named
@@ -95,12 +95,7 @@ def test_two_replicas_hand_over_mid_peering_with_real_liqo(
         assert_one_of_each(env)
         leak_scan.collect(env.apis)  # the peering's Events and status, before it goes
 
-        c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
-        deleted = time.monotonic()
-        env.peerings.delete(ns, NAME)
-        env.peerings.wait_gone(ns, NAME, timeout=180)
-        gone = time.monotonic() - deleted
-        assert_unpeered(env, c_ns, p_ns)
+        gone = unpeer(env, ns, NAME)
         wait_liqo_done(env)
         env.peerings.core.delete_namespace(ns)
         release.scan_logs(leak_scan)
