@@ -66,7 +66,9 @@ class Release:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.diagnosis()}") from None
 
-    def install_args(self, *sets: str) -> list[str]:
+    def install_args(self, *sets: str, wait: bool = True) -> list[str]:
+        """`helm install|upgrade RELEASE` arguments after the release's name; with `wait`, helm waits until the
+        Pods are ready (and only then runs the chart's hooks, the kopf peering object among them)."""
         repository, tag = self.image.ref.rsplit(":", 1)
         values = [
             f"image.repository={repository}",
@@ -76,7 +78,7 @@ class Release:
             f"liqoNamespace={self.liqo_namespace}",
             *sets,
         ]
-        args = [str(CHART), "--namespace", RELEASE_NS, "--wait", "--timeout", "4m"]
+        args = [str(CHART), "--namespace", RELEASE_NS, *(["--wait", "--timeout", "4m"] if wait else [])]
         for value in values:
             args += ["--set", value]
         return args

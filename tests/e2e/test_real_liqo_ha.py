@@ -64,9 +64,10 @@ def test_two_replicas_hand_over_mid_peering_with_real_liqo(
     consumer_api = api_client(real_liqo["consumer"].kubeconfig)
     env = RealPair(real_liqo, Peerings(consumer_api), consumer_api, api_client(real_liqo["provider"].kubeconfig))
     release = Release(real_liqo["consumer"], node_images["operator"], LIQO_NAMESPACE)
+    started = time.monotonic()
     with _installed(release, env, leak_scan):
+        installed = time.monotonic() - started
         ns = case_namespace(env, request.node.name)
-        release.wait_one_acting(2)
         h = Handover(release, LIFETIME)
         assert not [t for t in _tenants(env) if t["metadata"]["name"] == env.consumer_id], "a Tenant left over"
 
@@ -99,14 +100,17 @@ def test_two_replicas_hand_over_mid_peering_with_real_liqo(
         wait_liqo_done(env)
         env.peerings.core.delete_namespace(ns)
         release.scan_logs(leak_scan)
+        uninstalling = time.monotonic()
         release.helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait")
         wait_for("the operator Pods to be gone", lambda: not release.kc.list(k.POD, RELEASE_NS, SELECTOR), timeout=120)
+        uninstalled = time.monotonic() - uninstalling
     with capsys.disabled():
         print(
             f"\nBENCH real Liqo HA: active replica SIGKILLed mid-peering -> a replica acts: {h.handover:.1f}s"
             f" (the {h.taker}; peering lifetime {LIFETIME} s; the restarted container announced itself after"
             f" {h.seen['announced']:.1f}s; then {leader} acted); create -> kill {killed - created:.1f}s,"
-            f" kill -> Ready {ready - killed:.1f}s, delete -> gone {gone:.1f}s"
+            f" kill -> Ready {ready - killed:.1f}s, delete -> gone {gone:.1f}s; install -> one replica acting"
+            f" {installed:.1f}s, uninstall {uninstalled:.1f}s"
         )
 
 
@@ -125,10 +129,11 @@ def _installed(release: Release, env: RealPair, leak_scan: LeakScan) -> Iterator
     release.cluster.load_image(release.image.archive)
     try:
         # An earlier module of the tier applied the operator's CRDs from crds/ (install_crd): the release takes
-        # them over, as it would CRDs a user applied before installing the chart.
-        args = release.install_args(*ha_values(LIFETIME))
+        # them over, as it would CRDs a user applied before installing the chart. Without --wait helm creates the
+        # kopf peering object (a hook) at once, not once the Pods are ready: the replicas find it as they start.
+        args = release.install_args(*ha_values(LIFETIME), wait=False)
         release.helm("install", RELEASE, *args, "--create-namespace", "--take-ownership")
-        wait_for("two ready replicas", lambda: release.ready_pods(2), timeout=120)
+        release.wait_one_acting(2)
         yield
     except BaseException:
         sys.stderr.write(f"\n{release.diagnosis()}\n{env.diagnostics()}\n")
