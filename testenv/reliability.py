@@ -70,12 +70,14 @@ SCENARIOS = (
     ),
     Scenario(
         "5",
-        "Two replicas: exactly one acts; handover on deletion, SIGKILL and a frozen replica; a killed Pod is replaced",
+        "Two replicas: exactly one acts; handover on deletion, SIGKILL (mid-peering against Liqo too) and a frozen "
+        "replica; a killed Pod is replaced",
         (
             f"{O}test_with_two_replicas_exactly_one_acts",
             f"{O}test_a_killed_pod_is_replaced_and_nothing_is_duplicated",
             f"{O}test_a_sigkilled_active_replica_is_taken_over_and_restarted",
             f"{O}test_a_frozen_active_replica_is_taken_over_when_its_peering_entry_expires",
+            "tests/e2e/test_real_liqo_ha.py::test_two_replicas_hand_over_mid_peering_with_real_liqo",
         ),
     ),
     Scenario(

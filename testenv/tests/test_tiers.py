@@ -16,6 +16,7 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of(["case", "operator_env", "local_clusters"]) == "main"
     assert tier_of(["suite", "node_clusters", "node_images", "leak_scan"]) == "nodes"
     assert tier_of(["rcase", "real_liqo", "leak_scan"]) == "liqo"
+    assert tier_of(["real_liqo", "node_images", "leak_scan"]) == "liqo"  # the chart's Pods on Liqo's chart pair
     assert tier_of(["pair", "images"], markers=["liqochart", "e2e"]) == "liqo"  # asks for real_liqo at run time
     assert tier_of([]) == "main"
 
@@ -40,7 +41,11 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
     leak = "tests/e2e/test_zz_no_leaks.py::test_no_credential_in_any_log_event_or_status"
     assert all(leak in found for found in ids.values())
     modules = {tier: {i.split("::")[0] for i in found - {leak}} for tier, found in ids.items()}
-    assert modules["liqo"] == {"tests/e2e/test_liqo_chart.py", "tests/e2e/test_real_liqo.py"}
+    assert modules["liqo"] == {
+        "tests/e2e/test_liqo_chart.py",
+        "tests/e2e/test_real_liqo.py",
+        "tests/e2e/test_real_liqo_ha.py",
+    }
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_flux_helmrelease.py",
