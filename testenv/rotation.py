@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 from kubernetes import client as k8s
@@ -62,17 +62,25 @@ def admin_service_account(api: k8s.ApiClient, name: str) -> Iterator[tuple[str, 
         core.delete_namespaced_service_account(name, "default")
 
 
+class PeeringEnv(Protocol):
+    """What the stand-in suite's and the real-Liqo suite's environments both have."""
+
+    peerings: Peerings
+    provider_api: k8s.ApiClient  # admin
+    operator: OperatorProcess
+
+    @property
+    def consumer_id(self) -> str: ...
+
+
 @dataclass
 class Rotation:
     """A Ready peering whose kubeconfig Secret gets rotated, and where to see what the operator does."""
 
-    peerings: Peerings
+    env: PeeringEnv
     namespace: str
     name: str
     provider: LocalCluster  # its audit log and admin kubeconfig
-    provider_api: k8s.ApiClient  # admin
-    consumer_id: str
-    operator: OperatorProcess
     uids: Callable[[], dict[str, str]]  # every object of the peering on both clusters (key -> uid): they stay
     report: Callable[[str], None]  # prints the text of a BENCH line
     ready_timeout: float = 60.0
@@ -80,13 +88,13 @@ class Rotation:
 
     def run(self) -> None:
         objects = self.uids()
-        assert self.operator.proc is not None
-        pid = self.operator.proc.pid
+        assert self.env.operator.proc is not None
+        pid = self.env.operator.proc.pid
         admin = Path(self.provider.kubeconfig).read_bytes()
         port = int(str(yaml.safe_load(admin)["clusters"][0]["cluster"]["server"]).rsplit(":", 1)[1])
         baseline = procstat.established_to(pid, port)
         assert baseline > 0
-        with admin_service_account(self.provider_api, f"rotated-{self.namespace}"[:60]) as (user, token):
+        with admin_service_account(self.env.provider_api, f"rotated-{self.namespace}"[:60]) as (user, token):
             for rotation in range(ROTATIONS):
                 to_token = rotation % 2 == 0
                 self._rotate(rotation, token_kubeconfig(admin, token) if to_token else admin, user, to_token)
@@ -96,8 +104,8 @@ class Rotation:
                     lambda: procstat.established_to(pid, port) <= baseline + 1,
                     timeout=30,
                 )
-            assert self.operator.proc.pid == pid and self.operator.proc.poll() is None  # never restarted
-            assert self.peerings.status(self.namespace, self.name)["peerStatus"] == "ready"
+            assert self.env.operator.proc.pid == pid and self.env.operator.proc.poll() is None  # never restarted
+            assert self.env.peerings.status(self.namespace, self.name)["peerStatus"] == "ready"
             self._broken_then_restored(admin, objects, secrets=[token])
 
     def _configuration_writes(self, since: datetime) -> list[audit.AuditEvent]:
@@ -111,16 +119,16 @@ class Rotation:
     def _provoke(self, rotation: int) -> None:
         """Make the operator write on the provider: drop one of its labels from the provider's Configuration,
         and wait until it has put it back."""
-        p_ns = tenant_ns(self.provider_api, self.consumer_id)
-        conf = items(self.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
+        p_ns = tenant_ns(self.env.provider_api, self.env.consumer_id)
+        conf = items(self.env.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
         label = next(k for k in conf["metadata"]["labels"] if k.startswith("peering.liqo-operator.io/"))
-        custom(self.provider_api).patch_namespaced_custom_object(
+        custom(self.env.provider_api).patch_namespaced_custom_object(
             "networking.liqo.io", "v1beta1", p_ns, "configurations", conf["metadata"]["name"],
             {"metadata": {"labels": {label: None}}},
         )  # fmt: skip
 
         def restored() -> bool:
-            conf = items(self.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
+            conf = items(self.env.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
             return label in conf["metadata"]["labels"]
 
         wait_for(f"the operator to restore label {label} (rotation {rotation})", restored, timeout=30)
@@ -133,7 +141,7 @@ class Rotation:
             return (username == user) if to_token else (username != user)
 
         since = datetime.now().astimezone()
-        self.peerings.put_kubeconfig_secret(self.namespace, self.secret, kubeconfig)
+        self.env.peerings.put_kubeconfig_secret(self.namespace, self.secret, kubeconfig)
         # The Secret's change reaches the operator through its watch a moment after the put, so a write
         # provoked at once may rightly still come from the old client.
         for provocation in range(1, 11):  # noqa: B007 - reported after the loop
@@ -158,8 +166,8 @@ class Rotation:
         touched; the admin kubeconfig put back: Ready again, with the same objects."""
         ns, name = self.namespace, self.name
         started = time.monotonic()
-        self.peerings.put_kubeconfig_secret(ns, self.secret, token_kubeconfig(admin, BROKEN_TOKEN))
-        status = self.peerings.wait_status(ns, name, "error", timeout=60)
+        self.env.peerings.put_kubeconfig_secret(ns, self.secret, token_kubeconfig(admin, BROKEN_TOKEN))
+        status = self.env.peerings.wait_status(ns, name, "error", timeout=60)
         detected = time.monotonic() - started
         ready = next(c for c in status["conditions"] if c["type"] == "Ready")
         assert ready["reason"] == "ProviderUnauthorized", ready
@@ -168,8 +176,8 @@ class Rotation:
         assert not [s for s in (BROKEN_TOKEN, client_key[:40], *secrets) if s in shown], "a credential in the status"
         assert self.uids() == objects, "an object of the peering was re-created or removed"
         restored = time.monotonic()
-        self.peerings.put_kubeconfig_secret(ns, self.secret, admin)
-        self.peerings.wait_status(ns, name, "ready", timeout=self.ready_timeout)
+        self.env.peerings.put_kubeconfig_secret(ns, self.secret, admin)
+        self.env.peerings.wait_status(ns, name, "ready", timeout=self.ready_timeout)
         self.report(
             f"Secret with broken credentials -> ProviderUnauthorized: {detected:.1f}s;"
             f" restored -> Ready: {time.monotonic() - restored:.1f}s"

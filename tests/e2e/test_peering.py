@@ -533,17 +533,7 @@ def test_secret_rotation_takes_effect_and_releases_the_old_client(
         with capsys.disabled():
             print(f"\nBENCH {text}")
 
-    Rotation(
-        peerings=case.peerings,
-        namespace=ns,
-        name=NAME,
-        provider=env.lc["provider"],
-        provider_api=env.provider_api,
-        consumer_id=env.consumer_id,
-        operator=env.operator,
-        uids=lambda: _uids(env),
-        report=report,
-    ).run()
+    Rotation(env, ns, NAME, env.lc["provider"], uids=lambda: _uids(env), report=report).run()
 
 
 # The scenario: the provider's API server frozen for 60 s.
