@@ -567,7 +567,7 @@ class TestPeeredWithRealLiqo:
         objects = _object_uids(env)
         counts = {side: inventory.liqo_objects(api) for side, api in apis.items()}
         snapshot, restarts = _liqo_snapshot(env, ns), _liqo_restarts(env)
-        leases = _live_leases(env)
+        leases, every_lease = _live_leases(env), _leases(env)
         since = datetime.now(UTC)
         clock = time.monotonic()
         consumer.restart("kube-apiserver")
@@ -577,7 +577,7 @@ class TestPeeredWithRealLiqo:
         back = datetime.now(UTC)
         seen = _wait_liqo_back(env, ns, back, leases, "back after the restarts")
         marks["Liqo back"] = time.monotonic() - clock
-        sys.stderr.write(f"\nLiqo's Leases held on the consumer before the restarts: {sorted(leases)}")
+        sys.stderr.write(f"\nLiqo's Leases on the consumer before the restarts: {every_lease}; held: {sorted(leases)}")
         sys.stderr.write(_what_liqo_did(env, ns, snapshot, restarts, seen))
 
         assert operator_writes(consumer.audit_log, since) == []
@@ -1502,9 +1502,10 @@ def _resources_follow(env: RealEnv, ns: str, resources: dict[str, str]) -> None:
 
 
 def _lease_places(env: RealEnv) -> list[tuple[str, str | None]]:
-    """Where Liqo's components on the consumer hold Leases: (namespace, name or None for all of them). Its
-    leader-elected controllers in its namespace, the gateway and virtual kubelet in the tenant namespace, and
-    the virtual Node's heartbeat."""
+    """Where Liqo's components on the consumer hold Leases: (namespace, name or None for all of them). With the
+    chart's one replica each, only the virtual kubelet elects itself (two Leases in the tenant namespace; the
+    controller manager, IPAM, webhook and gateway do only with more replicas, in these namespaces); and the
+    virtual Node's heartbeat."""
     return [("liqo", None), (tenant_ns(env.consumer_api, env.provider_id), None), ("kube-node-lease", env.provider_id)]
 
 
