@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -24,6 +25,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from testenv import audit
+from testenv.reactions import OPERATOR_AGENT
 from testenv.wait import wait_for as poll
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -310,3 +313,19 @@ def provider_down(provider: LocalCluster, peerings: Peerings, namespace: str, na
     finally:
         provider.start_process("kube-apiserver")
     return detected
+
+
+# What the operator writes whenever it likes: its status, its Events, kopf's peering objects and leases.
+BOOKKEEPING = ("events", "leases", "kopfpeerings", "clusterkopfpeerings", "liqopeerings/status")
+
+
+def operator_writes(
+    audit_log: Path, since: datetime, besides: tuple[str, ...] = BOOKKEEPING
+) -> list[tuple[str, str | None, str | None]]:
+    """The operator's writes in an API server's audit log received since `since`, as (verb, resource, name),
+    but for those to `besides` (resources as testenv.audit spells them)."""
+    return [
+        (e.verb, e.resource, e.name)
+        for e in audit.writes(audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)
+        if e.resource not in besides
+    ]

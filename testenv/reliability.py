@@ -29,7 +29,7 @@ PARTS = REPO / ".local" / "reliability"
 class Scenario:
     number: str  # the point of the issue
     title: str
-    tests: tuple[str, ...]  # pytest node ids, without parameters
+    tests: tuple[str, ...]  # pytest node ids (path::name or path::Class::name), without parameters
 
 
 P = "tests/e2e/test_peering.py::"
@@ -61,12 +61,20 @@ SCENARIOS = (
         ),
     ),
     Scenario(
-        "3", "The consumer's API server and etcd restart", (f"{P}test_the_consumers_api_server_and_etcd_restart",)
+        "3",
+        "The consumer's API server and etcd restart",
+        (
+            f"{P}test_the_consumers_api_server_and_etcd_restart",
+            f"{R}TestPeeredWithRealLiqo::test_the_consumers_api_server_and_etcd_restart",
+        ),
     ),
     Scenario(
         "4",
         "Kubeconfig Secret rotated (valid, then broken credentials)",
-        (f"{P}test_secret_rotation_takes_effect_and_releases_the_old_client",),
+        (
+            f"{P}test_secret_rotation_takes_effect_and_releases_the_old_client",
+            f"{R}TestPeeredWithRealLiqo::test_secret_rotation_takes_effect_and_releases_the_old_client",
+        ),
     ),
     Scenario(
         "5",
@@ -210,7 +218,9 @@ def render() -> None:
             found = [tests.get(t, {"outcome": "not run", "seconds": 0}) for t in s.tests]
             outcomes = {f["outcome"] for f in found}
             outcome = next(o for o in ("failed", "not run", "skipped", "passed") if o in outcomes)
-            names = "<br>".join(f"`{t.split('::')[-1]}` ({f['seconds']})" for t, f in zip(s.tests, found, strict=True))
+            names = "<br>".join(
+                f"`{t.split('::', 1)[1]}` ({f['seconds']})" for t, f in zip(s.tests, found, strict=True)
+            )
             lines.append(f"| {s.number} | {s.title} | {outcome} | {names} |")
     lines += ["", "## Soak (`make soak`)", ""]
     if soak is None:

@@ -15,8 +15,13 @@ from testenv.reliability import REPO, SCENARIOS, Recorder
 def test_every_listed_test_exists() -> None:
     for scenario in SCENARIOS:
         for nodeid in scenario.tests:
-            path, name = nodeid.split("::")
-            assert re.search(rf"^def {name}\(", (REPO / path).read_text(), re.MULTILINE), nodeid
+            path, *classes, name = nodeid.split("::")
+            text, indent = (REPO / path).read_text(), ""
+            for cls in classes:  # the class's body: up to the next line that is not indented
+                body = re.search(rf"^class {cls}\b.*?(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL)
+                assert body, nodeid
+                text, indent = body.group(0), "    "
+            assert re.search(rf"^{indent}def {name}\(", text, re.MULTILINE), nodeid
 
 
 def test_outcome_is_failed_if_any_phase_failed_and_partial_runs_are_incomplete() -> None:

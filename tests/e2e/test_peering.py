@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from testenv import audit, procstat
+from testenv import audit
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
 from testenv.localk8s import tool_path
 from testenv.operator_support import (
@@ -26,11 +26,13 @@ from testenv.operator_support import (
     custom,
     get,
     items,
+    operator_writes,
     provider_down,
     tenant_ns,
     wait_for,
 )
-from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
+from testenv.reactions import peering_steps, reactions
+from testenv.rotation import Rotation
 
 NAME = "provider"
 
@@ -499,13 +501,6 @@ def test_status_mirrors_foreign_cluster_changes(case: PeeringCase) -> None:
     case.peerings.wait_status(ns, NAME, "ready", timeout=90)
 
 
-def _token_kubeconfig(admin: bytes, token: str) -> bytes:
-    """The provider's admin kubeconfig with its user swapped for a bearer token."""
-    config = yaml.safe_load(admin)
-    config["users"][0]["user"] = {"token": token}
-    return yaml.safe_dump(config).encode()
-
-
 def _uids(env: Any) -> dict[str, str]:
     """uid of every Liqo object of the peering on both clusters, by side, kind and name."""
     c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
@@ -524,110 +519,21 @@ def _uids(env: Any) -> dict[str, str]:
     return found
 
 
-def _configuration_writers(env: Any, since: datetime) -> set[str]:
-    """Who patched or updated a Configuration on the provider since `since` (the provider's audit log)."""
-    return {
-        e.username
-        for e in audit.writes(env.lc["provider"].audit_log, since=since)
-        if e.resource == "configurations" and e.verb in ("patch", "update")
-    }
-
-
 def test_secret_rotation_takes_effect_and_releases_the_old_client(
     case: PeeringCase, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Rotating the kubeconfig Secret: new valid credentials are used at once, without a restart, and the
-    old client's connections go; broken credentials are reported and every Liqo object stays."""
+    old client's connections go; broken credentials are reported and every Liqo object stays
+    (testenv.rotation, shared with the real-Liqo suite)."""
     env, ns = case.env, case.namespace
     case.peerings.create(ns, NAME, spec())
     case.peerings.wait_status(ns, NAME, "ready")
-    objects = _uids(env)
-    pid = env.operator.proc.pid if env.operator.proc else 0
-    port = int(str(yaml.safe_load(env.provider_kubeconfig())["clusters"][0]["cluster"]["server"]).rsplit(":", 1)[1])
-    baseline = procstat.established_to(pid, port)
-    assert baseline > 0
 
-    # A second identity on the provider, as a platform team would rotate to: a ServiceAccount's token.
-    core, rbac = k8s.CoreV1Api(env.provider_api), k8s.RbacAuthorizationV1Api(env.provider_api)
-    sa = f"rotated-{ns}"[:60]
-    body: Any = {"metadata": {"name": sa}}
-    core.create_namespaced_service_account("default", body)
-    binding: Any = {
-        "metadata": {"name": sa},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": "default"}],
-    }
-    rbac.create_cluster_role_binding(binding)
-    try:
-        request: Any = {"spec": {"expirationSeconds": 3600}}
-        issued: Any = core.create_namespaced_service_account_token(sa, "default", request)
-        token: str = issued.status.token
-        user = f"system:serviceaccount:default:{sa}"
-        for rotation in range(3):
-            kubeconfig = (
-                env.provider_kubeconfig() if rotation % 2 else _token_kubeconfig(env.provider_kubeconfig(), token)
-            )
-            who = "admin" if rotation % 2 else user
-            case.peerings.put_kubeconfig_secret(ns, SECRET, kubeconfig)
-            # Make the operator write on the provider: drop one of its labels from the provider's Configuration, until
-            # the new identity restores it. The Secret's change reaches the operator through its watch a moment
-            # after the put, so a write provoked at once may rightly still come from the old client.
-            p_ns = tenant_ns(env.provider_api, env.consumer_id)
-            since = datetime.now().astimezone()
+    def report(text: str) -> None:
+        with capsys.disabled():
+            print(f"\nBENCH {text}")
 
-            def new_identity(writers: set[str], who: str = who) -> bool:
-                return (user in writers) if who == user else bool(writers - {user})
-
-            for provocation in range(1, 11):  # noqa: B007 - printed after the loop
-                conf = items(env.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
-                label = next(k for k in conf["metadata"]["labels"] if k.startswith("peering.liqo-operator.io/"))
-                started = datetime.now().astimezone()
-                custom(env.provider_api).patch_namespaced_custom_object(
-                    "networking.liqo.io", "v1beta1", p_ns, "configurations", conf["metadata"]["name"],
-                    {"metadata": {"labels": {label: None}}},
-                )  # fmt: skip
-
-                def restored(label: str = label, p_ns: str = p_ns) -> bool:
-                    conf = items(env.provider_api, "networking.liqo.io", "configurations", p_ns)[0]
-                    return label in conf["metadata"]["labels"]
-
-                wait_for(f"the operator to restore label {label} (rotation {rotation})", restored, timeout=30)
-                if new_identity(_configuration_writers(env, started)):
-                    break
-            writes = [
-                e
-                for e in audit.writes(env.lc["provider"].audit_log, since=since)
-                if e.resource == "configurations" and e.verb in ("patch", "update")
-            ]
-            seen = [(e.received, e.completed, e.username) for e in writes]
-            first = min((e.received for e in writes if new_identity({e.username})), default=None)
-            assert first is not None, (rotation, provocation, seen)
-            # Once the new identity has written, the old one never starts a write again (one the API server
-            # received before may complete after: the log is in order of completion).
-            assert all(new_identity({e.username}) for e in writes if e.received > first), (rotation, seen)
-            with capsys.disabled():
-                print(f"\nBENCH Secret rotation {rotation}: the new identity wrote on provocation {provocation}")
-            # The old client is closed: its connections go, they do not pile up rotation after rotation.
-            wait_for(
-                f"the operator's connections to the provider to settle (rotation {rotation})",
-                lambda: procstat.established_to(pid, port) <= baseline + 1,
-                timeout=30,
-            )
-        assert env.operator.proc is not None and env.operator.proc.pid == pid  # never restarted
-        assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
-
-        # Broken credentials: reported, and nothing of the peering is touched.
-        case.peerings.put_kubeconfig_secret(ns, SECRET, _token_kubeconfig(env.provider_kubeconfig(), "not-a-token"))
-        status = case.peerings.wait_status(ns, NAME, "error", timeout=60)
-        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
-        assert ready["reason"] == "ProviderUnauthorized" and "not-a-token" not in json.dumps(status), ready
-        assert _uids(env) == objects
-        case.peerings.put_kubeconfig_secret(ns, SECRET, env.provider_kubeconfig())
-        case.peerings.wait_status(ns, NAME, "ready", timeout=60)
-        assert _uids(env) == objects
-    finally:
-        rbac.delete_cluster_role_binding(sa)
-        core.delete_namespaced_service_account(sa, "default")
+    Rotation(env, ns, NAME, env.lc["provider"], uids=lambda: _uids(env), report=report).run()
 
 
 # The issue's scenario: the provider's API server frozen for 60 s.
@@ -757,12 +663,7 @@ def test_the_consumers_api_server_and_etcd_restart(case: PeeringCase) -> None:
     consumer.restart("kube-apiserver")
     consumer.restart("etcd")
     after = case.peerings.wait_status(ns, NAME, "ready", timeout=120)
-    writes = [
-        e
-        for e in audit.writes(consumer.audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)
-        if e.resource not in ("events", "leases", "kopfpeerings", "clusterkopfpeerings", "liqopeerings/status")
-    ]
-    assert writes == [], [(e.verb, e.resource, e.name) for e in writes]
+    assert operator_writes(consumer.audit_log, since) == []
     for key in ("readyAt", "localClusterID", "remoteClusterID", "observedGeneration"):
         assert after[key] == before[key], key
     assert _uids(env) == objects

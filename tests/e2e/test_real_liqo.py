@@ -47,6 +47,7 @@ from testenv.operator_support import (
     get,
     install_crd,
     items,
+    operator_writes,
     provider_down,
     tenant_ns,
     wait_for,
@@ -61,6 +62,7 @@ from testenv.real_pair import (
     unpeer,
     wait_liqo_done,
 )
+from testenv.rotation import Rotation
 
 pytestmark = [pytest.mark.realliqo]
 
@@ -447,31 +449,70 @@ class TestPeeredWithRealLiqo:
 
     def test_resources_update_reaches_the_resource_slice(self, peered: tuple[RealEnv, str]) -> None:
         env, ns = peered
-        env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resources": {"cpu": "3", "memory": "2Gi"}}}})
-        c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+        _resources_follow(env, ns, {"cpu": "3", "memory": "2Gi"})
 
-        def updated(api: k8s.ApiClient, where: str) -> bool:
-            rs = get(api, "authentication.liqo.io", "resourceslices", where, env.provider_id) or {}
-            return (rs.get("spec") or {}).get("resources") == {"cpu": "3", "memory": "2Gi"}
-
-        wait_for("the consumer's ResourceSlice to carry the new resources", lambda: updated(env.consumer_api, c_ns), 60)
-        wait_for("Liqo to replicate it to the provider", lambda: updated(env.provider_api, p_ns), 60)
-
-        def offered() -> bool:
-            # The virtual Node (named after the provider) offers what the provider accepted. Waiting for it
-            # also keeps the next test from starting while the virtual kubelet is still taking the change.
-            nodes = k8s.CoreV1Api(env.consumer_api).list_node(field_selector=f"metadata.name={env.provider_id}")
-            status = nodes.items[0].status if nodes.items else None
-            allocatable = (status.allocatable if status else None) or {}
-            return allocatable.get("cpu") == "3" and allocatable.get("memory") == "2Gi"
-
-        wait_for("the virtual Node to offer the new resources", offered, 120)
-        generation = env.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
-        wait_for(
-            "observedGeneration to follow",
-            lambda: env.peerings.status(ns, NAME).get("observedGeneration") == generation,
-        )
+    # The two below come after the tests that read the peering or change it in place, and before the
+    # GatewayClient's deletion: both need a Ready peering to start from, which that test may not leave (below).
+    def test_secret_rotation_takes_effect_and_releases_the_old_client(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The stand-in suite's rotation (testenv.rotation) against Liqo itself: new valid credentials (a
+        ServiceAccount token with cluster-admin on the provider, the admin kubeconfig, the token again) are
+        used without restarting the operator (the new identity writes on the provider, its audit log says)
+        and the old client's connections go; broken credentials give Ready False ProviderUnauthorized with no
+        credential in the status; restored, Ready again. Every object of the peering on both clusters
+        (ForeignClusters and the VirtualNode included) keeps its uid throughout."""
+        env, ns = peered
         env.peerings.wait_status(ns, NAME, "ready", timeout=120)
+        uids = lambda: object_uids(env)  # noqa: E731 - ForeignClusters and the VirtualNode included
+        Rotation(env, ns, NAME, env.pair["provider"], uids, lambda t: _bench(capsys, t), ready_timeout=120).run()
+
+    def test_the_consumers_api_server_and_etcd_restart(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The consumer's kube-apiserver restarts (SIGTERM, as a rolling restart does), then its etcd, under a
+        Ready peering with Liqo itself. The operator reconnects by itself: on neither cluster does it write
+        anything but its status and bookkeeping (the audit logs), no object of the peering is re-created (the
+        same uids; per Liqo kind as many as before, on both sides), the peering is Ready with its readyAt,
+        cluster IDs and observedGeneration kept, and a spec change afterwards reaches the ResourceSlice and the
+        virtual Node. Liqo's components on the consumer lose their API server too: the test waits until they
+        show they are back (_liqo_not_back), and writes what of Liqo's changed meanwhile (conditions that
+        moved, leases that changed hands, containers that restarted) to its log."""
+        env, ns = peered
+        # From a settled state: everything _liqo_not_back looks at fine (the test before changed the peering).
+        _wait_liqo_back(env, ns, datetime.min.replace(tzinfo=UTC), set(), "settled before the restarts")
+        before = env.peerings.status(ns, NAME)
+        apis = {"consumer": env.consumer_api, "provider": env.provider_api}
+        consumer = env.pair["consumer"]
+        objects = object_uids(env)
+        counts = {side: inventory.liqo_objects(api) for side, api in apis.items()}
+        snapshot, restarts = _liqo_snapshot(env, ns), _liqo_restarts(env)
+        leases, every_lease = _live_leases(env), _leases(env)
+        since = datetime.now(UTC)
+        clock = time.monotonic()
+        consumer.restart("kube-apiserver")
+        marks = {"kube-apiserver restarted": time.monotonic() - clock}
+        consumer.restart("etcd")
+        marks["etcd restarted"] = time.monotonic() - clock
+        back = datetime.now(UTC)
+        seen = _wait_liqo_back(env, ns, back, leases, "back after the restarts")
+        marks["Liqo back"] = time.monotonic() - clock
+        sys.stderr.write(f"\nLiqo's Leases on the consumer before the restarts: {every_lease}; held: {sorted(leases)}")
+        sys.stderr.write(_what_liqo_did(env, ns, snapshot, restarts, seen))
+
+        assert operator_writes(consumer.audit_log, since) == []
+        assert operator_writes(env.pair["provider"].audit_log, since) == []
+        after = env.peerings.status(ns, NAME)
+        for key in ("readyAt", "localClusterID", "remoteClusterID", "observedGeneration"):
+            assert after[key] == before[key], key
+        assert object_uids(env) == objects, "an object of the peering was re-created"
+        assert {side: inventory.liqo_objects(api) for side, api in apis.items()} == counts
+        # And it still reacts: a spec change reaches the ResourceSlice, Liqo's copy and the virtual Node.
+        _resources_follow(env, ns, {"cpu": "1", "memory": "1Gi"})
+        marks["spec change followed"] = time.monotonic() - clock
+        _bench(
+            capsys, "consumer's API server and etcd restarted: " + ", ".join(f"{k} {v:.1f}s" for k, v in marks.items())
+        )
 
     # Last in the class: after it, Liqo's virtual node may stay NotReady (below), which the tests before it
     # must not inherit.
@@ -1277,3 +1318,206 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
     took = unpeer(env, ns, NAME)
     with capsys.disabled():
         print(f"\nBENCH real Liqo ({install_kind()}): provider API server stopped twice -> unpeered: {took:.1f}s")
+
+
+# --- the consumer's API server and etcd restarted (issue "Survives", point 3; the test is in the class) -------
+OK_CONDITIONS = ("Established", "Ready", "None")  # Liqo's ForeignCluster condition statuses that are no fault
+
+
+def _bench(capsys: pytest.CaptureFixture[str], text: str) -> None:
+    with capsys.disabled():  # printed in CI's output
+        print(f"\nBENCH real Liqo ({install_kind()}): {text}")
+
+
+def _resources_follow(env: RealEnv, ns: str, resources: dict[str, str]) -> None:
+    """spec.offloading.resources set to `resources`: the consumer's ResourceSlice carries them, Liqo replicates
+    it to the provider, the virtual Node offers them, observedGeneration follows and the peering is Ready."""
+    env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resources": resources}}})
+    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+
+    def updated(api: k8s.ApiClient, where: str) -> bool:
+        rs = get(api, "authentication.liqo.io", "resourceslices", where, env.provider_id) or {}
+        return (rs.get("spec") or {}).get("resources") == resources
+
+    wait_for("the consumer's ResourceSlice to carry the new resources", lambda: updated(env.consumer_api, c_ns), 60)
+    wait_for("Liqo to replicate it to the provider", lambda: updated(env.provider_api, p_ns), 60)
+
+    def offered() -> bool:
+        # The virtual Node (named after the provider) offers what the provider accepted. Waiting for it
+        # also keeps the next test from starting while the virtual kubelet is still taking the change.
+        nodes = k8s.CoreV1Api(env.consumer_api).list_node(field_selector=f"metadata.name={env.provider_id}")
+        status = nodes.items[0].status if nodes.items else None
+        allocatable = (status.allocatable if status else None) or {}
+        return all(allocatable.get(name) == value for name, value in resources.items())
+
+    wait_for("the virtual Node to offer the new resources", offered, 120)
+    generation = env.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
+    wait_for(
+        "observedGeneration to follow",
+        lambda: env.peerings.status(ns, NAME).get("observedGeneration") == generation,
+    )
+    env.peerings.wait_status(ns, NAME, "ready", timeout=120)
+
+
+def _lease_places(env: RealEnv) -> list[tuple[str, str | None]]:
+    """Where Liqo's components on the consumer hold Leases: (namespace, name or None for all of them). With the
+    chart's one replica each, only the virtual kubelet elects itself (two Leases in the tenant namespace; the
+    controller manager, IPAM, webhook and gateway do only with more replicas, in these namespaces); and the
+    virtual Node's heartbeat."""
+    return [("liqo", None), (tenant_ns(env.consumer_api, env.provider_id), None), ("kube-node-lease", env.provider_id)]
+
+
+def _leases(env: RealEnv) -> dict[str, dict[str, Any]]:
+    """Those Leases' specs, by namespace/name."""
+    found: dict[str, dict[str, Any]] = {}
+    coordination = k8s.CoordinationV1Api(env.consumer_api)
+    for ns, name in _lease_places(env):
+        selector = f"metadata.name={name}" if name else None
+        listed: Any = coordination.list_namespaced_lease(ns, field_selector=selector, _preload_content=False)
+        for lease in listed.json()["items"]:
+            found[f"{ns}/{lease['metadata']['name']}"] = lease.get("spec") or {}
+    return found
+
+
+def _live_leases(env: RealEnv) -> set[str]:
+    """The Leases renewed within their duration: held by a running component (a gone one leaves its Lease)."""
+    now = datetime.now(UTC)
+    return {
+        key
+        for key, spec in _leases(env).items()
+        if spec.get("renewTime")
+        and (now - datetime.fromisoformat(spec["renewTime"])).total_seconds()
+        < int(spec.get("leaseDurationSeconds") or 40)
+    }
+
+
+def _liqo_not_back(env: RealEnv, ns: str, back: datetime, leases: set[str]) -> list[str]:
+    """What has not yet shown it is back since `back`, the API server's return: each live Lease renewed since,
+    each of Liqo's Pods on the consumer Ready, each side's Connection Connected, every condition of the
+    consumer's ForeignCluster fine, the virtual Node Ready, the peering Ready and its mirror of the
+    ForeignCluster Healthy. [] once everything has."""
+    waiting = []
+    renewed = _leases(env)
+    for key in sorted(leases):
+        at = (renewed.get(key) or {}).get("renewTime")
+        if not at or datetime.fromisoformat(at) < back:
+            waiting.append(f"Lease {key} not renewed")
+    for pod_ns in ("liqo", tenant_ns(env.consumer_api, env.provider_id)):
+        listed: Any = k8s.CoreV1Api(env.consumer_api).list_namespaced_pod(pod_ns, _preload_content=False)
+        for pod in listed.json()["items"]:
+            state = pod.get("status") or {}
+            if state.get("phase") in ("Succeeded", "Failed"):  # a Job's, done: never Ready again
+                continue
+            if not any(c["type"] == "Ready" and c["status"] == "True" for c in state.get("conditions") or []):
+                waiting.append(f"Pod {pod_ns}/{pod['metadata']['name']} not Ready")
+    for side, api, peer in (
+        ("consumer", env.consumer_api, env.provider_id),
+        ("provider", env.provider_api, env.consumer_id),
+    ):
+        values = [
+            str((c.get("status") or {}).get("value"))
+            for c in items(api, "networking.liqo.io", "connections", tenant_ns(api, peer))
+        ]
+        if values != ["Connected"]:
+            waiting.append(f"{side} Connection {values}")
+    for key, value in _foreign_cluster_conditions(env).items():
+        if value.split()[0] not in OK_CONDITIONS:
+            waiting.append(f"{key} {value}")
+    node = _node_conditions(env).get("virtual Node Ready", "missing")
+    if not node.startswith("True"):
+        waiting.append(f"virtual Node Ready {node}")
+    status = env.peerings.status(ns, NAME)
+    if status.get("peerStatus") != "ready":
+        waiting.append(f"LiqoPeering {status.get('peerStatus')}")
+    mods = (status.get("foreignCluster") or {}).get("modules") or {}
+    unhealthy = [
+        m for m in ("networking", "authentication", "offloading") if (mods.get(m) or {}).get("health") != "Healthy"
+    ]
+    if unhealthy:
+        waiting.append(f"LiqoPeering mirror unhealthy: {unhealthy}")
+    return waiting
+
+
+def _wait_liqo_back(env: RealEnv, ns: str, back: datetime, leases: set[str], what: str) -> list[str]:
+    """Wait until _liqo_not_back is empty; what it said on the way, each change with its time."""
+    started = time.monotonic()
+    seen: list[tuple[float, list[str]]] = []
+
+    def done() -> bool:
+        now = _liqo_not_back(env, ns, back, leases)
+        if not seen or seen[-1][1] != now:
+            seen.append((time.monotonic() - started, now))
+        return not now
+
+    try:
+        wait_for(f"Liqo on the consumer to be {what}", done, timeout=180, interval=1)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\non the way: {seen}\n{env.diagnostics()}") from None
+    return [f"+{at:.1f}s waiting for {what}" for at, what in seen]
+
+
+def _conditions(prefix: str, conditions: list[dict[str, Any]]) -> dict[str, str]:
+    """'<prefix> <type>' -> '<status> since <lastTransitionTime>'."""
+    return {f"{prefix} {c['type']}": f"{c.get('status')} since {c.get('lastTransitionTime')}" for c in conditions}
+
+
+def _foreign_cluster_conditions(env: RealEnv) -> dict[str, str]:
+    """The consumer's ForeignCluster's conditions, its own and each module's."""
+    status = (get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) or {}).get("status") or {}
+    found = _conditions("ForeignCluster", status.get("conditions") or [])
+    for module, value in (status.get("modules") or {}).items():
+        found |= _conditions(f"ForeignCluster {module}", (value or {}).get("conditions") or [])
+    return found
+
+
+def _node_conditions(env: RealEnv) -> dict[str, str]:
+    listed: Any = k8s.CoreV1Api(env.consumer_api).list_node(
+        field_selector=f"metadata.name={env.provider_id}", _preload_content=False
+    )
+    nodes = listed.json()["items"]
+    return _conditions("virtual Node", (nodes[0].get("status") or {}).get("conditions") or []) if nodes else {}
+
+
+def _liqo_snapshot(env: RealEnv, ns: str) -> dict[str, str]:
+    """What a flap of Liqo's would change: the ForeignCluster's and the virtual Node's conditions (status and
+    last transition), who holds each Lease of Liqo's on the consumer, and the LiqoPeering's conditions."""
+    leases = {f"Lease {key}": f"held by {spec.get('holderIdentity')}" for key, spec in _leases(env).items()}
+    peering = _conditions("LiqoPeering", env.peerings.status(ns, NAME).get("conditions") or [])
+    return _foreign_cluster_conditions(env) | _node_conditions(env) | leases | peering
+
+
+def _what_liqo_did(env: RealEnv, ns: str, snapshot: dict[str, str], restarts: dict[str, int], seen: list[str]) -> str:
+    """For the test's log: Liqo's way back, what of _liqo_snapshot changed, and its containers' restarts."""
+    now, count = _liqo_snapshot(env, ns), _liqo_restarts(env)
+    changed = [
+        f"{key}: {snapshot.get(key)} -> {now.get(key)}"
+        for key in sorted(set(snapshot) | set(now))
+        if snapshot.get(key) != now.get(key)
+    ]
+    restarted = {pod: n - restarts.get(pod, 0) for pod, n in count.items() if n != restarts.get(pod, 0)}
+    lines = ["Liqo on the way back after the consumer's restarts:", *seen]
+    lines += ["what of Liqo's (and the LiqoPeering's conditions) changed:", *(changed or ["nothing"])]
+    lines += [f"Liqo's container restarts: {restarted}"]
+    for key in restarted:
+        lines += _last_words(env, key)
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def _last_words(env: RealEnv, key: str, tail: int = 15) -> list[str]:
+    """Why the containers of a Pod (side/namespace/name, as _liqo_restarts names it) last ended: their last
+    termination and the end of the log of the instance before."""
+    side, ns, name = key.split("/")
+    core = k8s.CoreV1Api(env.consumer_api if side == "consumer" else env.provider_api)
+    pod: Any = core.read_namespaced_pod(name, ns, _preload_content=False)
+    found = []
+    for container in (pod.json().get("status") or {}).get("containerStatuses") or []:
+        ended = (container.get("lastState") or {}).get("terminated")
+        if not ended:
+            continue
+        found.append(f"{key} {container['name']} ended: {ended}")
+        with contextlib.suppress(ApiException):
+            log: Any = core.read_namespaced_pod_log(
+                name, ns, container=container["name"], previous=True, tail_lines=tail, _preload_content=False
+            )
+            found += [f"  {line}" for line in log.data.decode(errors="replace").splitlines()]
+    return found
