@@ -49,6 +49,8 @@ from testenv.operator_support import (
     items,
     operator_writes,
     provider_down,
+    provider_hung,
+    tarpit_kubeconfig,
     tenant_ns,
     wait_for,
 )
@@ -514,6 +516,62 @@ class TestPeeredWithRealLiqo:
             capsys, "consumer's API server and etcd restarted: " + ", ".join(f"{k} {v:.1f}s" for k, v in marks.items())
         )
 
+    # After the tests that need Liqo's virtual kubelet at rest; Ready again at its end, as the next one needs.
+    def test_provider_api_server_frozen_is_reported_and_the_real_liqo_peering_recovers(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The provider's kube-apiserver frozen (SIGSTOP) for 60 s while the peering is Ready, against Liqo
+        itself: connections to it hang instead of being refused. While it lasts the status says
+        ProviderUnreachable, naming the server; once it thaws the peering is Ready by itself (no spec change,
+        no operator restart), every object of the peering on both clusters is the one there was (same uids, as
+        many per Liqo kind, one of each), and the operator wrote nothing on either cluster but its own status.
+        What Liqo showed meanwhile (the consumer's side while frozen, both sides on the way back) and its
+        containers' restarts go to the test's log; how long each step took is printed, not asserted."""
+        env, ns = peered
+        apis = {"consumer": env.consumer_api, "provider": env.provider_api}
+        env.peerings.wait_status(ns, NAME, "ready", timeout=120)
+        objects = object_uids(env)
+        counts = {side: inventory.liqo_objects(api) for side, api in apis.items()}
+        restarts = _liqo_restarts(env)
+        since = datetime.now().astimezone()
+        frozen = time.monotonic()
+        during: list[tuple[str, str]] = []
+
+        def observe() -> None:
+            now = _liqo_signals(env, provider=False)
+            if not during or during[-1][1] != now:
+                during.append((f"+{time.monotonic() - frozen:.1f}s", now))
+
+        detected = provider_hung(env.pair["provider"], env.peerings, ns, NAME, observe)
+        took, seen = _ready_again(env, ns)
+        after = _liqo_restarts(env)
+        changed = {pod: n - restarts.get(pod, 0) for pod, n in after.items() if n != restarts.get(pod, 0)}
+        sys.stderr.write(
+            "\nLiqo while the provider's API server was frozen (the consumer's side):\n"
+            + "\n".join(f"{at} {what}" for at, what in during)
+            + "\nReady after the thaw:\n"
+            + "\n".join(seen)
+            + f"\nLiqo's container restarts: {changed}\n"
+        )
+        with capsys.disabled():
+            print(
+                f"\nBENCH real Liqo ({install_kind()}): provider API server frozen (Ready) -> ProviderUnreachable:"
+                f" {detected:.1f}s; thawed -> Ready: {took:.1f}s"
+            )
+        assert object_uids(env) == objects, "an object of the peering was re-created"
+        assert {side: inventory.liqo_objects(api) for side, api in apis.items()} == counts
+        assert_one_of_each(env)
+        ignored = ("events", "leases", "kopfpeerings", "clusterkopfpeerings", "liqopeerings/status")
+        writes = {
+            side: [
+                (e.verb, e.resource, e.name)
+                for e in audit.writes(env.pair[side].audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)
+                if e.resource not in ignored
+            ]
+            for side in apis
+        }
+        assert writes == {"consumer": [], "provider": []}
+
     # Last in the class: after it, Liqo's virtual node may stay NotReady (below), which the tests before it
     # must not inherit.
     def test_deleted_gateway_client_comes_back(
@@ -627,10 +685,37 @@ def test_killed_at_with_real_liqo(rcase: tuple[RealEnv, str], where: str) -> Non
     cycle.run(POINTS[where], cycle.reference(_no_kill))
 
 
-def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
+def test_ready_beside_a_hung_provider_and_delete_unpeers_both_sides(
+    rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A peering whose provider hangs (a tarpit on loopback, testenv.operator_support.tarpit_kubeconfig: there
+    is one real provider here) says ProviderUnreachable, naming it; a peering to Liqo's provider created
+    meanwhile becomes Ready as usual (its time is printed): no call to the hung provider holds it up. Deleted,
+    it unpeers both sides, and Liqo removes the virtual Node and stops its virtual kubelet."""
     env, ns = rcase
-    env.peerings.create(ns, NAME, env.spec())
-    env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+    with tarpit_kubeconfig(env.provider_kubeconfig()) as (hung, where):
+        env.peerings.put_kubeconfig_secret(ns, "hung", hung)
+        env.peerings.create(ns, "stuck", env.spec(remoteKubeconfigSecretRef={"name": "hung"}))
+        cond = env.peerings.wait_reason(ns, "stuck", "ProviderUnreachable", timeout=60)
+        assert cond["status"] == "False" and where in cond["message"], cond
+        started = time.monotonic()
+        env.peerings.create(ns, NAME, env.spec())
+        env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+        took = time.monotonic() - started
+        with capsys.disabled():
+            print(
+                f"\nBENCH real Liqo ({install_kind()}): create -> Ready beside a peering whose provider hangs:"
+                f" {took:.1f}s"
+            )
+        assert (env.peerings.condition(ns, "stuck", "Ready") or {}).get("reason") == "ProviderUnreachable"
+        # Its provider never answers: force-delete lets it go (it never learned a provider's ID: nothing to
+        # unpeer anywhere). Annotated before the delete, which may then complete at once.
+        env.peerings.patch(
+            ns, "stuck", {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}}
+        )
+        env.peerings.delete(ns, "stuck")
+        env.peerings.wait_gone(ns, "stuck", timeout=60)
+    assert env.peerings.status(ns, NAME)["peerStatus"] == "ready"
     unpeer(env, ns, NAME)
     # Liqo itself removed the virtual node and stopped its virtual kubelet.
     wait_for(
@@ -1205,18 +1290,21 @@ def _liqo_restarts(env: RealEnv) -> dict[str, int]:
     return found
 
 
-def _liqo_signals(env: RealEnv) -> str:
+def _liqo_signals(env: RealEnv, provider: bool = True) -> str:
     """What of Liqo's Ready waits for, in one line: each side's Connection, the consumer's ForeignCluster
     conditions (the API server check the virtual kubelet's ping reads, the networking module's), the
-    virtual Node's Ready condition. For the log only: a failed read is written down, not raised."""
+    virtual Node's Ready condition. Without provider, the consumer's alone (the provider may hang). For the
+    log only: a failed read is written down, not raised."""
     try:
-        return _read_liqo_signals(env)
+        return _read_liqo_signals(env, provider)
     except (ApiException, AssertionError, urllib3.exceptions.HTTPError) as exc:
         return f"not read: {type(exc).__name__}"
 
 
-def _read_liqo_signals(env: RealEnv) -> str:
+def _read_liqo_signals(env: RealEnv, provider: bool = True) -> str:
     def connection(api: k8s.ApiClient, peer: str) -> str:
+        if api is env.provider_api and not provider:
+            return "not read"
         found = items(api, "networking.liqo.io", "connections", tenant_ns(api, peer))
         return ",".join(str((c.get("status") or {}).get("value")) for c in found) or "none"
 
