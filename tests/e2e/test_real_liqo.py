@@ -1314,14 +1314,31 @@ def _read_liqo_signals(env: RealEnv, provider: bool = True) -> str:
     api_server: dict[str, Any] = next((c for c in conditions if c.get("type") == "APIServerStatus"), {})
     networking = (fc_status.get("modules") or {}).get("networking") or {}
     net = ",".join(f"{c.get('type')}={c.get('status')}" for c in networking.get("conditions") or [])
-    node = k8s.CoreV1Api(env.consumer_api).list_node(field_selector=f"metadata.name={env.provider_id}").items
-    conds = (node[0].status.conditions or []) if node and node[0].status else []  # type: ignore[union-attr]
-    ready = next((f"{c.status} {c.reason}" for c in conds if c.type == "Ready"), "none")
-    return (
+    virtual = _node_ready(env.consumer_api, f"metadata.name={env.provider_id}")
+    signals = (
         f"Connection consumer={connection(env.consumer_api, env.provider_id)}"
         f" provider={connection(env.provider_api, env.consumer_id)}; ForeignCluster APIServer="
-        f"{api_server.get('status')} networking[{net}]; virtual Node Ready={ready}"
+        f"{api_server.get('status')} networking[{net}]; virtual Node Ready={virtual}"
     )
+    if not provider:
+        return signals
+    # The provider's node (where its gateway runs) and the address Liqo publishes for the gateway server there.
+    servers = items(
+        env.provider_api, "networking.liqo.io", "gatewayservers", tenant_ns(env.provider_api, env.consumer_id)
+    )
+    endpoints = [((s.get("status") or {}).get("endpoint") or {}).get("addresses") for s in servers]
+    nodes = _node_ready(env.provider_api, "metadata.name!=" + env.consumer_id)  # not a virtual Node for the consumer
+    return f"{signals}; provider node Ready={nodes}; GatewayServer addresses={endpoints}"
+
+
+def _node_ready(api: k8s.ApiClient, selector: str) -> str:
+    """The Ready condition (status and reason) of the Nodes the field selector picks."""
+    found = k8s.CoreV1Api(api).list_node(field_selector=selector).items
+    ready = [
+        next((f"{c.status} {c.reason}" for c in (n.status.conditions or []) if c.type == "Ready"), "?")  # type: ignore[union-attr]
+        for n in found
+    ]
+    return ",".join(ready) or "none"
 
 
 def _ready_again(env: RealEnv, ns: str) -> tuple[float, list[str]]:
