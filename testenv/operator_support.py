@@ -8,13 +8,14 @@ passes; nothing asserts how long things took.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from testenv.localk8s.cluster import LocalCluster
 
 DOWN_SECONDS = 30.0  # issue "Survives", point 2: the provider's API server stopped this long
+HUNG_SECONDS = 60.0  # the same point: the provider's API server frozen this long
 
 
 def api_client(kubeconfig: Path | str) -> k8s.ApiClient:
@@ -329,3 +331,42 @@ def operator_writes(
         for e in audit.writes(audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)
         if e.resource not in besides
     ]
+
+
+def provider_hung(
+    provider: LocalCluster, peerings: Peerings, namespace: str, name: str, observe: Callable[[], None] = lambda: None
+) -> float:
+    """Freeze the provider's kube-apiserver (SIGSTOP: the kernel still accepts connections, nothing answers
+    them), check that the LiqoPeering's status says so while it lasts (Ready False, ProviderUnreachable naming
+    the server, peerStatus error), and thaw it (SIGCONT) after HUNG_SECONDS; observe() is called about once
+    a second meanwhile (it must not call the provider). Returns how long the status took."""
+    apiserver = provider.recorded_pids()["kube-apiserver"]
+    os.kill(apiserver, signal.SIGSTOP)
+    frozen = time.monotonic()
+    try:
+        cond = peerings.wait_reason(namespace, name, "ProviderUnreachable", timeout=HUNG_SECONDS)
+        detected = time.monotonic() - frozen
+        assert cond["status"] == "False" and provider.server.split("//")[1] in cond["message"], cond
+        assert peerings.status(namespace, name)["peerStatus"] == "error"
+        while (left := HUNG_SECONDS - (time.monotonic() - frozen)) > 0:  # the scenario: frozen this long
+            observe()
+            time.sleep(min(1.0, left))
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    return detected
+
+
+@contextlib.contextmanager
+def tarpit_kubeconfig(kubeconfig: bytes) -> Iterator[tuple[bytes, str]]:
+    """The kubeconfig with its server moved to a tarpit on loopback (the kernel completes the handshake,
+    nothing ever reads or answers: a provider that hangs), and that server's host:port."""
+    tarpit = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        tarpit.bind(("127.0.0.1", 0))
+        tarpit.listen(128)  # never accepted, never answered
+        where = f"127.0.0.1:{tarpit.getsockname()[1]}"
+        config = yaml.safe_load(kubeconfig)
+        config["clusters"][0]["cluster"]["server"] = f"https://{where}"
+        yield yaml.safe_dump(config).encode(), where
+    finally:
+        tarpit.close()

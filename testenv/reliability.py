@@ -57,6 +57,7 @@ SCENARIOS = (
             f"{R}test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recovers",
             f"{P}test_provider_hung_is_reported_and_the_peering_recovers_by_itself",
             f"{P}test_a_hung_provider_does_not_hold_up_another_peering",
+            f"{R}test_a_hung_provider_holds_up_no_other_peering_and_a_frozen_one_recovers",
             f"{P}test_unreachable_provider_then_force_delete",
         ),
     ),

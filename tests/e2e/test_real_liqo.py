@@ -49,6 +49,8 @@ from testenv.operator_support import (
     items,
     operator_writes,
     provider_down,
+    provider_hung,
+    tarpit_kubeconfig,
     tenant_ns,
     wait_for,
 )
@@ -627,11 +629,47 @@ def test_killed_at_with_real_liqo(rcase: tuple[RealEnv, str], where: str) -> Non
     cycle.run(POINTS[where], cycle.reference(_no_kill))
 
 
-def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
+def test_a_hung_provider_holds_up_no_other_peering_and_a_frozen_one_recovers(
+    rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hung providers against Liqo itself (issue "Survives", point 2). A peering whose provider hangs (a tarpit
+    on loopback, testenv.operator_support.tarpit_kubeconfig: there is one real provider here) says
+    ProviderUnreachable, naming it; a peering to Liqo's provider created meanwhile becomes Ready as usual (its
+    time is printed): no call to the hung provider holds it up. Then that provider's kube-apiserver is frozen
+    (SIGSTOP) for 60 s (_frozen_and_back). Deleted, the peering unpeers both sides, and Liqo removes the virtual
+    Node and stops its virtual kubelet.
+
+    The freeze is on this peering, not on TestPeeredWithRealLiqo's shared one: after it Liqo publishes no
+    address for the gateway server until something else about that gateway changes (README), so the shared
+    peering's GatewayClient, which its last test deletes, could not be re-created."""
     env, ns = rcase
-    env.peerings.create(ns, NAME, env.spec())
-    env.peerings.wait_status(ns, NAME, "ready", timeout=240)
-    unpeer(env, ns, NAME)
+    with tarpit_kubeconfig(env.provider_kubeconfig()) as (hung, where):
+        env.peerings.put_kubeconfig_secret(ns, "hung", hung)
+        env.peerings.create(ns, "stuck", env.spec(remoteKubeconfigSecretRef={"name": "hung"}))
+        cond = env.peerings.wait_reason(ns, "stuck", "ProviderUnreachable", timeout=60)
+        assert cond["status"] == "False" and where in cond["message"], cond
+        started = time.monotonic()
+        env.peerings.create(ns, NAME, env.spec())
+        env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+        took = time.monotonic() - started
+        with capsys.disabled():
+            print(
+                f"\nBENCH real Liqo ({install_kind()}): create -> Ready beside a peering whose provider hangs:"
+                f" {took:.1f}s"
+            )
+        assert (env.peerings.condition(ns, "stuck", "Ready") or {}).get("reason") == "ProviderUnreachable"
+        # Its provider never answers: force-delete lets it go (it never learned a provider's ID: nothing to
+        # unpeer anywhere). Annotated before the delete, which may then complete at once.
+        env.peerings.patch(
+            ns, "stuck", {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}}
+        )
+        env.peerings.delete(ns, "stuck")
+        env.peerings.wait_gone(ns, "stuck", timeout=60)
+    assert env.peerings.status(ns, NAME)["peerStatus"] == "ready"
+    _frozen_and_back(env, ns, capsys)
+    took = unpeer(env, ns, NAME)
+    with capsys.disabled():
+        print(f"\nBENCH real Liqo ({install_kind()}): provider API server frozen -> unpeered: {took:.1f}s")
     # Liqo itself removed the virtual node and stopped its virtual kubelet.
     wait_for(
         "the virtual Node to be gone",
@@ -639,6 +677,49 @@ def test_delete_unpeers_both_sides(rcase: tuple[RealEnv, str]) -> None:
         timeout=90,
     )
     wait_for("the virtual kubelet to stop", lambda: env.pair.virtual_kubelets() == 0, timeout=60)
+
+
+def _frozen_and_back(env: RealEnv, ns: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The provider's kube-apiserver frozen (SIGSTOP) HUNG_SECONDS while the peering is Ready: connections to it
+    hang instead of being refused. While it lasts the status says ProviderUnreachable, naming the server
+    (testenv.operator_support.provider_hung); once it thaws the peering is Ready by itself (no spec change, no
+    operator restart), every object of the peering on both clusters is the one there was (same uids, as many
+    per Liqo kind, one of each), and the operator wrote nothing on either cluster but its bookkeeping. What
+    Liqo showed meanwhile (the consumer's side while frozen, both sides on the way back) and its containers'
+    restarts go to the test's log; how long each step took is printed, not asserted."""
+    objects = object_uids(env)
+    counts = {side: inventory.liqo_objects(api) for side, api in env.apis.items()}
+    restarts = _liqo_restarts(env)
+    since = datetime.now().astimezone()
+    frozen = time.monotonic()
+    during: list[tuple[str, str]] = []
+
+    def observe() -> None:
+        now = _liqo_signals(env, provider=False)
+        if not during or during[-1][1] != now:
+            during.append((f"+{time.monotonic() - frozen:.1f}s", now))
+
+    detected = provider_hung(env.pair["provider"], env.peerings, ns, NAME, observe)
+    took, seen = _ready_again(env, ns)
+    after = _liqo_restarts(env)
+    changed = {pod: n - restarts.get(pod, 0) for pod, n in after.items() if n != restarts.get(pod, 0)}
+    sys.stderr.write(
+        "\nLiqo while the provider's API server was frozen (the consumer's side):\n"
+        + "\n".join(f"{at} {what}" for at, what in during)
+        + "\nReady after the thaw:\n"
+        + "\n".join(seen)
+        + f"\nLiqo's container restarts: {changed}\n"
+    )
+    with capsys.disabled():
+        print(
+            f"\nBENCH real Liqo ({install_kind()}): provider API server frozen (Ready) -> ProviderUnreachable:"
+            f" {detected:.1f}s; thawed -> Ready: {took:.1f}s"
+        )
+    assert object_uids(env) == objects, "an object of the peering was re-created"
+    assert {side: inventory.liqo_objects(api) for side, api in env.apis.items()} == counts
+    assert_one_of_each(env)
+    writes = {side: operator_writes(env.pair[side].audit_log, since) for side in env.apis}
+    assert writes == {"consumer": [], "provider": []}
 
 
 def _liqoctl_peering_user(env: RealEnv, verb: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -1205,18 +1286,21 @@ def _liqo_restarts(env: RealEnv) -> dict[str, int]:
     return found
 
 
-def _liqo_signals(env: RealEnv) -> str:
+def _liqo_signals(env: RealEnv, provider: bool = True) -> str:
     """What of Liqo's Ready waits for, in one line: each side's Connection, the consumer's ForeignCluster
     conditions (the API server check the virtual kubelet's ping reads, the networking module's), the
-    virtual Node's Ready condition. For the log only: a failed read is written down, not raised."""
+    virtual Node's Ready condition. Without provider, the consumer's alone (the provider may hang). For the
+    log only: a failed read is written down, not raised."""
     try:
-        return _read_liqo_signals(env)
+        return _read_liqo_signals(env, provider)
     except (ApiException, AssertionError, urllib3.exceptions.HTTPError) as exc:
         return f"not read: {type(exc).__name__}"
 
 
-def _read_liqo_signals(env: RealEnv) -> str:
+def _read_liqo_signals(env: RealEnv, provider: bool = True) -> str:
     def connection(api: k8s.ApiClient, peer: str) -> str:
+        if api is env.provider_api and not provider:
+            return "not read"
         found = items(api, "networking.liqo.io", "connections", tenant_ns(api, peer))
         return ",".join(str((c.get("status") or {}).get("value")) for c in found) or "none"
 
@@ -1226,14 +1310,31 @@ def _read_liqo_signals(env: RealEnv) -> str:
     api_server: dict[str, Any] = next((c for c in conditions if c.get("type") == "APIServerStatus"), {})
     networking = (fc_status.get("modules") or {}).get("networking") or {}
     net = ",".join(f"{c.get('type')}={c.get('status')}" for c in networking.get("conditions") or [])
-    node = k8s.CoreV1Api(env.consumer_api).list_node(field_selector=f"metadata.name={env.provider_id}").items
-    conds = (node[0].status.conditions or []) if node and node[0].status else []  # type: ignore[union-attr]
-    ready = next((f"{c.status} {c.reason}" for c in conds if c.type == "Ready"), "none")
-    return (
+    virtual = _node_ready(env.consumer_api, f"metadata.name={env.provider_id}")
+    signals = (
         f"Connection consumer={connection(env.consumer_api, env.provider_id)}"
         f" provider={connection(env.provider_api, env.consumer_id)}; ForeignCluster APIServer="
-        f"{api_server.get('status')} networking[{net}]; virtual Node Ready={ready}"
+        f"{api_server.get('status')} networking[{net}]; virtual Node Ready={virtual}"
     )
+    if not provider:
+        return signals
+    # The provider's node (where its gateway runs) and the address Liqo publishes for the gateway server there.
+    servers = items(
+        env.provider_api, "networking.liqo.io", "gatewayservers", tenant_ns(env.provider_api, env.consumer_id)
+    )
+    endpoints = [((s.get("status") or {}).get("endpoint") or {}).get("addresses") for s in servers]
+    nodes = _node_ready(env.provider_api, "metadata.name!=" + env.consumer_id)  # not a virtual Node for the consumer
+    return f"{signals}; provider node Ready={nodes}; GatewayServer addresses={endpoints}"
+
+
+def _node_ready(api: k8s.ApiClient, selector: str) -> str:
+    """The Ready condition (status and reason) of the Nodes the field selector picks."""
+    found = k8s.CoreV1Api(api).list_node(field_selector=selector).items
+    ready = [
+        next((f"{c.status} {c.reason}" for c in (n.status.conditions or []) if c.type == "Ready"), "?")  # type: ignore[union-attr]
+        for n in found
+    ]
+    return ",".join(ready) or "none"
 
 
 def _ready_again(env: RealEnv, ns: str) -> tuple[float, list[str]]:

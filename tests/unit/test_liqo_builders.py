@@ -181,6 +181,10 @@ SERVER_STATUS_ENDPOINT = {"addresses": ["203.0.113.5"], "port": 32000, "protocol
 def test_server_endpoint() -> None:
     assert networking.server_endpoint({"status": {"endpoint": SERVER_STATUS_ENDPOINT}}) == SERVER_STATUS_ENDPOINT
     assert networking.server_endpoint({"status": {"endpoint": {"addresses": [], "port": 1}}}) is None
+    # Liqo's NodePort server whose node is not Ready publishes "": no address, no endpoint.
+    assert networking.server_endpoint({"status": {"endpoint": {"addresses": [""], "port": 1}}}) is None
+    mixed = {"status": {"endpoint": {**SERVER_STATUS_ENDPOINT, "addresses": ["", "203.0.113.5"]}}}
+    assert networking.server_endpoint(mixed) == SERVER_STATUS_ENDPOINT
     assert networking.server_endpoint({"status": {}}) is None
     assert networking.server_endpoint({}) is None
 

@@ -265,9 +265,10 @@ def test_networking_gateway_server_then_client_then_keys_then_connection() -> No
     deployment(remote, "consumer-id", P_NS, ready=0)
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
     remote.obj(r.DEPLOYMENT, "gw-consumer-id", P_NS)["status"]["readyReplicas"] = 1
-    server["status"] = {"endpoint": {"addresses": [], "port": 30123}}
-    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
-    assert r.GATEWAY_CLIENT.kind not in local.kinds()
+    for none in ([], [""]):  # Liqo's "" for a NodePort server whose node is not Ready is no address either
+        server["status"] = {"endpoint": {"addresses": none, "port": 30123}}
+        assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+        assert r.GATEWAY_CLIENT.kind not in local.kinds()
     server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
 
     # The client on the consumer, named after the provider, dialing the server's endpoint.
@@ -373,6 +374,37 @@ def test_networking_changed_server_parameters_recreate_both_gateways(
     spec = remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)["spec"]
     assert (spec if field == "mtu" else spec["endpoint"])[field] == value
     assert r.GATEWAY_CLIENT.kind not in local.kinds()
+
+
+def test_networking_a_withdrawn_server_address_keeps_the_client_and_a_new_one_recreates_it() -> None:
+    """After the provider's API server was out, its node NotReady for a moment, Liqo publishes the NodePort
+    server's address as "" and may keep it so: the client (and the tunnel, still Connected) stays."""
+    p = make_run()
+    local, remote = fakes(p)
+    networking_to_ready(p)
+    server = remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)
+    client = local.obj(r.GATEWAY_CLIENT, "provider-id", C_NS)
+    before = len(local.writes), len(remote.writes)
+    for withdrawn in ({"addresses": [""], "port": 30123, "protocol": "UDP"}, {}):
+        server["status"]["endpoint"] = withdrawn
+        assert networking.reconcile(p).state == "ready"
+    remote.obj(r.DEPLOYMENT, "gw-consumer-id", P_NS)["status"]["readyReplicas"] = 0
+    assert networking.reconcile(p).state == "ready"
+    assert written(local, before[0]) == [] and written(remote, before[1]) == []
+    assert local.obj(r.GATEWAY_CLIENT, "provider-id", C_NS) is client
+    # The tunnel down meanwhile: said so, and still nothing re-created toward no address.
+    connection(local, "provider-id", C_NS, "Connecting")
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConnection")
+    assert written(local, before[0]) == []
+
+    # The address published again, the same: nothing to do; another one: the client follows it.
+    remote.obj(r.DEPLOYMENT, "gw-consumer-id", P_NS)["status"]["readyReplicas"] = 1
+    server["status"]["endpoint"] = dict(SERVER_ENDPOINT)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConnection")
+    assert written(local, before[0]) == []
+    server["status"]["endpoint"] = {**SERVER_ENDPOINT, "addresses": ["192.0.2.99"]}
+    assert outcome(networking.reconcile(p)) == waiting("networking", "RecreatingGateways")
+    assert written(local, before[0]) == [("delete", "gatewayclients", C_NS, "provider-id")]
 
 
 def test_networking_changed_client_override_recreates_only_the_client() -> None:

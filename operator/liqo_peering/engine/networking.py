@@ -67,19 +67,23 @@ def reconcile(p: PeeringRun) -> StageResult:
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
     server = p.remote.ensure(r.GATEWAY_SERVER, want_server)
     endpoint = networking.server_endpoint(server)
-    if endpoint is None or not _deployment_ready(p, "provider", ctx.consumer.cluster_id, ctx.provider_tenant_ns):
-        return StageResult.waiting(
-            STAGE,
-            "WaitingForGatewayServer",
-            "waiting for the gateway server on the provider to be ready and expose an endpoint",
-        )
-
-    want_client = networking.gateway_client(ctx, spec, endpoint)
     client = p.local.get(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
-    if client is not None and not networking.gateway_spec_matches(client, want_client):
-        p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
-        return StageResult.waiting(STAGE, "RecreatingGateways", "gateway client parameters changed: re-creating it")
-    client = p.local.ensure(r.GATEWAY_CLIENT, want_client)
+    # A server that withdrew its address keeps its client: Liqo withdraws it while the gateway's node is not
+    # Ready (as after an outage of the provider's API server) and may not publish it again until something else
+    # about the gateway changes; re-creating the client toward no address would cut a tunnel that is up. The
+    # Connections below say whether it is.
+    if endpoint is not None or client is None:
+        if endpoint is None or not _deployment_ready(p, "provider", ctx.consumer.cluster_id, ctx.provider_tenant_ns):
+            return StageResult.waiting(
+                STAGE,
+                "WaitingForGatewayServer",
+                "waiting for the gateway server on the provider to be ready and expose an endpoint",
+            )
+        want_client = networking.gateway_client(ctx, spec, endpoint)
+        if client is not None and not networking.gateway_spec_matches(client, want_client):
+            p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+            return StageResult.waiting(STAGE, "RecreatingGateways", "gateway client parameters changed: re-creating it")
+        client = p.local.ensure(r.GATEWAY_CLIENT, want_client)
     if not _deployment_ready(p, "consumer", ctx.provider.cluster_id, ctx.consumer_tenant_ns):
         return StageResult.waiting(STAGE, "WaitingForGatewayClient", "waiting for the gateway client on the consumer")
 

@@ -58,9 +58,11 @@ def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:
 
 
 def server_endpoint(server: dict[str, Any]) -> dict[str, Any] | None:
-    """The server's published endpoint, once Liqo has set addresses on it."""
+    """The server's published endpoint, once Liqo has set an address on it. For a NodePort server whose
+    gateway Pod's node is not Ready, Liqo publishes the address "" (forgeEndpointStatusNodePort): no endpoint."""
     endpoint = (server.get("status") or {}).get("endpoint") or {}
-    return endpoint if endpoint.get("addresses") else None
+    addresses = [a for a in endpoint.get("addresses") or [] if a]
+    return {**endpoint, "addresses": addresses} if addresses else None
 
 
 def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str, Any]) -> dict[str, Any]:
