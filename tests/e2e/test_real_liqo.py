@@ -608,14 +608,9 @@ def test_operator_killed_mid_way_resumes_without_duplicates(rcase: tuple[RealEnv
     assert_one_of_each(env)
 
 
-# The operator SIGKILLed during each stage and during teardown, against Liqo itself (the stand-in's suite,
-# tests/e2e/test_kill.py, kills it at all six points of testenv.killpoints).
-REAL_KILL_POINTS = (
-    "networking-first-object",
-    "authentication-tenant",
-    "offloading-resource-slice",
-    "teardown-resource-slice",
-)
+# The operator SIGKILLed during each stage, at each stage's end and during teardown, against Liqo itself: the
+# six points of testenv.killpoints, as the stand-in's suite (tests/e2e/test_kill.py) does.
+REAL_KILL_POINTS = tuple(POINTS)
 _no_kill: dict[str, tuple[Counts, Counts]] = {}
 
 
