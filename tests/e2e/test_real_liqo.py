@@ -710,6 +710,9 @@ def _frozen_and_back(env: RealEnv, ns: str, capsys: pytest.CaptureFixture[str]) 
             f"\nBENCH real Liqo ({install_kind()}): provider API server frozen (Ready) -> ProviderUnreachable:"
             f" {detected:.1f}s; thawed -> Ready: {took:.1f}s"
         )
+        # What Ready waited for after the thaw, in the suite's log even when it passes: one CI run took 73 s
+        # where others took 2-3 s, and its offloading stage waited for Liqo, but the log could not say on what.
+        print("".join(f"\n  {line}" for line in seen))
     assert object_uids(env) == objects, "an object of the peering was re-created"
     assert {side: inventory.liqo_objects(api) for side, api in env.apis.items()} == counts
     assert_one_of_each(env)
