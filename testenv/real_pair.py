@@ -127,17 +127,47 @@ def object_uids(env: RealPair, missing_ok: bool = False) -> dict[str, str]:
     return uids
 
 
+# Where each object of a peering lives: the side, and its kind as (group, plural).
+TENANT = "authentication.liqo.io", "tenants"
+RESOURCE_SLICE = "authentication.liqo.io", "resourceslices"
+IDENTITY = "authentication.liqo.io", "identities"
+VIRTUAL_NODE = "offloading.liqo.io", "virtualnodes"
+GATEWAY_SERVER = "networking.liqo.io", "gatewayservers"
+GATEWAY_CLIENT = "networking.liqo.io", "gatewayclients"
+CONFIGURATION = "networking.liqo.io", "configurations"
+
+
+def tenant_namespaces(env: RealPair) -> dict[str, str]:
+    """Each side's tenant namespace for its peer."""
+    return {
+        "consumer": tenant_ns(env.consumer_api, env.provider_id),
+        "provider": tenant_ns(env.provider_api, env.consumer_id),
+    }
+
+
+def in_tenant_namespaces(
+    env: RealPair, kinds: list[tuple[str, tuple[str, str]]], namespaces: dict[str, str] | None = None
+) -> dict[str, int]:
+    """How many objects of each (side, (group, plural)) there are in that side's tenant namespace for its peer
+    (``namespaces``, if found earlier), by "side/plural"."""
+    where = namespaces or tenant_namespaces(env)
+    return {
+        f"{side}/{plural}": len(items(env.apis[side], group, plural, where[side])) for side, (group, plural) in kinds
+    }
+
+
 def assert_one_of_each(env: RealPair) -> None:
     """One of each object of the peering on either cluster, and one tenant namespace: nothing duplicated."""
-    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
-    for api, group, plural, where in (
-        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
-        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
-        (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
-        (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
-        (env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns),
-    ):
-        assert len(items(api, group, plural, where)) == 1, plural
+    kinds = [
+        ("provider", TENANT),
+        ("provider", GATEWAY_SERVER),
+        ("consumer", GATEWAY_CLIENT),
+        ("consumer", RESOURCE_SLICE),
+        ("consumer", VIRTUAL_NODE),
+    ]
+    found = in_tenant_namespaces(env, kinds)
+    assert found == dict.fromkeys(found, 1), found
+    c_ns = tenant_ns(env.consumer_api, env.provider_id)
     # Liqo adds an Identity of type ResourceSlice of its own; ours is the ControlPlane one.
     identities = items(env.consumer_api, "authentication.liqo.io", "identities", c_ns)
     assert [i["spec"]["type"] for i in identities].count("ControlPlane") == 1, identities
@@ -150,22 +180,24 @@ def assert_one_of_each(env: RealPair) -> None:
 def unpeer(env: RealPair, namespace: str, name: str) -> float:
     """Delete the LiqoPeering and wait until it is gone: then nothing of the peering is left in the tenant
     namespaces, nor anything the provider's Tenant owned. The seconds from the deletion to gone."""
-    c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+    namespaces = tenant_namespaces(env)
     deleted = time.monotonic()
     env.peerings.delete(namespace, name)
     env.peerings.wait_gone(namespace, name, timeout=180)
     took = time.monotonic() - deleted
-    for api, group, plural, where in (
-        (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
-        (env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns),
-        (env.consumer_api, "authentication.liqo.io", "identities", c_ns),
-        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
-        (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
-        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
-        (env.consumer_api, "networking.liqo.io", "configurations", c_ns),
-        (env.provider_api, "networking.liqo.io", "configurations", p_ns),
-    ):
-        assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+    kinds = [
+        ("consumer", RESOURCE_SLICE),
+        ("consumer", VIRTUAL_NODE),
+        ("consumer", IDENTITY),
+        ("provider", TENANT),
+        ("consumer", GATEWAY_CLIENT),
+        ("provider", GATEWAY_SERVER),
+        ("consumer", CONFIGURATION),
+        ("provider", CONFIGURATION),
+    ]
+    left = in_tenant_namespaces(env, kinds, namespaces)
+    assert left == dict.fromkeys(left, 0), f"left in the tenant namespaces: {left}"
+    p_ns = namespaces["provider"]
     # The Tenant went in the foreground: none of the RoleBindings it owned is left for a next Tenant to adopt.
     rbac = k8s.RbacAuthorizationV1Api(env.provider_api)
     listed: Any = rbac.list_namespaced_role_binding(p_ns, _preload_content=False)

@@ -33,7 +33,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from testenv import audit, inventory
+from testenv import audit, inventory, real_pair
 from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.leakscan import LeakScan
 from testenv.liqo_install import LiqoInstall, install_kind
@@ -946,15 +946,15 @@ def test_minted_credentials_alone(
     assert _refused_with(kubeconfig, p_ns) in (401, 403)
     assert _peering_user_objects(env) == {"rolebindings": [], "clusterrolebindings": [], "clusterroles": [], "csrs": []}
     assert _secret_names(core, ns) == set()
-    c_ns = tenant_ns(env.consumer_api, env.provider_id)
-    for api, group, plural, where in (
-        (env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns),
-        (env.consumer_api, "authentication.liqo.io", "identities", c_ns),
-        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
-        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
-        (env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns),
-    ):
-        assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+    kinds = [
+        ("consumer", real_pair.RESOURCE_SLICE),
+        ("consumer", real_pair.IDENTITY),
+        ("provider", real_pair.TENANT),
+        ("provider", real_pair.GATEWAY_SERVER),
+        ("consumer", real_pair.GATEWAY_CLIENT),
+    ]
+    left = real_pair.in_tenant_namespaces(env, kinds)
+    assert left == dict.fromkeys(left, 0), f"left in the tenant namespaces: {left}"
     # Both clusters as before the peering: Liqo's objects, Secrets and namespaces, counted (once what Liqo
     # keeps after a pair's first peering exists already; the one change is the deleted bootstrap Secret).
     expected: Counts = {"consumer": {"secrets": -1}, "provider": {}}
