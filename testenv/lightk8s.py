@@ -311,7 +311,7 @@ def install_liqo_on_providers(
                 install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
                 return
             except KubeError as e:
-                # Fifty API servers on one etcd, on a busy machine: "etcdserver: request timed out" happens.
+                # Fifty API servers on one etcd, on a busy host: "etcdserver: request timed out" happens.
                 # Applying again is safe (server-side apply).
                 if e.status < 500 or attempt == INSTALL_ATTEMPTS:
                     raise
