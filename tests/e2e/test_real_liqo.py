@@ -548,7 +548,8 @@ class TestPeeredWithRealLiqo:
 
         wait_for("NetworkReady again (the tunnel back up)", network_ready, timeout=180)
         try:
-            # 20 s: when it came back it took 3.4 s; when not, 180 s did not do (README): more only costs CI time.
+            # 20 s: when it came back it took seconds; when not, minutes did not do (docs/liqo-behaviour.md):
+            # more only costs CI time.
             env.peerings.wait_status(ns, NAME, "ready", timeout=20)
             outcome = f"Ready again {time.monotonic() - deleted:.1f}s after the re-creation"
         except AssertionError:
@@ -633,8 +634,8 @@ def test_a_hung_provider_holds_up_no_other_peering_and_a_frozen_one_recovers(
     Node and stops its virtual kubelet.
 
     The freeze is on this peering, not on TestPeeredWithRealLiqo's shared one: after it Liqo publishes no
-    address for the gateway server until something else about that gateway changes (README), so the shared
-    peering's GatewayClient, which its last test deletes, could not be re-created."""
+    address for the gateway server until something else about that gateway changes (docs/liqo-behaviour.md),
+    so the shared peering's GatewayClient, which its last test deletes, could not be re-created."""
     env, ns = rcase
     with tarpit_kubeconfig(env.provider_kubeconfig()) as (hung, where):
         env.peerings.put_kubeconfig_secret(ns, "hung", hung)
@@ -1000,7 +1001,7 @@ def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, s
     external CIDRs overlap (on Liqo's chart both have its default; remapping itself is unit-tested with
     Liqo's examples). The
     peering cannot go further here: the proxy is reached through the tunnel and Liqo's routes, and those
-    need Geneve on the chart install (README) and are stood in on the faster tier.
+    need Geneve on the chart install (docs/development/testing.md) and are stood in on the faster tier.
     """
     env, ns = rcase
 
@@ -1411,7 +1412,8 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
 
     # And unpeering still leaves nothing (the provider's garbage collector deletes the Tenant's RoleBindings).
     # Right after the outage it waits for Liqo: its crd-replicator keeps the consumer's ResourceSlice (its
-    # finalizer) until its informer on the provider, in client-go's backoff since the outage, relists (README).
+    # finalizer) until its informer on the provider, in client-go's backoff since the outage, relists
+    # (docs/liqo-behaviour.md).
     took = unpeer(env, ns, NAME)
     with capsys.disabled():
         print(f"\nBENCH real Liqo ({install_kind()}): provider API server stopped twice -> unpeered: {took:.1f}s")
