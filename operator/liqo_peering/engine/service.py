@@ -142,6 +142,7 @@ class PeeringService:
         created_anything = bool(status.get("remoteClusterID"))
         spec: LiqoPeeringSpec | None = None
         minted: CredentialsObservation | None = None
+        version_check: discovery.VersionCheck | None = None
         try:
             try:
                 spec = parse_spec(body.get("spec") or {})
@@ -165,6 +166,9 @@ class PeeringService:
             logs.bind_peering(namespace, name, ctx.provider.cluster_id)
             created_anything = True
             outcome.ctx = ctx
+            version_check = discovery.check_versions(ctx, spec, status)
+            if version_check.refusal is not None:
+                raise version_check.refusal
             removing = not spec.bidirectional and status_compute.has_reverse(status)
             stages = self._run_stages(PeeringRun(spec, self.local, remote, ctx), removing)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
@@ -201,6 +205,8 @@ class PeeringService:
             created_anything=created_anything,
             credentials=_redacted(minted) if minted is not None else None,
             bidirectional=bool(spec and spec.bidirectional),
+            versions=version_check.versions if version_check else None,
+            version_notices=version_check.notices if version_check else None,
         )
         transient = error is not None and error.transient
         new_status = self._write_status(body, status, obs)

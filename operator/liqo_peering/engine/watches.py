@@ -24,6 +24,8 @@ from liqo_peering.liqo.context import PeeringContext
 Wake = Callable[[Hashable, str], None]  # (peering key, kind of the object that changed)
 # What a wake says when the kubeconfig Secret changed, or when an informer (re)listed (anything may have).
 KUBECONFIG, RELISTED = "kubeconfig", "relisted"
+# Liqo's cluster-ID ConfigMap changed on either cluster (such as its version label, on an upgrade of Liqo).
+LIQO_IDENTITY = "liqo-identity"
 HEALTH_CHANGED = "health"  # the provider went down or came back (the probe)
 SECRETS = "secrets"  # a Secret of a LiqoPeeringSet's namespace changed
 
@@ -82,6 +84,10 @@ def peering_routes(
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     has_peer_label = naming.REMOTE_CLUSTER_ID
+    # Which Liqo runs on each side: an upgrade of either is discovered again (engine/discovery.check_versions).
+    for client, info in ((local, ctx.consumer), (remote, ctx.provider)):
+        scope = Scope(r.CONFIGMAP, info.liqo_namespace, labels=naming.CLUSTER_ID_CONFIGMAP_SELECTOR)
+        routes.append(Route(client, scope, wake_as=LIQO_IDENTITY))
     for res in (
         r.CONFIGURATION,
         r.GATEWAY_CLIENT,
