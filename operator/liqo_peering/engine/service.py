@@ -158,17 +158,17 @@ class PeeringService:
             remote, found = self._remote_client(body, spec)  # minting protects the Secret unpeering needs
             outcome.remote = remote
             minted = found.observation
-            if known is not None and known.error is None and known.remote is remote and known.ctx is not None:
-                ctx = known.ctx
-            else:
-                ctx = self._discover(namespace, name, meta, spec, remote)
+            reused = known.ctx if known is not None and known.error is None and known.remote is remote else None
+            discovered = reused or self._discover(namespace, name, meta, spec, remote)
+            # Before anything is made on either cluster (tenant namespaces included): a pair that cannot peer.
+            version_check = discovery.check_versions(discovered, spec, status)
+            if version_check.refusal is not None:
+                raise version_check.refusal
+            ctx = reused or self._tenancy(discovered, remote)
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
             logs.bind_peering(namespace, name, ctx.provider.cluster_id)
             created_anything = True
             outcome.ctx = ctx
-            version_check = discovery.check_versions(ctx, spec, status)
-            if version_check.refusal is not None:
-                raise version_check.refusal
             removing = not spec.bidirectional and status_compute.has_reverse(status)
             stages = self._run_stages(PeeringRun(spec, self.local, remote, ctx), removing)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
@@ -219,19 +219,20 @@ class PeeringService:
     def _discover(
         self, namespace: str, name: str, meta: dict[str, Any], spec: LiqoPeeringSpec, remote: ClusterClient
     ) -> PeeringContext:
-        """Both clusters' IDs and CIDRs, the duplicate check, and both tenant namespaces (made if absent)."""
+        """Both clusters' IDs, CIDRs and versions, and the duplicate check (no tenant namespaces yet)."""
         consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
         provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
         logs.bind_peering(namespace, name, provider.cluster_id)
         self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
-        owner = naming.owner_labels(namespace, name)
-        ctx = PeeringContext(
-            namespace,
-            name,
-            consumer,
-            provider,
-            consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, provider.cluster_id, owner),
-            provider_tenant_ns=discovery.ensure_tenant_namespace(remote, consumer.cluster_id, owner),
+        return PeeringContext(namespace, name, consumer, provider)
+
+    def _tenancy(self, found: PeeringContext, remote: ClusterClient) -> PeeringContext:
+        """Both tenant namespaces (made if absent), and the operator's access to the consumer's."""
+        owner = found.owner
+        ctx = dataclasses.replace(
+            found,
+            consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, found.provider.cluster_id, owner),
+            provider_tenant_ns=discovery.ensure_tenant_namespace(remote, found.consumer.cluster_id, owner),
         )
         if self.tenant_access is not None:
             discovery.ensure_tenant_access(self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner)
