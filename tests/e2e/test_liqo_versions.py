@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client as k8s
 
-from testenv.operator_support import PeeringCase, get, tenant_ns, wait_for
+from testenv.operator_support import PeeringCase, get, operator_writes, tenant_ns, wait_for
 
 NAME = "provider"
 SECRET = "provider-kubeconfig"
@@ -53,6 +54,7 @@ def test_status_shows_liqo_and_kubernetes_versions_of_both_sides(case: PeeringCa
 def test_skew_is_refused_then_allowed_by_the_spec_field(case: PeeringCase) -> None:
     ns, peerings = case.namespace, case.peerings
     with liqo_version_label(case.env.provider_api, "v1.1.2"):
+        created = datetime.now().astimezone()
         peerings.create(ns, NAME, spec())
         ready = peerings.wait_reason(ns, NAME, "LiqoVersionSkew")
         assert ready["status"] == "False" and LIQO_RULE in ready["message"]
@@ -67,8 +69,11 @@ def test_skew_is_refused_then_allowed_by_the_spec_field(case: PeeringCase) -> No
                 for e in peerings.events(ns, NAME)
             ),
         )
-        # Refused before anything is made on the provider.
-        assert get(case.env.provider_api, "networking.liqo.io", "gatewayservers", None, case.env.consumer_id) is None
+        # Refused before anything is made on either cluster (tenant namespaces included); on the consumer the
+        # operator only protects the kubeconfig Secret, as for every peering.
+        assert operator_writes(case.env.lc["provider"].audit_log, created) == []
+        consumer_writes = operator_writes(case.env.lc["consumer"].audit_log, created)
+        assert [w for w in consumer_writes if w[1] != "secrets"] == [], consumer_writes
 
         peerings.patch(ns, NAME, {"spec": {"allowLiqoVersionSkew": True}})
         peerings.wait_status(ns, NAME, "ready")

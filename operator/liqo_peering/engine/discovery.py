@@ -1,4 +1,4 @@
-"""Connect to the provider and learn both clusters' IDs and CIDRs (what every stage needs)."""
+"""Connect to the provider and learn both clusters' IDs, CIDRs and versions (what every stage needs)."""
 
 from __future__ import annotations
 
