@@ -91,6 +91,9 @@ def test_liqo_before_1_0_is_refused_naming_the_cluster_and_version(case: Peering
             assert words in ready["message"], ready["message"]
         assert "not installed" not in ready["message"]
         assert peerings.status(ns, NAME)["stage"] == "discovery: error"
+    # Liqo upgraded there (the label back to the chart's): the peering goes on by itself.
+    status = peerings.wait_status(ns, NAME, "ready")
+    assert status["versions"]["provider"]["liqo"].startswith("v1.2.")
 
 
 def test_skew_appearing_on_a_ready_peering_keeps_it_ready_with_the_condition(case: PeeringCase) -> None:

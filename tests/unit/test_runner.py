@@ -235,6 +235,12 @@ def test_routes_follow_the_peering_context() -> None:
     early = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None))
     assert [x.scope.res.kind for x in early if x.client is remote] == ["Health"]
     assert [x.wake_as for x in early if x.client is remote] == [HEALTH_CHANGED]  # it starts the backoff over
+    # Stopped before its context (such as refused for its Liqo versions): an upgrade of Liqo wakes it too.
+    refused = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None, liqo_namespaces=("a", "b")))
+    assert {(x.client.side, x.scope.res.kind, x.scope.namespace, x.wake_as) for x in refused if x.wake_as} >= {
+        ("consumer", "ConfigMap", "a", LIQO_IDENTITY),
+        ("provider", "ConfigMap", "b", LIQO_IDENTITY),
+    }
     pods = next(x for x in routes if x.scope.res == r.POD)
     assert pods.matches({"metadata": {"namespace": "liqo-tenant-p-id"}})
     assert not pods.matches({"metadata": {"namespace": "liqo-tenant-other"}})

@@ -105,6 +105,7 @@ class PeeringRunner:
             self.namespaced_tenant_reads,
             outcome.minted_secret,
             reverse=outcome.reverse,
+            liqo_namespaces=outcome.liqo_namespaces,
         )
 
     def teardown(self, body: dict[str, Any]) -> list[str]:

@@ -71,6 +71,7 @@ class Outcome:
     observation: status_compute.Observation | None = None
     error: PeeringError | None = None
     reverse: bool = False  # the reverse direction is on, or still being removed: its objects wake the peering
+    liqo_namespaces: tuple[str, str] | None = None  # Liqo's namespace on the consumer and the provider (spec)
 
 
 class PeeringService:
@@ -151,6 +152,7 @@ class PeeringService:
                     f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
                 ) from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
+            outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             if spec.credentials.mint:
                 outcome.minted_secret = naming.minted_secret(name)
             elif self.protect_secrets:  # before anything exists that unpeering would need it for
