@@ -265,8 +265,8 @@ class QuotaExceeded(Refusal):
         quota = f"ResourceQuota {self.namespace}/{self.quota}" if self.namespace else f"ResourceQuota {self.quota}"
         limits = f" (limited: {self.limited})" if self.limited else ""
         return (
-            f"{self.refused}: it exceeds {quota}{limits}: {self.server_message}; raise that quota's limit or delete"
-            f" the quota on the {self.side} cluster, and the peering resumes by itself"
+            f"{self.refused}: {quota} does not allow it{limits}: {self.server_message}; raise that quota's limit or"
+            f" delete the quota on the {self.side} cluster, and the peering resumes by itself"
         )
 
 
@@ -283,8 +283,8 @@ class AdmissionDenied(Refusal):
     def describe(self) -> str:
         by = self.admission or "an admission check"
         return (
-            f"{self.refused}: {by} denied it ({self.status}): {self.server_message}; the object is what Liqo needs:"
-            f" make {by} on the {self.side} cluster allow it, and the peering resumes by itself"
+            f"{self.refused} ({self.status}): {self.server_message}; the object is what Liqo needs: make {by} on"
+            f" the {self.side} cluster allow it, and the peering resumes by itself"
         )
 
 

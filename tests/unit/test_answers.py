@@ -138,9 +138,24 @@ def test_a_full_quota_names_the_quota_and_what_it_limits() -> None:
     error = read(QUOTA, 403)
     assert type(error) is QuotaExceeded and error.reason == "QuotaExceeded" and error.transient
     assert (error.quota, error.limited) == ("no-tenants", "count/tenants.authentication.liqo.io=0")
-    assert f"ResourceQuota {NS}/no-tenants (limited: count/tenants.authentication.liqo.io=0)" in error.message
+    assert f"ResourceQuota {NS}/no-tenants does not allow it (limited: count/tenants.authentication.liqo.io=0)" in (
+        error.message
+    )
     assert "exceeded quota: no-tenants, requested:" in error.message  # the server's own words
     assert "peering-user" not in error.message and "grant" not in error.message  # no rights are missing
+
+
+def test_a_quota_not_counted_yet_is_a_quota_too() -> None:
+    text = status(
+        403,
+        "Forbidden",
+        'tenants.authentication.liqo.io "c1" is forbidden: status unknown for quota: no-tenants, resources:'
+        " count/tenants.authentication.liqo.io",
+        DETAILS,
+    )
+    error = read(text, 403)
+    assert type(error) is QuotaExceeded and (error.quota, error.limited) == ("no-tenants", "")
+    assert "status unknown for quota" in error.message
 
 
 @pytest.mark.parametrize(
@@ -160,7 +175,8 @@ def test_a_webhook_or_policy_denial_is_admission_denied_whatever_its_code(
     assert type(error) is AdmissionDenied and error.reason == "AdmissionDenied"
     assert error.transient  # fixed on the cluster, not in the spec: retried
     assert (error.admission, error.status) == (admission, code)
-    assert f"{admission} denied it ({code})" in error.message and denial in error.message
+    assert f"({code}): " in error.message and denial in error.message  # the server's words, quoted
+    assert f"make {admission} on the provider cluster allow it" in error.message
     assert "peering-user" not in error.message
 
 

@@ -8,6 +8,7 @@ words them so: ``admission webhook "x" denied the request: ...``), so this is th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -30,8 +31,10 @@ _AUTHORIZER = re.compile(r'\bUser "[^"]*" cannot \S+')
 # Admission webhooks (k8s.io/apiserver admission/plugin/webhook/errors: ToStatusErr) and admission policies.
 _WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request')
 _POLICY = re.compile(r"\b((?:Validating|Mutating)AdmissionPolicy) '([^']+)'(?: with binding '([^']+)')? denied request")
-# The ResourceQuota admission plugin (k8s.io/apiserver admission/plugin/resourcequota).
-_QUOTA = re.compile(r"exceeded quota: ([^,]+), requested: .*?, used: .*?, limited: (.*)$")
+# The ResourceQuota admission plugin (k8s.io/apiserver admission/plugin/resourcequota): a full quota, one
+# that needs a field the object lacks, one whose usage its controller has not counted yet.
+_QUOTA = re.compile(r"\b(?:exceeded quota|failed quota|status unknown for quota): ([^,:]+)")
+_LIMITED = re.compile(r", limited: (.*)$")
 # Any other admission plugin refusing an object: "<resource> "<name>" is forbidden: <why>".
 _PLUGIN = re.compile(r'"[^"]*" is forbidden: (?!User ")')
 
@@ -70,6 +73,10 @@ def read(side: str, request: Request, status: int, http_reason: str | None, text
     NamespaceTerminating, or any other ApiError."""
     body = status_of(text)
     message = redact(str(body.get("message") or ""))
+    details = body.get("details")
+    named = details.get("name") if isinstance(details, dict) else None
+    if request.name is None and request.verb == "create" and isinstance(named, str) and named:
+        request = dataclasses.replace(request, name=named)  # a create's path has no name; its Status has
     fields: dict[str, Any] = {
         "status": status,
         "side": side,
@@ -89,7 +96,8 @@ def read(side: str, request: Request, status: int, http_reason: str | None, text
         return NamespaceTerminating(**fields)
     quota = _QUOTA.search(message)
     if quota is not None:
-        return QuotaExceeded(quota=quota.group(1).strip(), limited=quota.group(2).strip(), **fields)
+        limited = _LIMITED.search(message)
+        return QuotaExceeded(quota=quota.group(1).strip(), limited=limited.group(1) if limited else "", **fields)
     if _PLUGIN.search(message) and not _AUTHORIZER.search(message):
         return AdmissionDenied(admission="an admission plugin", **fields)
     return ClusterForbidden(**fields)
