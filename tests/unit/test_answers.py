@@ -75,12 +75,22 @@ WEBHOOK_WITHOUT_CODE = status(
 WEBHOOK_WITHOUT_EXPLANATION = status(
     400, "", 'admission webhook "policy.example.com" denied the request without explanation'
 )
+POLICY_DENIAL = (
+    "ValidatingAdmissionPolicy 'no-tenants' with binding 'no-tenants-binding' denied request: failed expression:"
+    " object.spec.clusterID != 'c1'"
+)
 POLICY = status(
     422,
     "Invalid",
-    "ValidatingAdmissionPolicy 'no-tenants' with binding 'no-tenants-binding' denied request: failed expression:"
-    " object.spec.clusterID != 'c1'",
-    {"causes": [{"message": "ValidatingAdmissionPolicy 'no-tenants' with binding 'no-tenants-binding' denied"}]},
+    f'tenants.authentication.liqo.io "c1" is forbidden: {POLICY_DENIAL}',
+    {**DETAILS, "causes": [{"message": POLICY_DENIAL}]},
+)
+MUTATING_POLICY = status(
+    403,
+    "Forbidden",
+    "tenants.authentication.liqo.io \"c1\" is forbidden: policy 'stamp' with binding 'stamp-all' denied request:"
+    " no tenants today",
+    DETAILS,
 )
 TERMINATING = status(
     403,
@@ -108,7 +118,8 @@ POD_SECURITY = status(
 
 
 def read(text: str, code: int, method: str = "PATCH", path: str = f"{TENANTS}/c1", side: str = "provider") -> ApiError:
-    return answers.read(side, answers.request_of(SERVER, method, path), code, "Forbidden", text)
+    created = "c1" if method == "POST" else None  # what the client sent names it
+    return answers.read(side, answers.request_of(SERVER, method, path, created), code, "Forbidden", text)
 
 
 def test_an_rbac_refusal_names_the_verb_the_resource_and_the_fix() -> None:
@@ -165,6 +176,7 @@ def test_a_quota_not_counted_yet_is_a_quota_too() -> None:
         (WEBHOOK_WITHOUT_CODE, 400, 'admission webhook "policy.example.com"', "tenants must carry an owner label"),
         (WEBHOOK_WITHOUT_EXPLANATION, 400, 'admission webhook "policy.example.com"', "without explanation"),
         (POLICY, 422, 'ValidatingAdmissionPolicy "no-tenants" (binding "no-tenants-binding")', "failed expression"),
+        (MUTATING_POLICY, 403, 'admission policy "stamp" (binding "stamp-all")', "no tenants today"),
         (POD_SECURITY, 403, "an admission plugin", 'violates PodSecurity "restricted:latest"'),
     ],
 )
@@ -183,7 +195,10 @@ def test_a_webhook_or_policy_denial_is_admission_denied_whatever_its_code(
 def test_a_create_in_a_namespace_being_deleted_says_so() -> None:
     error = read(TERMINATING, 403, method="POST", path=TENANTS)
     assert type(error) is NamespaceTerminating and error.reason == "NamespaceTerminating" and error.transient
-    assert error.namespace == NS and error.verb == "create"
+    assert (error.namespace, error.name, error.verb) == (NS, "c1", "create")
+    assert error.message.startswith(
+        f"the provider cluster at {SERVER} refused to create tenants.authentication.liqo.io {NS}/c1:"
+    )
     assert f"namespace {NS} is being deleted" in error.message
     assert f"kubectl get namespace {NS} -o yaml" in error.message
 

@@ -8,7 +8,6 @@ words them so: ``admission webhook "x" denied the request: ...``), so this is th
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from typing import Any
@@ -30,7 +29,10 @@ _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete
 _AUTHORIZER = re.compile(r'\bUser "[^"]*" cannot \S+')
 # Admission webhooks (k8s.io/apiserver admission/plugin/webhook/errors: ToStatusErr) and admission policies.
 _WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request')
-_POLICY = re.compile(r"\b((?:Validating|Mutating)AdmissionPolicy) '([^']+)'(?: with binding '([^']+)')? denied request")
+_POLICY = re.compile(
+    r"\b((?:Validating|Mutating)AdmissionPolicy|policy) (?:'([^']+)'|\"([^\"]+)\")(?: with binding '([^']+)')?"
+    r" denied request"
+)
 # The ResourceQuota admission plugin (k8s.io/apiserver admission/plugin/resourcequota): a full quota, one
 # that needs a field the object lacks, one whose usage its controller has not counted yet.
 _QUOTA = re.compile(r"\b(?:exceeded quota|failed quota|status unknown for quota): ([^,:]+)")
@@ -41,9 +43,9 @@ _PLUGIN = re.compile(r'"[^"]*" is forbidden: (?!User ")')
 NAMESPACE_TERMINATING = "NamespaceTerminating"  # the StatusCause the NamespaceLifecycle plugin adds
 
 
-def request_of(server: str, method: str, path: str) -> Request:
+def request_of(server: str, method: str, path: str, created: str | None = None) -> Request:
     """The request as RBAC names it. ``method`` WATCH is a watch; a GET is a get when the path names an
-    object, else a list."""
+    object, else a list. ``created``: the name of the object a POST sends (its path names none)."""
     parts = [p for p in path.split("?")[0].split("/") if p]
     # /api/v1/... or /apis/<group>/<version>/...
     group = parts[1] if parts[:1] == ["apis"] and len(parts) > 2 else ""
@@ -55,6 +57,7 @@ def request_of(server: str, method: str, path: str) -> Request:
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
     verb = "watch" if method == "WATCH" else _VERBS.get(method, "get" if name else "list")
+    name = name or created
     resource = plural + (f"/{sub}" if sub else "")
     return Request(server=server, verb=verb, group=group, resource=resource, namespace=namespace, name=name)
 
@@ -73,10 +76,6 @@ def read(side: str, request: Request, status: int, http_reason: str | None, text
     NamespaceTerminating, or any other ApiError."""
     body = status_of(text)
     message = redact(str(body.get("message") or ""))
-    details = body.get("details")
-    named = details.get("name") if isinstance(details, dict) else None
-    if request.name is None and request.verb == "create" and isinstance(named, str) and named:
-        request = dataclasses.replace(request, name=named)  # a create's path has no name; its Status has
     fields: dict[str, Any] = {
         "status": status,
         "side": side,
@@ -111,8 +110,9 @@ def _admission(message: str) -> str | None:
         return f'admission webhook "{webhook.group(1)}"'
     policy = _POLICY.search(message)
     if policy is not None:
-        kind, name, binding = policy.groups()
-        return f'{kind} "{name}"' + (f' (binding "{binding}")' if binding else "")
+        kind, quoted, double_quoted, binding = policy.groups()
+        kind = "admission policy" if kind == "policy" else kind
+        return f'{kind} "{quoted or double_quoted}"' + (f' (binding "{binding}")' if binding else "")
     return None
 
 

@@ -87,7 +87,8 @@ class ClusterClient:
             )
         except ApiException as exc:
             if exc.status:
-                raise self._translate(method, path, exc.status, exc.reason, str(exc.body or "")) from None
+                answer = str(exc.body or "")
+                raise self._translate(method, path, exc.status, exc.reason, answer, _created(method, body)) from None
             raise self._unreachable(exc.reason or "no response", probing) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(_why(exc), probing) from None
@@ -114,11 +115,16 @@ class ClusterClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(_why(exc)) from None
         if resp.status >= 400:
-            raise self._translate(method, path, resp.status, resp.reason, data.decode(errors="replace") if data else "")
+            answer = data.decode(errors="replace") if data else ""
+            raise self._translate(method, path, resp.status, resp.reason, answer, _created(method, body))
         return json.loads(data) if data else None
 
-    def _translate(self, method: str, path: str, status: int, reason: str | None, body: str) -> ApiError:
-        return answers.read(self.side, answers.request_of(self.describe, method, path), status, reason, body)
+    def _translate(
+        self, method: str, path: str, status: int, reason: str | None, body: str, name: str | None = None
+    ) -> ApiError:
+        """The error an answer is; ``name``: the object a create sent (its path names none)."""
+        request = answers.request_of(self.describe, method, path, name)
+        return answers.read(self.side, request, status, reason, body)
 
     @staticmethod
     def _is_missing_type(exc: ApiError) -> bool:
@@ -472,6 +478,13 @@ class ClusterClient:
     def close(self) -> None:
         """Release this client's connections (a rotated or dropped kubeconfig)."""
         self.api.close()
+
+
+def _created(method: str, body: Any) -> str | None:
+    """The name of the object a POST creates."""
+    meta = body.get("metadata") if method == "POST" and isinstance(body, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _why(exc: BaseException) -> str:
