@@ -91,7 +91,7 @@ def refused(case: PeeringCase, reason: str, authentication: str) -> dict[str, di
 
     conds = wait_for(f"Ready, NetworkReady and AuthenticationReady {reason}", both, timeout=90)
     assert case.peerings.status(case.namespace, NAME)["peerStatus"] == "error"
-    server = case.env.lc["provider"].server
+    server = case.env.lc["provider"].server.split("//")[1]
     assert (
         server in conds["NetworkReady"]["message"]
         and "configurations.networking.liqo.io" in (conds["NetworkReady"]["message"])
@@ -122,11 +122,13 @@ def test_a_full_quota_is_quota_exceeded_then_ready_once_it_is_gone(case: Peering
     quota = {"metadata": {"name": "no-liqo"}, "spec": {"hard": hard}}
     core.create_namespaced_resource_quota(tenant_ns, cast(Any, quota))
     try:
-        # Counted first: a quota whose usage its controller has not counted refuses everything anyway.
-        wait_for(
-            "the quota's usage to be counted",
-            lambda: set(hard) <= set(core.read_namespaced_resource_quota("no-liqo", tenant_ns).status.used or {}),  # type: ignore[union-attr]
-        )
+
+        def counted() -> bool:
+            status = core.read_namespaced_resource_quota("no-liqo", tenant_ns).status  # type: ignore[union-attr]
+            return status is not None and set(hard) <= set(status.used or {})
+
+        # Counted first: a quota whose usage its controller has not counted yet refuses everything anyway.
+        wait_for("the quota's usage to be counted", counted, timeout=90)
         case.peerings.create(case.namespace, NAME, SPEC)
         conds = refused(case, "QuotaExceeded", f"tenants.authentication.liqo.io {tenant_ns}/{env.consumer_id}")
         for cond in (conds["NetworkReady"], conds["AuthenticationReady"]):
