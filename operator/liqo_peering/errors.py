@@ -146,6 +146,7 @@ class ApiError(PeeringError):
         # only the fix a refusal names depends on them.
         self.reverse = reverse
         self.liqo_namespace = liqo_namespace
+        self.described = message is None  # the message is built from the fields (not a test double's)
         super().__init__(message if message is not None else self.describe(), transient=self._transient())
 
     # The fields the request adds, by the names Kubernetes gives them.
@@ -178,8 +179,9 @@ class ApiError(PeeringError):
 
     @property
     def refused(self) -> str:
-        """What was refused, without the fix: ``the provider cluster at U refused to create tenants... (403)``."""
-        detail = f": {self.server_message}" if self.server_message else ""
+        """What was refused, without the fix: ``the provider cluster at U answered 422 to create tenants...``."""
+        said = self.server_message or self.server_reason
+        detail = f": {said}" if said else ""
         return f"{self.cluster} answered {self.status} to {self.verb} {self.request.what}{detail}"
 
     def describe(self) -> str:
@@ -190,8 +192,9 @@ class ApiError(PeeringError):
         ``liqo_namespace``: only the fix it names changes."""
         other = type(self).__new__(type(self))
         other.__dict__.update(vars(self), reverse=True, liqo_namespace=liqo_namespace)
-        other.message = other.describe()
-        other.args = (other.message,)
+        if self.described:
+            other.message = other.describe()
+            other.args = (other.message,)
         return other
 
 
