@@ -106,10 +106,18 @@ class Request:
     @property
     def what(self) -> str:
         """``tenants.authentication.liqo.io liqo-tenant-x/y``, ``secrets in namespace t``, ``nodes (cluster-wide)``."""
+        return self._what(self.name)
+
+    @property
+    def right(self) -> str:
+        """What a Role must allow ``verb`` on: a create is allowed on the collection, not on a name."""
+        return self._what(None if self.verb == "create" else self.name)
+
+    def _what(self, name: str | None) -> str:
         plural, _, sub = self.resource.partition("/")
         resource = plural + (f".{self.group}" if self.group else "") + (f"/{sub}" if sub else "")
-        if self.name:
-            return f"{resource} {self.namespace}/{self.name}" if self.namespace else f"{resource} {self.name}"
+        if name:
+            return f"{resource} {self.namespace}/{name}" if self.namespace else f"{resource} {name}"
         return f"{resource} in namespace {self.namespace}" if self.namespace else f"{resource} (cluster-wide)"
 
 
@@ -220,7 +228,7 @@ class ClusterForbidden(ApiError):
     def refused(self) -> str:
         who = "the operator" if self.side == CONSUMER else "the kubeconfig's identity"
         reason = f" {self.server_reason}" if self.server_reason else ""
-        return f"{self.cluster} does not let {who} {self.verb} {self.request.what} ({self.status}{reason})"
+        return f"{self.cluster} does not let {who} {self.verb} {self.request.right} ({self.status}{reason})"
 
     def describe(self) -> str:
         return f"{self.refused}; {self.fix}"

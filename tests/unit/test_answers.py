@@ -139,6 +139,14 @@ def test_an_rbac_refusal_names_the_verb_the_resource_and_the_fix() -> None:
     )
 
 
+def test_an_rbac_refusal_of_a_create_names_the_collection_as_a_role_does() -> None:
+    error = read(RBAC, 403, method="POST", path=TENANTS)
+    assert type(error) is ClusterForbidden and error.name == "c1"  # the object sent, as data
+    assert f"does not let the kubeconfig's identity create tenants.authentication.liqo.io in namespace {NS} (" in (
+        error.message
+    )
+
+
 def test_the_consumers_rbac_refusal_is_consumer_forbidden_and_asks_for_the_operators_rights() -> None:
     error = read(RBAC, 403, side="consumer")
     assert type(error) is ClusterForbidden and error.reason == "ConsumerForbidden"
