@@ -6,7 +6,8 @@ conditions, CredentialsMinted, a LiqoPeeringSet's), in a LiqoPeeringSet line's `
 
 * a class attribute ``reason = "X"`` (every PeeringError and KubeconfigError subclass);
 * a keyword argument ``reason="X"`` or ``error_reason="X"``, to any call;
-* an assignment to a name ending in ``reason`` (``stall_reason = "Timeout"``, tuple assignments too);
+* an assignment to a name or attribute ending in ``reason`` (``stall_reason = "Timeout"``,
+  ``self.reason = "X"``, tuple assignments too);
 * the reason argument of ``StageResult.waiting``/``failed``, ``EventSpec``, ``make_condition``, an Event's
   ``emit`` and a set line's ``_line``;
 * a ``(status, reason, message)`` tuple returned with a literal status ("True", "False", "Unknown" or a bool);
@@ -73,6 +74,12 @@ def _pairs(target: ast.expr, value: ast.expr) -> Iterator[tuple[ast.expr, ast.ex
         yield target, value
 
 
+def _names_a_reason(target: ast.expr) -> bool:
+    """A variable or attribute whose name ends in ``reason``: ``stall_reason``, ``self.reason``."""
+    name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+    return name.lower().endswith("reason")
+
+
 def _assigns_reason(item: ast.Assign | ast.AnnAssign) -> bool:
     """A class body's ``reason = ...`` or ``reason: str = ...``."""
     targets = item.targets if isinstance(item, ast.Assign) else [item.target]
@@ -131,7 +138,7 @@ class ReasonScan:
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     for name, value in _pairs(target, node.value):
-                        if isinstance(name, ast.Name) and name.id.lower().endswith("reason"):
+                        if _names_a_reason(name):
                             self._add(module, node, self._strings(module, value))
             elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 3:
                 status = node.value.elts[0]
@@ -208,12 +215,19 @@ def write(exc):
 
 def choose(flag):
     return PeeringError("x", reason="Chosen" if flag else LATER)
+
+class ByItsSide(PeeringError):
+    def __init__(self, side):
+        super().__init__("refused")
+        self.reason = "ConsumerForbidden" if side == "consumer" else "ProviderForbidden"
 """
     assert set(ReasonScan({"new.py": source}).found) == {
         "QuotaExceeded",
         "NamespaceTerminating",
         "Chosen",
         "FromAConstant",
+        "ConsumerForbidden",
+        "ProviderForbidden",
     }
 
 
