@@ -44,6 +44,9 @@ class Observation:
     # it is still being removed (shown), or that it is gone ("disabled": its condition goes); no result
     # leaves its condition as it was (the pass did not get that far).
     bidirectional: bool = False
+    # False: the pass failed before it saw the clusters (the runner reports it): the stages' conditions, the
+    # credentials and Liqo's view stay as the last pass that saw them left them.
+    seen: bool = True
 
 
 # status.stage is the Stage column of `kubectl get lp -o wide`: "<step>: <state>" or "ready", never a
@@ -97,7 +100,7 @@ def short_stage(obs: Observation, stage_states: dict[str, tuple[str, str, str]],
         return "ready"
     if obs.error_reason is not None:
         step = next((s for s in stage_states if s in obs.stages and obs.stages[s].state == "error"), None)
-        return f"{step or (RECONCILE if obs.stages else DISCOVERY)}: error"
+        return f"{step or (RECONCILE if obs.stages or not obs.seen else DISCOVERY)}: error"
     stage = next(s for s in stage_states if stage_states[s][0] != "True")
     result = obs.stages.get(stage)
     return f"{stage}: {'not started' if result is None else 'error' if result.state == 'error' else 'waiting'}"
@@ -120,6 +123,9 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
         conditions = set_condition(conditions, make_condition(ctype, state, reason, message, gen, obs.now))
 
     for stage in STAGES:
+        if not obs.seen and (old := get_condition(conditions, STAGE_CONDITIONS[stage])) is not None:
+            stage_states[stage] = (str(old.get("status")), str(old.get("reason")), str(old.get("message")))
+            continue
         state = _stage_condition(stage, obs.stages.get(stage), obs.mirror, stage in obs.liqo_checked)
         show(stage, STAGE_CONDITIONS[stage], *state)
     for stage in REVERSE_STAGES:
@@ -133,7 +139,8 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
             # Not looked at in this pass (an earlier step failed): it stays as the last pass left it.
             stage_states[stage] = (str(old.get("status")), str(old.get("reason")), str(old.get("message")))
 
-    conditions = _credentials_condition(prev, conditions, obs, events)
+    if obs.seen:
+        conditions = _credentials_condition(prev, conditions, obs, events)
 
     ready = obs.error_reason is None and all(s[0] == "True" for s in stage_states.values())
     # The timeout clock restarts when the spec changes and when a ready peering degrades.
@@ -204,7 +211,7 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
     minted = creds.status_block(obs.credentials) if obs.credentials is not None else None
     if obs.credentials is not None and minted is None:
         minted = prev.get("credentials")  # minting failed this pass: what was minted before still holds
-    if minted is not None or prev.get("credentials") is not None:
+    if obs.seen and (minted is not None or prev.get("credentials") is not None):
         status["credentials"] = minted  # None removes it (a merge patch)
     return status, events
 
