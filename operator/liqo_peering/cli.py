@@ -24,8 +24,9 @@ from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.runner import Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.watches import WatchHub
-from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG, redact
+from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
 from liqo_peering.metrics import Metrics
+from liqo_peering.redact import redact
 
 log = structlog.get_logger("liqo_peering")
 # Flags other modules name in their messages are spelled where those messages live, and used from there.

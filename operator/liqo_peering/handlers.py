@@ -17,9 +17,9 @@ from liqo_peering.engine import protection
 from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.errors import PeeringError
-from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
+from liqo_peering.redact import redact
 
 PREFIX = "peering.liqo-operator.io"
 TEARDOWN_RETRY_SECONDS = 3

@@ -25,10 +25,10 @@ from kubernetes.client.exceptions import ApiException
 from liqo_peering.clients import faults
 from liqo_peering.clients.interrupt import Connections
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled
-from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
 from liqo_peering.liqo.stored import covers, overlay
+from liqo_peering.redact import redact
 
 REQUEST_TIMEOUT = 15.0
 

@@ -24,9 +24,9 @@ from liqo_peering.clients.events import EventRecorder
 from liqo_peering.errors import ApiError, InternalError, PeeringError, as_peering_error, own_cluster_unavailable
 from liqo_peering.fleet import children as ch
 from liqo_peering.fleet import status as fleet_status
-from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
+from liqo_peering.redact import redact
 from liqo_peering.status.conditions import make_condition, set_condition
 
 log = structlog.get_logger("liqo_peering.peeringset")

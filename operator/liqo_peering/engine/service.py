@@ -43,11 +43,12 @@ from liqo_peering.errors import (
     as_peering_error,
     own_cluster_unavailable,
 )
-from liqo_peering.kubeconfig import KubeconfigError, redact
+from liqo_peering.kubeconfig import KubeconfigError
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
+from liqo_peering.redact import redact
 from liqo_peering.stages import REVERSE_STAGES, STAGES, StageResult
 from liqo_peering.status import compute as status_compute
 from liqo_peering.status.credentials import CredentialsObservation
