@@ -21,7 +21,7 @@ from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.watches import WatchHub
-from liqo_peering.errors import ApiError
+from liqo_peering.errors import ApiError, InternalError
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
@@ -300,3 +300,14 @@ def test_a_set_pass_raising_is_reported_in_the_sets_status(monkeypatch: pytest.M
     assert ("Warning", "InternalError") in [(t, reason) for t, reason, _ in events.sent]
     run.one_pass(SET_KEY)
     assert set_conditions(local)["Ready"]["status"] == "True"
+
+
+def test_a_teardown_raising_anything_is_an_internal_error_the_delete_handler_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    svc, local, _ = service(monkeypatch)
+    monkeypatch.setattr(svc, "teardown", boom)
+    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    with pytest.raises(InternalError) as raised:
+        run.teardown(KEY, local.obj(r.LIQOPEERING, NAME, NS))
+    assert isinstance(raised.value.failed, RuntimeError) and raised.value.where == "the teardown"

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from liqo_peering.engine.watches import Route, WatchHub
-from liqo_peering.errors import PeeringError, as_peering_error, own_cluster_unavailable
+from liqo_peering.errors import InternalError, PeeringError, as_peering_error, own_cluster_unavailable
 
 log = structlog.get_logger("liqo_peering.runner")
 MAX_PASSES = 72  # concurrent passes (threads): a pass mostly waits on the API servers
@@ -172,9 +172,16 @@ class Runner:
             return outcome
 
     def teardown(self, key: ObjectKey, body: dict[str, Any]) -> list[str]:
-        """One teardown pass (synchronous); once nothing remains, the object's state is dropped."""
+        """One teardown pass (synchronous); once nothing remains, the object's state is dropped. Raises a
+        PeeringError (an InternalError for anything else), which the delete handler reports and retries."""
         with self._lock(key):
-            remaining = self.kinds[key.kind].teardown(body)
+            try:
+                remaining = self.kinds[key.kind].teardown(body)
+            except PeeringError:
+                raise
+            except Exception as exc:
+                log.error("teardown failed", object=str(key), exc_info=exc)
+                raise InternalError(exc, "the teardown") from exc
         if not remaining:
             self.forget(key)
         return remaining
