@@ -311,3 +311,22 @@ def test_a_teardown_raising_anything_is_an_internal_error_the_delete_handler_rep
     with pytest.raises(InternalError) as raised:
         run.teardown(KEY, local.obj(r.LIQOPEERING, NAME, NS))
     assert isinstance(raised.value.failed, RuntimeError) and raised.value.where == "the teardown"
+
+
+def test_after_a_stage_raised_the_next_pass_discovers_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even when only Liqo's ForeignCluster changed: no fast path onto the failed pass, no reused discovery."""
+    svc, local, _ = service(monkeypatch, offloading=boom)
+    discoveries: list[str] = []
+
+    def discover(*_: Any) -> PeeringContext:
+        discoveries.append("discover")
+        return CTX
+
+    monkeypatch.setattr(svc, "_discover", discover)
+    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    run.one_pass(KEY)
+    assert conditions(local)["OffloadingReady"]["reason"] == "InternalError"
+    monkeypatch.setattr(service_module.offloading, "reconcile", ready("offloading"))
+    run.one_pass(KEY, frozenset({"ForeignCluster"}))
+    assert discoveries == ["discover", "discover"]
+    assert conditions(local)["Ready"]["status"] == "True"

@@ -14,7 +14,7 @@ from liqo_peering.engine.peeringset import SetOutcome, SetService
 from liqo_peering.engine.runner import ObjectKey
 from liqo_peering.engine.service import Outcome, PeeringService
 from liqo_peering.engine.watches import HEALTH_CHANGED, KUBECONFIG, Route, peering_routes, set_routes
-from liqo_peering.errors import PeeringError
+from liqo_peering.errors import InternalError, PeeringError
 from liqo_peering.liqo import resources as r
 
 FOREIGN_CLUSTER = "ForeignCluster"  # what the watch hub says when Liqo's ForeignCluster changed
@@ -38,6 +38,8 @@ class Peerings:
         that Secret."""
         with self._guard:
             last = self._last.get(key)
+        if last is not None and last.error is not None and last.error.reason == InternalError.reason:
+            last = None  # a failed pass leaves nothing to build on: no fast path, no reused discovery
         outcome = None
         if last is not None and woken_by == {FOREIGN_CLUSTER}:
             outcome = self.service.refresh_mirror(key.namespace, key.name, last)
