@@ -330,3 +330,8 @@ def test_after_a_stage_raised_the_next_pass_discovers_again(monkeypatch: pytest.
     run.one_pass(KEY, frozenset({"ForeignCluster"}))
     assert discoveries == ["discover", "discover"]
     assert conditions(local)["Ready"]["status"] == "True"
+
+
+def test_an_internal_error_is_retried_sooner_than_other_transient_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    svc, _, _ = service(monkeypatch, networking=boom)
+    assert svc.reconcile(NS, NAME).requeue_after == 1.0  # then backed off as any other (Peerings.delay)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from liqo_peering.errors import InternalError
 from liqo_peering.stages import REVERSE_STAGE_CONDITIONS, REVERSE_STAGES, STAGE_CONDITIONS, STAGES, StageResult
 from liqo_peering.status import credentials as creds
 from liqo_peering.status.conditions import (
@@ -251,13 +252,15 @@ def is_ready(status: dict[str, Any] | None) -> bool:
 
 # Transient errors (an unreachable cluster, Liqo not ready yet) are retried this soon; the runner backs off.
 TRANSIENT_RETRY_SECONDS = 5.0
+# An unexpected failure (InternalError) most likely does not repeat: the first retry comes sooner.
+INTERNAL_RETRY_SECONDS = 1.0
 
 
 def requeue_after(status: dict[str, Any], obs: Observation, transient_error: bool) -> float | None:
     """When to look again without any event: soon after a transient error, exactly at the timeout, and when
     the minted certificate is due for renewal."""
     if transient_error:
-        return TRANSIENT_RETRY_SECONDS
+        return INTERNAL_RETRY_SECONDS if obs.error_reason == InternalError.reason else TRANSIENT_RETRY_SECONDS
     due: list[float] = []
     if status["peerStatus"] == "establishing":
         started = parse_time(status["startedAt"])
