@@ -121,7 +121,10 @@ def test_a_pass_failing_at_any_client_call_reports_it_and_recovers(case: Peering
             reported.append(e["object"])
             return True
 
-        with When(failed, lambda: None, custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL) as when:
+        listed: Any = custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+        since = listed["metadata"]["resourceVersion"]  # every change after it is seen, however late the watch starts
+        watched = (custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL)
+        with When(failed, lambda: None, *watched, resource_version=since) as when:
             faults.arm(call)
             peerings.create(ns, NAME, SPEC)
             peerings.wait_status(ns, NAME, "ready")

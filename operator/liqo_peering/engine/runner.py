@@ -211,7 +211,8 @@ class Runner:
                 except Exception as exc:  # the operator's own API server (or the report of a failure) failed
                     failures += 1
                     error = as_peering_error(exc, "the report of a failed pass")
-                    log.warning("pass put off: " + error.message, reason=error.reason, object=str(key))
+                    trace = None if error is exc else exc  # a traceback for the unexpected only
+                    log.warning("pass put off: " + error.message, reason=error.reason, object=str(key), exc_info=trace)
                     await wait(trigger, stopped, min(2.0**failures, 30.0))
                     continue
                 if outcome.gone:
