@@ -4,8 +4,10 @@ with reason InternalError and a message naming the exception; the failing stage'
 Event; the errors metric), the next pass must recover to Ready by itself, and on each cluster the count of
 objects per kind must change as in a peering with no fault: nothing duplicated or left behind.
 
-The calls are those of a clean peering's passes, recorded first (testenv.killpoints' reference cycle gives
-the counts). Posting an Event is left out: it is best effort, and a failure there fails nothing.
+The calls are those of a clean peering's passes until Ready, recorded first (43 against the stand-in:
+gets, lists, applies, creates and patches on both clusters); testenv.killpoints' reference cycle gives the
+counts. Posting an Event is left out: it is best effort, and a failure there fails nothing. About 10 s per
+call (a peering made and unpeered each), 8 min in all on a loaded machine.
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ def test_a_pass_failing_at_any_client_call_reports_it_and_recovers(case: Peering
             if fired:
                 when.wait(timeout=30)  # the failure was in the status before Ready
         if not fired:
-            unreached.append(call)  # not made this time (the objects it would write exist already, say)
+            unreached.append(call)
         else:
             _check_reported(call, reported[0]["status"], case)
             assert _internal_errors(env.operator.metrics_port) > errors_before, call
@@ -140,7 +142,5 @@ def test_a_pass_failing_at_any_client_call_reports_it_and_recovers(case: Peering
         peerings.delete(ns, NAME)
         peerings.wait_gone(ns, NAME)
         reaches(apis, before, expected[1], f"the objects once unpeered after a fault at {call}")
-    print(
-        f"\n{len(calls) - len(unreached)} of {len(calls)} calls failed once and recovered; not made again: {unreached}"
-    )
-    assert len(unreached) < len(calls) // 4, unreached
+    print(f"\n{len(calls) - len(unreached)} of {len(calls)} calls failed once and recovered")
+    assert not unreached, f"calls a fresh peering no longer made: {unreached}"
