@@ -14,10 +14,10 @@ from prometheus_client import CollectorRegistry
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine import service as service_module
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.peeringset import SetService
-from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.watches import WatchHub

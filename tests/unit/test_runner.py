@@ -11,8 +11,8 @@ import pytest
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.engine import service as service_module
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.kinds import Peerings
-from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
 from liqo_peering.engine.service import Outcome, PeeringService
 from liqo_peering.engine.watches import HEALTH_CHANGED, RELISTED, WatchHub

@@ -16,7 +16,7 @@ import dataclasses
 
 from liqo_peering.clients.cluster import PEERING_USER_FIX
 from liqo_peering.engine import authentication, offloading, teardown
-from liqo_peering.engine.run import PeeringRun
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import PeeringError
 from liqo_peering.liqo import naming
 from liqo_peering.stages import REVERSE_OF, REVERSE_STAGES, StageResult
@@ -34,7 +34,7 @@ REVERSE_FIX = (
 
 def run_of(p: PeeringRun) -> PeeringRun:
     """The reverse direction's run: the provider cluster is its consumer, this cluster its provider."""
-    return PeeringRun(p.spec, local=p.remote, remote=p.local, ctx=p.ctx.reversed(), reverse=True)
+    return PeeringRun(p.spec, consumer=p.provider, provider=p.consumer, ctx=p.ctx.reversed(), reverse=True)
 
 
 def _renamed(result: StageResult) -> StageResult:
@@ -78,4 +78,4 @@ def removal(left: list[str]) -> dict[str, StageResult]:
 
 def remove(p: PeeringRun) -> dict[str, StageResult]:
     """Unpeer the reverse direction only (spec.bidirectional turned off): the forward one keeps the network."""
-    return removal(teardown.run(p.local, p.remote, p.ctx, bidirectional=True, local_only=False, reverse=True))
+    return removal(teardown.run(p.consumer, p.provider, p.ctx, bidirectional=True, local_only=False, reverse=True))

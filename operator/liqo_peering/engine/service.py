@@ -34,8 +34,8 @@ from liqo_peering.engine import (
     reverse,
     teardown,
 )
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
-from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import (
     DuplicatePeering,
     InternalError,
