@@ -81,7 +81,7 @@ def _delta(after: Counts, before: Counts) -> Counts:
     }
 
 
-def _settled(apis: dict[str, k8s.ApiClient], before: Counts) -> Counts:
+def settled(apis: dict[str, k8s.ApiClient], before: Counts) -> Counts:
     """The change since `before` once it holds for three reads a second apart: the reference run's end state
     (Liqo's controllers and the garbage collector finish after the LiqoPeering is Ready, or gone)."""
     reads: list[Counts] = []
@@ -93,7 +93,7 @@ def _settled(apis: dict[str, k8s.ApiClient], before: Counts) -> Counts:
     return wait_for("the objects to settle", probe, timeout=60, interval=1)
 
 
-def _reaches(apis: dict[str, k8s.ApiClient], before: Counts, expected: Counts, what: str) -> None:
+def reaches(apis: dict[str, k8s.ApiClient], before: Counts, expected: Counts, what: str) -> None:
     last: list[Counts] = []
 
     def probe() -> bool:
@@ -129,8 +129,8 @@ class Cycle:
 
         def settle(phase: int, what: str) -> Counts:
             if expected is None:
-                return _settled(apis, before)
-            _reaches(apis, before, expected[phase], what)
+                return settled(apis, before)
+            reaches(apis, before, expected[phase], what)
             return expected[phase]
 
         if point is not None and not point.teardown:

@@ -114,16 +114,27 @@ def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
     return str(found[0].metadata.name)  # type: ignore[union-attr]
 
 
+FAULTS_ENV = "LIQO_PEERING_FAULTS"  # the operator's clients/faults.py: off unless set, which only tests do
+
+
 class OperatorProcess:
     """`liqo-peering-operator run` as a child process, with its log in a file."""
 
-    def __init__(self, kubeconfig: Path, log_dir: Path, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, kubeconfig: Path, log_dir: Path, extra_args: list[str] | None = None, faults: bool = False
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_dir / "operator.log"
         self.extra_args = extra_args or []
         self.metrics_port = free_port()
         self.health_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        # With ``faults``: where the tests ask the operator to record its client calls or raise at one
+        # (tests/e2e/test_faults.py); None: the operator runs without that hook, as in production.
+        self.faults_dir: Path | None = None
+        if faults:
+            self.faults_dir = log_dir / "faults"
+            self.faults_dir.mkdir(exist_ok=True)
 
     def command(self) -> list[str]:
         script = Path(sys.executable).with_name("liqo-peering-operator")
@@ -150,7 +161,11 @@ class OperatorProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                **({FAULTS_ENV: str(self.faults_dir)} if self.faults_dir else {}),
+            },
         )
         return self
 

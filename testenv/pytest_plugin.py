@@ -123,7 +123,7 @@ def operator_env(
     consumer_api = api_client(liqo_clusters["consumer"].kubeconfig)
     install_crd(consumer_api)
     log_dir = tmp_path_factory.mktemp("operator")
-    operator = OperatorProcess(Path(liqo_clusters["consumer"].kubeconfig), log_dir).start()
+    operator = OperatorProcess(Path(liqo_clusters["consumer"].kubeconfig), log_dir, faults=True).start()
     leak_scan.add_log(operator.log_path)
     env = OperatorEnv(liqo_clusters, operator, Peerings(consumer_api), api_client(liqo_clusters["provider"].kubeconfig))
     try:

@@ -17,14 +17,16 @@ from liqo_peering import __version__, handlers, logs
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, with_user_agent
 from liqo_peering.clients.events import EventRecorder
+from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
+from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.peeringset import SetService
-from liqo_peering.engine.runner import PeeringRunner
+from liqo_peering.engine.runner import Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
-from liqo_peering.engine.setrunner import SetRunner, WakeRouter
 from liqo_peering.engine.watches import WatchHub
-from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG, redact
+from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
 from liqo_peering.metrics import Metrics
+from liqo_peering.redact import redact
 
 log = structlog.get_logger("liqo_peering")
 # Flags other modules name in their messages are spelled where those messages live, and used from there.
@@ -188,21 +190,23 @@ def run(args: argparse.Namespace) -> None:
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
+    # One watch hub for LiqoPeerings and LiqoPeeringSets: a namespace's Secrets are watched once for both.
+    wakeups = Wakeups()
+    hub = WatchHub(wakeups)
     service = PeeringService(
         local,
         EventRecorder(local),
         metrics,
         policy,
         tenant_access=tenant_access,
+        remotes=RemoteClients(on_close=hub.forget_client),  # no informer outlives its provider client
         protect_secrets=args.kubeconfig_secret_protection,
     )
-    # One watch hub for LiqoPeerings and LiqoPeeringSets: a namespace's Secrets are watched once for both.
-    router = WakeRouter()
-    hub = WatchHub(router)
-    runner = PeeringRunner(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None, hub=hub)
-    sets = SetRunner(SetService(local, EventRecorder(local)), hub, args.resync_interval)
-    router.peerings, router.sets = runner, sets
-    service.remotes.on_close = runner.hub.forget_client  # no informer outlives its provider client
+    kinds = (
+        Peerings(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None),
+        PeeringSets(SetService(local, EventRecorder(local)), args.resync_interval),
+    )
+    runner = Runner(kinds, hub, wakeups)
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
     kopf.run(
         registry=handlers.registry,
@@ -218,7 +222,6 @@ def run(args: argparse.Namespace) -> None:
         memo=kopf.Memo(
             service=service,
             runner=runner,
-            sets=sets,
             metrics=metrics,
             connection=None if in_cluster else connection_info(cfg),
         ),

@@ -332,6 +332,30 @@ class NamespaceTerminating(Refusal):
         )
 
 
+class InternalError(PeeringError):
+    """Anything but a PeeringError raised in a pass: a bug or an unexpected failure in the operator.
+
+    ``failed`` is the exception and ``where`` the step it left (a stage, the pass). Retried with backoff, as
+    the failure may not repeat; the message names it, so that the log can be found and reported.
+    """
+
+    reason = "InternalError"
+    transient = True
+
+    def __init__(self, failed: BaseException, where: str) -> None:
+        self.failed = failed
+        self.where = where
+        super().__init__(
+            f"{where} failed unexpectedly ({type(failed).__name__}: {str(failed)[:300]}); retrying. This is a bug"
+            " or an unexpected failure in the operator: if it persists, report it with the operator's log"
+        )
+
+
+def as_peering_error(exc: Exception, where: str) -> PeeringError:
+    """What a pass reports for ``exc``: a PeeringError as it is, anything else as an InternalError."""
+    return exc if isinstance(exc, PeeringError) else InternalError(exc, where)
+
+
 def own_cluster_unavailable(exc: PeeringError) -> bool:
     """The operator's own API server is down, restarting or overloaded: nothing the peering did. Such a pass
     is retried and never reported in the status, which it could not write anyway, or would make flap."""

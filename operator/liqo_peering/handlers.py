@@ -1,4 +1,4 @@
-"""kopf handlers: translate events into PeeringRunner and SetRunner calls, nothing more.
+"""kopf handlers: translate events into Runner calls, nothing more.
 
 They register on ``registry``, which cli.py passes to ``kopf.run``: importing this module has no side
 effect on kopf's global registry.
@@ -14,11 +14,12 @@ import kopf
 from liqo_peering.api import peeringset
 from liqo_peering.api.model import GROUP, PLURAL, VERSION
 from liqo_peering.engine import protection
-from liqo_peering.engine.runner import PeeringRunner
-from liqo_peering.engine.setrunner import SetRunner
+from liqo_peering.engine.runner import ObjectKey, Runner
+from liqo_peering.engine.service import PeeringService
 from liqo_peering.errors import PeeringError
-from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo import naming
+from liqo_peering.liqo import resources as r
+from liqo_peering.redact import redact
 
 PREFIX = "peering.liqo-operator.io"
 TEARDOWN_RETRY_SECONDS = 3
@@ -45,51 +46,59 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.request_timeout = 30
 
 
+def peering(namespace: str, name: str) -> ObjectKey:
+    return ObjectKey(r.LIQOPEERING.kind, namespace, name)
+
+
+def peering_set(namespace: str, name: str) -> ObjectKey:
+    return ObjectKey(r.LIQOPEERINGSET.kind, namespace, name)
+
+
 @kopf.on.cleanup(registry=registry)
 def stop(memo: kopf.Memo, **_: Any) -> None:
-    runner: PeeringRunner = memo.runner
+    runner: Runner = memo.runner
     runner.stop()
-    sets: SetRunner = memo.sets
-    sets.stop()
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
 async def peering_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
-    runner: PeeringRunner = memo.runner
-    await runner.run(namespace, name, stopped)
+    runner: Runner = memo.runner
+    await runner.run(peering(namespace, name), stopped)
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
 @kopf.on.update(GROUP, VERSION, PLURAL, field="metadata.annotations", registry=registry)  # type: ignore[arg-type]
 async def spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    memo.runner.poke(namespace, name)
+    memo.runner.poke(peering(namespace, name))
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec.remoteKubeconfigSecretRef.name", registry=registry)  # type: ignore[arg-type]
 async def secret_switched(namespace: str, old: Any, memo: kopf.Memo, **_: Any) -> None:
-    runner: PeeringRunner = memo.runner
-    await runner.in_thread(runner.service.release_secret, namespace, old)
+    runner: Runner = memo.runner
+    service: PeeringService = memo.service
+    await runner.in_thread(service.release_secret, namespace, old)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
 async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    runner: PeeringRunner = memo.runner
+    runner: Runner = memo.runner
+    service: PeeringService = memo.service
     raw = dict(body)
     try:
-        remaining = await runner.in_thread(runner.teardown, raw)
+        remaining = await runner.in_thread(runner.teardown, peering(namespace, name), raw)
         if not remaining:
-            await runner.in_thread(runner.service.release_secret, namespace, protection.secret_of(raw), name)
+            await runner.in_thread(service.release_secret, namespace, protection.secret_of(raw), name)
     except PeeringError as exc:
         message = (
             f"cannot unpeer: {redact(exc.message)}. Deletion keeps retrying; to release it and clean only"
             f' this cluster, annotate it with {naming.FORCE_DELETE}="true"'
         )
-        await runner.in_thread(runner.service.report_teardown, raw, exc.reason, message)
+        await runner.in_thread(service.report_teardown, raw, exc.reason, message)
         raise kopf.TemporaryError(message, delay=TEARDOWN_RETRY_SECONDS) from None
     if remaining:
         raise kopf.TemporaryError(f"unpeering: waiting for {', '.join(remaining)} to go", delay=1)
     memo.metrics.forget(namespace, name)
-    runner.service.events.emit(raw, "Normal", "Unpeered", "every object of this peering is gone")
+    service.events.emit(raw, "Normal", "Unpeered", "every object of this peering is gone")
 
 
 # -- LiqoPeeringSets ---------------------------------------------------------------------------------
@@ -98,18 +107,18 @@ SET_PLURAL = peeringset.PLURAL
 
 @kopf.daemon(GROUP, VERSION, SET_PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
 async def set_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
-    sets: SetRunner = memo.sets
-    await sets.run(namespace, name, stopped)
+    runner: Runner = memo.runner
+    await runner.run(peering_set(namespace, name), stopped)
 
 
 @kopf.on.update(GROUP, VERSION, SET_PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
 async def set_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    memo.sets.poke(namespace, name)
+    memo.runner.poke(peering_set(namespace, name))
 
 
 @kopf.on.delete(GROUP, VERSION, SET_PLURAL, registry=registry)  # type: ignore[arg-type]
-async def set_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    sets: SetRunner = memo.sets
-    remaining = await sets.in_thread(sets.teardown, dict(body))
+async def set_deleted(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    runner: Runner = memo.runner
+    remaining = await runner.in_thread(runner.teardown, peering_set(namespace, name), dict(body))
     if remaining:
         raise kopf.TemporaryError(f"waiting for LiqoPeerings {', '.join(remaining[:5])}", delay=1)

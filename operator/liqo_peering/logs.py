@@ -52,7 +52,7 @@ def _scrubbing(scrub: Callable[[str], str]) -> structlog.typing.Processor:
 
 
 def configure(fmt: str = "json", level: int = logging.INFO, scrub: Callable[[str], str] = str) -> None:
-    """``scrub``: what removes credentials from text (kubeconfig.redact; logs may not import it)."""
+    """``scrub``: what removes credentials from text (redact.redact; logs may not import it)."""
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
     )

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from liqo_peering.engine import reverse, teardown
-from liqo_peering.engine.run import PeeringRun
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.watches import peering_routes
 from liqo_peering.errors import PEERING_USER_FIX, ClusterForbidden, Request, ResourceSliceDenied
@@ -40,8 +40,8 @@ BIDI = make_spec(bidirectional=True, reverse={"offloading": {"resources": {"cpu"
 
 
 def fakes(p: PeeringRun) -> tuple[FakeClusterClient, FakeClusterClient]:
-    """The forward run's clusters: the consumer (local) and the provider (remote)."""
-    return cast(FakeClusterClient, p.local), cast(FakeClusterClient, p.remote)
+    """The forward run's clusters: its consumer and its provider."""
+    return cast(FakeClusterClient, p.consumer), cast(FakeClusterClient, p.provider)
 
 
 # == the reverse run ==================================================================================
@@ -60,7 +60,7 @@ def test_the_reverse_context_swaps_the_clusters_and_keeps_each_tenant_namespace_
 def test_the_reverse_run_swaps_the_clients_and_reads_its_own_offloading() -> None:
     p = make_run(BIDI)
     rev = reverse.run_of(p)
-    assert (rev.local, rev.remote) == (p.remote, p.local)
+    assert (rev.consumer, rev.provider) == (p.provider, p.consumer)
     assert rev.reverse and not p.reverse
     assert rev.offloading.resources == {"cpu": 2} and p.offloading.resources == {}
     assert (p.offloading_field, rev.offloading_field) == ("spec.offloading", "spec.reverse.offloading")
@@ -489,7 +489,7 @@ def forward_ready(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def one_pass(p: PeeringRun, removing: bool = False) -> dict[str, StageResult]:
-    svc = PeeringService(p.local, cast(Any, None), cast(Any, None), cast(Any, None))
+    svc = PeeringService(p.consumer, cast(Any, None), cast(Any, None), cast(Any, None))
     return svc._run_stages(p, removing)
 
 

@@ -20,8 +20,8 @@ from liqo_peering.kubeconfig import (
     KubeconfigUnsafe,
     RemoteKubeconfig,
     load_remote_kubeconfig,
-    redact,
 )
+from liqo_peering.redact import redact
 
 # Fake credential material: every test checks none of it leaks into error messages.
 TOKEN = "s3cr3t-T0ken-abcdefghijklmnopqrstuvwxyz-0123456789"

@@ -1,9 +1,10 @@
 """SetService against the in-memory API server (unit.fakes): a LiqoPeeringSet's passes write the LiqoPeerings,
-status and Events the pure plan says, and its teardown deletes or orphans its LiqoPeerings. SetRunner's
-lock and the hub's wake-up routing."""
+status and Events the pure plan says, and its teardown deletes or orphans its LiqoPeerings. The runner's
+lock and wake-ups for sets."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -11,8 +12,9 @@ from typing import Any, cast
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.informer import Scope
+from liqo_peering.engine.kinds import PeeringSets
 from liqo_peering.engine.peeringset import SetOutcome, SetService
-from liqo_peering.engine.setrunner import SetKey, SetRunner, WakeRouter
+from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
 from liqo_peering.engine.watches import WatchHub, peering_routes, set_routes
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
@@ -217,19 +219,18 @@ def test_a_set_made_again_adopts_its_orphans() -> None:
     assert events.reasons()[-1] == "Adopted"
 
 
-def test_the_hub_routes_sets_and_peerings_to_their_runner() -> None:
-    class Sink:
-        def __init__(self) -> None:
-            self.got: list[Any] = []
+def test_one_wake_up_table_serves_sets_and_peerings() -> None:
+    """A LiqoPeering and a LiqoPeeringSet of the same name are two keys: a wake reaches only its own loop."""
 
-        def notify(self, key: Any, kind: str) -> None:
-            self.got.append(key)
+    async def scenario() -> None:
+        wakeups = Wakeups()
+        peering, peering_set = ObjectKey("LiqoPeering", NS, "p"), ObjectKey("LiqoPeeringSet", NS, "p")
+        for_peering, for_set = wakeups.open(peering), wakeups.open(peering_set)
+        wakeups.wake(peering_set, "secrets")
+        assert for_set.is_set() and not for_peering.is_set()
+        assert wakeups.take(peering_set) == {"secrets"} and wakeups.take(peering) == frozenset()
 
-    router, peerings, sets = WakeRouter(), Sink(), Sink()
-    router.peerings, router.sets = peerings, sets
-    router(("ns", "p"), "Secret")
-    router(SetKey("ns", "s"), "secrets")
-    assert peerings.got == [("ns", "p")] and sets.got == [SetKey("ns", "s")]
+    asyncio.run(scenario())
 
 
 def test_teardown_waits_for_the_sets_running_pass() -> None:
@@ -248,11 +249,14 @@ def test_teardown_waits_for_the_sets_running_pass() -> None:
             calls.append("teardown")
             return []
 
-    runner = SetRunner(Slow(cast(ClusterClient, local), cast(EventRecorder, Events())), WatchHub(lambda k, v: None), 60)
-    worker = threading.Thread(target=runner.reconcile, args=(NS, SET))
+    wakeups = Wakeups()
+    kind = PeeringSets(Slow(cast(ClusterClient, local), cast(EventRecorder, Events())), 60)
+    runner = Runner([kind], WatchHub(wakeups), wakeups)
+    key = ObjectKey("LiqoPeeringSet", NS, SET)
+    worker = threading.Thread(target=runner.one_pass, args=(key,))
     worker.start()
     entered.wait(5)
-    done = threading.Thread(target=runner.teardown, args=(local.obj(r.LIQOPEERINGSET, SET, NS),))
+    done = threading.Thread(target=runner.teardown, args=(key, local.obj(r.LIQOPEERINGSET, SET, NS)))
     done.start()
     done.join(0.2)
     assert calls == ["reconcile"]

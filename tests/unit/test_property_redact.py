@@ -17,7 +17,7 @@ import string
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from liqo_peering.kubeconfig import redact
+from liqo_peering.redact import redact
 
 SETTINGS = settings(max_examples=150)
 

@@ -1,5 +1,5 @@
-"""PeeringRunner: one pass per peering at a time, the ForeignCluster fast path, backoff, and the routes it
-gives the watch hub. The service is a stand-in object: these tests are about the runner's own jobs."""
+"""The runner with LiqoPeerings: one pass per peering at a time, the ForeignCluster fast path, backoff, and the
+routes it gives the watch hub. The service is a stand-in object: these tests are about the runner's own jobs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.engine import service as service_module
-from liqo_peering.engine.run import PeeringRun
-from liqo_peering.engine.runner import PeeringRunner
+from liqo_peering.engine.direction import PeeringRun
+from liqo_peering.engine.kinds import Peerings
+from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
 from liqo_peering.engine.service import Outcome, PeeringService
 from liqo_peering.engine.watches import HEALTH_CHANGED, LIQO_IDENTITY, RELISTED, WatchHub
 from liqo_peering.errors import (
@@ -65,9 +66,19 @@ class Hub:
         self.routes.pop(key, None)
 
 
-def runner(service: Service | None = None) -> tuple[PeeringRunner, Service, Hub]:
+KEY = ObjectKey("LiqoPeering", "ns", "p")
+FOREIGN_CLUSTER_ONLY = frozenset({"ForeignCluster"})
+LIQO_ONLY = frozenset({"Connection"})  # one of Liqo's objects changed, nothing else
+
+
+def runner(service: Service | None = None) -> tuple[Runner, Service, Hub]:
     svc, hub = service or Service(), Hub()
-    return PeeringRunner(cast(PeeringService, svc), 60.0, hub=cast(WatchHub, hub)), svc, hub
+    kind = Peerings(cast(PeeringService, svc), 60.0)
+    return Runner([kind], cast(WatchHub, hub), Wakeups()), svc, hub
+
+
+def peerings(run: Runner) -> Peerings:
+    return cast(Peerings, run.kinds["LiqoPeering"])
 
 
 def test_teardown_waits_for_the_running_reconcile_of_the_same_peering() -> None:
@@ -83,10 +94,10 @@ def test_teardown_waits_for_the_running_reconcile_of_the_same_peering() -> None:
 
     svc.reconcile = slow_reconcile  # type: ignore[method-assign]
     svc.teardown = lambda body: order.append("teardown") or []  # type: ignore[method-assign,func-returns-value]
-    worker = threading.Thread(target=run.reconcile, args=("ns", "p"))
+    worker = threading.Thread(target=run.one_pass, args=(KEY,))
     worker.start()
     assert reconciling.wait(10)
-    unpeer = threading.Thread(target=run.teardown, args=({"metadata": {"namespace": "ns", "name": "p"}},))
+    unpeer = threading.Thread(target=run.teardown, args=(KEY, {"metadata": {"namespace": "ns", "name": "p"}}))
     unpeer.start()
     unpeer.join(0.3)
     assert unpeer.is_alive() and order == []  # blocked behind the reconcile, not skipped
@@ -107,11 +118,12 @@ def test_other_peerings_are_not_blocked() -> None:
 
     svc.reconcile = slow_reconcile  # type: ignore[method-assign]
     svc.teardown = lambda body: ["something"]  # type: ignore[method-assign]
-    worker = threading.Thread(target=run.reconcile, args=("ns", "p"))
+    worker = threading.Thread(target=run.one_pass, args=(KEY,))
     worker.start()
     try:
         assert reconciling.wait(10)
-        assert run.teardown({"metadata": {"namespace": "ns", "name": "other"}}) == ["something"]
+        other = ObjectKey("LiqoPeering", "ns", "other")
+        assert run.teardown(other, {"metadata": {"namespace": "ns", "name": "other"}}) == ["something"]
     finally:
         release.set()
         worker.join(10)
@@ -119,45 +131,46 @@ def test_other_peerings_are_not_blocked() -> None:
 
 def test_the_foreign_cluster_fast_path_uses_the_last_outcome_and_falls_back() -> None:
     run, svc, _ = runner()
-    run.reconcile("ns", "p", mirror_only=True)  # nothing observed yet: a full pass
+    run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)  # nothing observed yet: a full pass
     assert svc.calls == ["reconcile p"]
-    run.reconcile("ns", "p", mirror_only=True)  # the service says a full pass is needed (None)
-    assert svc.calls[1:] == ["mirror p", "reconcile p"]
+    run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)  # the service says a reconcile is needed (None): it reuses discovery
+    assert svc.calls[1:] == ["mirror p", "reconcile p reusing"]
     svc.mirror_result = Outcome(secret=("ns", "kubeconfig"))
-    run.reconcile("ns", "p", mirror_only=True)
+    run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)
     assert svc.calls[3:] == ["mirror p"]
 
 
 def test_a_pass_woken_by_liqos_objects_only_reuses_the_last_discovery() -> None:
     run, svc, _ = runner()
-    run.reconcile("ns", "p", full=False)  # nothing known yet
-    run.reconcile("ns", "p", full=False)
-    run.reconcile("ns", "p", full=True)
+    run.one_pass(KEY, LIQO_ONLY)  # nothing known yet
+    run.one_pass(KEY, LIQO_ONLY)
+    run.one_pass(KEY)
     assert svc.calls == ["reconcile p", "reconcile p reusing", "reconcile p"]
 
 
 def test_each_pass_gives_the_hub_its_routes_and_teardown_forgets_everything() -> None:
     run, svc, hub = runner()
-    run.reconcile("ns", "p")
-    (route,) = hub.routes[("ns", "p")]  # no context yet: only the kubeconfig Secret
+    run.one_pass(KEY)
+    (route,) = hub.routes[KEY]  # no context yet: only the kubeconfig Secret
     assert (route.scope.res, route.scope.namespace, route.name) == (r.SECRET, "ns", "kubeconfig")
     assert route.wake_as == "kubeconfig"  # a rotated kubeconfig makes the next pass discover again
-    run.teardown({"metadata": {"namespace": "ns", "name": "p"}})
-    assert ("ns", "p") not in hub.routes and svc.released == [("ns", "p")]
-    assert run._last == {} and run._locks == {}
+    run.teardown(KEY, {"metadata": {"namespace": "ns", "name": "p"}})
+    assert KEY not in hub.routes and svc.released == [("ns", "p")]
+    assert peerings(run)._last == {} and run._locks == {}
 
 
 def test_a_gone_peering_gets_no_routes() -> None:
     run, svc, hub = runner()
     svc.reconcile = lambda namespace, name, known=None: Outcome(gone=True)  # type: ignore[method-assign]
-    assert run.reconcile("ns", "p").gone and hub.routes == {}
+    assert run.one_pass(KEY).gone and hub.routes == {}
 
 
 def test_delay_backs_off_on_transient_errors_up_to_the_resync_interval() -> None:
     run, _, _ = runner()
-    assert run.delay(Outcome(), 0) == 60.0
-    assert run.delay(Outcome(requeue_after=5.0), 0) == 5.0
-    assert [run.delay(Outcome(requeue_after=5.0), n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
+    kind = peerings(run)
+    assert kind.delay(Outcome(), 0) == 60.0
+    assert kind.delay(Outcome(requeue_after=5.0), 0) == 5.0
+    assert [kind.delay(Outcome(requeue_after=5.0), n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
 
 
 class Stopped:
@@ -184,7 +197,7 @@ def test_a_provider_back_up_starts_the_backoff_over() -> None:
 
     async def scenario() -> None:
         stopped = Stopped()
-        loop = asyncio.create_task(run.run("ns", "p", stopped))
+        loop = asyncio.create_task(run.run(KEY, stopped))
 
         async def next_wait(count: int) -> None:
             for _ in range(1000):
@@ -193,14 +206,15 @@ def test_a_provider_back_up_starts_the_backoff_over() -> None:
                 await asyncio.sleep(0.01)
             assert len(waits) >= count, (waits, loop.done() and loop.exception())
 
-        real_delay = run.delay
-        run.delay = lambda outcome, failures: waits.append(real_delay(outcome, failures)) or 3600.0  # type: ignore[method-assign,func-returns-value]
+        kind = peerings(run)
+        real_delay = kind.delay
+        kind.delay = lambda outcome, failures: waits.append(real_delay(outcome, failures)) or 3600.0  # type: ignore[method-assign,func-returns-value]
         for count, woken_by in enumerate((RELISTED, RELISTED, RELISTED, HEALTH_CHANGED, RELISTED), start=1):
             await next_wait(count)
-            run._wake(("ns", "p"), woken_by)
+            run.wakeups.wake(KEY, woken_by)
         await next_wait(6)
         stopped.event.set()
-        run._wake(("ns", "p"), "spec")
+        run.wakeups.wake(KEY, "spec")
         await asyncio.wait_for(loop, 10)
 
     asyncio.run(scenario())
@@ -212,7 +226,7 @@ def test_routes_follow_the_peering_context() -> None:
     consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
     ctx = PeeringContext("ns", "p", consumer, provider, consumer_tenant_ns="liqo-tenant-p-id", provider_tenant_ns="t")
     remote = FakeClusterClient("provider")
-    routes = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=ctx))
+    routes = peerings(run).routes(KEY, Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=ctx))
     local_kinds = {x.scope.res.kind for x in routes if x.client is svc.local}
     remote_kinds = {x.scope.res.kind for x in routes if x.client is remote}
     assert {"Connection", "ResourceSlice", "ForeignCluster", "Node", "Pod", "Secret"} <= local_kinds
@@ -239,11 +253,13 @@ def test_routes_follow_the_peering_context() -> None:
         ("provider", "liqo", LIQO_IDENTITY),
     }
     # Before discovery, the provider's health alone: its return wakes a peering that could not reach it.
-    early = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None))
+    early = peerings(run).routes(KEY, Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None))
     assert [x.scope.res.kind for x in early if x.client is remote] == ["Health"]
     assert [x.wake_as for x in early if x.client is remote] == [HEALTH_CHANGED]  # it starts the backoff over
     # Stopped before its context (such as refused for its Liqo versions): an upgrade of Liqo wakes it too.
-    refused = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None, liqo_namespaces=("a", "b")))
+    refused = peerings(run).routes(
+        KEY, Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None, liqo_namespaces=("a", "b"))
+    )
     assert {(x.client.side, x.scope.res.kind, x.scope.namespace, x.wake_as) for x in refused if x.wake_as} >= {
         ("consumer", "ConfigMap", "a", LIQO_IDENTITY),
         ("provider", "ConfigMap", "b", LIQO_IDENTITY),

@@ -20,7 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.engine import authentication, discovery, networking, offloading
-from liqo_peering.engine.run import PeeringRun
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import (
     ConnectionFailed,
     LiqoNotInstalled,
@@ -53,8 +53,8 @@ def make_run(spec: LiqoPeeringSpec | None = None, ctx: PeeringContext = CTX) -> 
 
 
 def fakes(p: PeeringRun) -> tuple[FakeClusterClient, FakeClusterClient]:
-    assert isinstance(p.local, FakeClusterClient) and isinstance(p.remote, FakeClusterClient)
-    return p.local, p.remote
+    assert isinstance(p.consumer, FakeClusterClient) and isinstance(p.provider, FakeClusterClient)
+    return p.consumer, p.provider
 
 
 def waiting(stage: str, reason: str) -> tuple[str, str, str]:

@@ -21,7 +21,7 @@ from liqo_peering.errors import (
     Request,
     Unauthorized,
 )
-from liqo_peering.kubeconfig import redact
+from liqo_peering.redact import redact
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 

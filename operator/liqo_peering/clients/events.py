@@ -8,8 +8,8 @@ from typing import Any
 import structlog
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo import resources as r
+from liqo_peering.redact import redact
 
 COMPONENT = "liqo-peering-operator"
 log = structlog.get_logger("liqo_peering.events")

@@ -26,10 +26,13 @@ def connect_remote(kubeconfig: RemoteKubeconfig) -> ClusterClient:
 
 
 class RemoteClients:
-    def __init__(self, connect: Callable[[RemoteKubeconfig], ClusterClient] = connect_remote) -> None:
+    def __init__(
+        self,
+        connect: Callable[[RemoteKubeconfig], ClusterClient] = connect_remote,
+        on_close: Callable[[ClusterClient], None] = lambda client: None,
+    ) -> None:
         self._connect = connect
-        # Told of every client closed here (the watch hub stops its informers).
-        self.on_close: Callable[[ClusterClient], None] = lambda client: None
+        self.on_close = on_close  # told of every client closed here (the watch hub stops its informers)
         self._lock = threading.Lock()
         self._clients: dict[str, ClusterClient] = {}
         self._held: dict[Hashable, str] = {}  # holder (a peering) -> the kubeconfig digest it uses

@@ -1,13 +1,13 @@
 """Stage 2: authentication (liqoctl authenticate), one non-blocking pass.
 
-"Consumer" and "provider" below are the run's direction (local and remote); in the reverse direction of a
+"Consumer" and "provider" below are the run's direction (its consumer and provider); in the reverse direction of a
 bidirectional peering they are the provider and the consumer clusters, and the messages name the clusters
 by their ``side``.
 """
 
 from __future__ import annotations
 
-from liqo_peering.engine.run import PeeringRun
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming
@@ -24,14 +24,14 @@ def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
     if proxy_url:
         return reconcile(p, proxy_url)
     ctx = p.ctx
-    ip = p.remote.get(r.IP, naming.API_SERVER_PROXY_IP, ctx.provider.liqo_namespace)
+    ip = p.provider.get(r.IP, naming.API_SERVER_PROXY_IP, ctx.provider.liqo_namespace)
     address = ((ip or {}).get("status") or {}).get("ip")
-    conf = p.local.get(r.CONFIGURATION, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+    conf = p.consumer.get(r.CONFIGURATION, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
     if not address or conf is None:
         return StageResult.waiting(
             STAGE,
             "WaitingForProxyAddress",
-            f"in-band: waiting for Liqo's IPAM on the {p.remote.side} to give IP {ctx.provider.liqo_namespace}/"
+            f"in-band: waiting for Liqo's IPAM on the {p.provider.side} to give IP {ctx.provider.liqo_namespace}/"
             f"{naming.API_SERVER_PROXY_IP} an address"
             + ("" if p.reverse else " (or set spec.authentication.proxyURL)"),
         )
@@ -41,58 +41,58 @@ def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
 def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
     ctx = p.ctx
     # 1. The provider's nonce: an empty Secret that Liqo fills.
-    nonce_secret, _ = p.remote.create_if_absent(r.SECRET, auth.nonce_secret(ctx))
+    nonce_secret, _ = p.provider.create_if_absent(r.SECRET, auth.nonce_secret(ctx))
     nonce = auth.secret_field(nonce_secret, naming.NONCE_FIELD)
     if not nonce:
         return StageResult.waiting(
-            STAGE, "WaitingForNonce", f"waiting for Liqo on the {p.remote.side} to create the nonce"
+            STAGE, "WaitingForNonce", f"waiting for Liqo on the {p.provider.side} to create the nonce"
         )
 
     # 2. The consumer signs it: a Secret carrying the nonce that Liqo fills with the signature.
-    signed_secret, _ = p.local.create_if_absent(r.SECRET, auth.signed_nonce_secret(ctx, nonce))
+    signed_secret, _ = p.consumer.create_if_absent(r.SECRET, auth.signed_nonce_secret(ctx, nonce))
     if auth.secret_field(signed_secret, naming.NONCE_FIELD) != nonce:
         # A stale challenge (the provider's nonce changed): start it again.
-        p.local.delete(r.SECRET, naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns)
+        p.consumer.delete(r.SECRET, naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns)
         return StageResult.waiting(
-            STAGE, "WaitingForSignedNonce", f"the {p.remote.side}'s nonce changed: signing it again"
+            STAGE, "WaitingForSignedNonce", f"the {p.provider.side}'s nonce changed: signing it again"
         )
     signature = auth.secret_field(signed_secret, naming.SIGNED_NONCE_FIELD)
     if not signature:
         return StageResult.waiting(
-            STAGE, "WaitingForSignedNonce", f"waiting for Liqo on the {p.local.side} to sign the nonce"
+            STAGE, "WaitingForSignedNonce", f"waiting for Liqo on the {p.consumer.side} to sign the nonce"
         )
 
     # 3. The Tenant on the provider. Created once and never rewritten: an existing one (ours or liqoctl's)
     # already carries a CSR Liqo has signed.
-    tenant = p.remote.get(r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+    tenant = p.provider.get(r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
     if tenant is None:
-        keys = p.local.get(r.SECRET, naming.AUTH_KEYS_SECRET, ctx.consumer.liqo_namespace)
+        keys = p.consumer.get(r.SECRET, naming.AUTH_KEYS_SECRET, ctx.consumer.liqo_namespace)
         if keys is None:
             raise LiqoNotReady(
-                f"Secret {ctx.consumer.liqo_namespace}/{naming.AUTH_KEYS_SECRET} is missing on the {p.local.side}"
+                f"Secret {ctx.consumer.liqo_namespace}/{naming.AUTH_KEYS_SECRET} is missing on the {p.consumer.side}"
                 f" cluster: Liqo's controller manager creates it at start-up; check that Liqo runs there"
             )
         private_key, public_der = auth.load_cluster_keys(keys)
         csr = auth.control_plane_csr(private_key, ctx.consumer.cluster_id)
-        tenant, _ = p.remote.create_if_absent(r.TENANT, auth.tenant(ctx, public_der, csr, signature, proxy_url))
+        tenant, _ = p.provider.create_if_absent(r.TENANT, auth.tenant(ctx, public_der, csr, signature, proxy_url))
     elif not auth.has_labels(tenant, ctx.owner):
         # Adopted (liqoctl's): label it as this peering's, so teardown finds it; its spec stays as it is.
-        p.remote.merge_patch(
+        p.provider.merge_patch(
             r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns, {"metadata": {"labels": ctx.owner}}
         )
     if not auth.tenant_ready(tenant):
         return StageResult.waiting(
             STAGE,
             "WaitingForTenant",
-            f"waiting for Liqo on the {p.remote.side} to accept the Tenant and issue credentials",
+            f"waiting for Liqo on the {p.provider.side} to accept the Tenant and issue credentials",
         )
 
     # 4. The ControlPlane Identity on the consumer, from the Tenant's status.
-    identity = p.local.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"]))
+    identity = p.consumer.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"]))
     if not auth.identity_ready(identity):
         return StageResult.waiting(
             STAGE,
             "WaitingForIdentity",
-            f"waiting for Liqo on the {p.local.side} to build the {p.remote.side}'s kubeconfig",
+            f"waiting for Liqo on the {p.consumer.side} to build the {p.provider.side}'s kubeconfig",
         )
-    return StageResult.ready(STAGE, f"the {p.local.side} holds a ControlPlane identity on the {p.remote.side}")
+    return StageResult.ready(STAGE, f"the {p.consumer.side} holds a ControlPlane identity on the {p.provider.side}")

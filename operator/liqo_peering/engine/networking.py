@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.engine.run import PeeringRun
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.teardown import remove_networking
 from liqo_peering.errors import ConnectionFailed, LiqoNotReady
 from liqo_peering.liqo import naming, networking
@@ -16,15 +16,15 @@ STAGE = "networking"
 
 
 def _deployment_ready(p: PeeringRun, side: str, gateway: str, namespace: str) -> bool:
-    client = p.local if side == "consumer" else p.remote
+    client = p.consumer if side == "consumer" else p.provider
     dep = client.get(r.DEPLOYMENT, naming.gateway_deployment(gateway), namespace)
     return dep is not None and int((dep.get("status") or {}).get("readyReplicas") or 0) > 0
 
 
 def _check_templates(p: PeeringRun) -> None:
     checks = (
-        (p.remote, r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, p.ctx.provider.liqo_namespace),
-        (p.local, r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, p.ctx.consumer.liqo_namespace),
+        (p.provider, r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, p.ctx.provider.liqo_namespace),
+        (p.consumer, r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, p.ctx.consumer.liqo_namespace),
     )
     for client, res, name, ns in checks:
         if client.get(res, name, ns) is None:
@@ -37,16 +37,18 @@ def _check_templates(p: PeeringRun) -> None:
 def reconcile(p: PeeringRun) -> StageResult:
     spec = p.spec.networking
     if not spec.enabled:
-        gone = remove_networking(p.local, p.remote, p.ctx, owned_only=True)
+        gone = remove_networking(p.consumer, p.provider, p.ctx, owned_only=True)
         return StageResult.disabled(STAGE, "networking is disabled" + ("" if gone else "; removing its objects"))
     ctx = p.ctx
-    consumer_conf = p.local.ensure(r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns))
-    provider_conf = p.remote.ensure(
+    consumer_conf = p.consumer.ensure(
+        r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns)
+    )
+    provider_conf = p.provider.ensure(
         r.CONFIGURATION, networking.configuration(ctx, ctx.consumer, ctx.provider_tenant_ns)
     )
     pending = [
         c.side
-        for c, conf, info in ((p.local, consumer_conf, ctx.consumer), (p.remote, provider_conf, ctx.provider))
+        for c, conf, info in ((p.consumer, consumer_conf, ctx.consumer), (p.provider, provider_conf, ctx.provider))
         if not networking.configuration_ready(conf, info.liqo_version)
     ]
     if pending:
@@ -60,14 +62,14 @@ def reconcile(p: PeeringRun) -> StageResult:
 
     # Gateway server on the provider; re-created when its parameters changed.
     want_server = networking.gateway_server(ctx, spec)
-    server = p.remote.get(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+    server = p.provider.get(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
     if server is not None and not networking.gateway_spec_matches(server, want_server):
-        p.remote.delete(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
-        p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+        p.provider.delete(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+        p.consumer.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
-    server = p.remote.ensure(r.GATEWAY_SERVER, want_server)
+    server = p.provider.ensure(r.GATEWAY_SERVER, want_server)
     endpoint = networking.server_endpoint(server)
-    client = p.local.get(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+    client = p.consumer.get(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
     # A server that withdrew its address keeps its client: Liqo withdraws it while the gateway's node is not
     # Ready (as after an outage of the provider's API server) and may not publish it again until something else
     # about the gateway changes; re-creating the client toward no address would cut a tunnel that is up. The
@@ -81,32 +83,32 @@ def reconcile(p: PeeringRun) -> StageResult:
             )
         want_client = networking.gateway_client(ctx, spec, endpoint)
         if client is not None and not networking.gateway_spec_matches(client, want_client):
-            p.local.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+            p.consumer.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
             return StageResult.waiting(STAGE, "RecreatingGateways", "gateway client parameters changed: re-creating it")
-        client = p.local.ensure(r.GATEWAY_CLIENT, want_client)
+        client = p.consumer.ensure(r.GATEWAY_CLIENT, want_client)
     if not _deployment_ready(p, "consumer", ctx.provider.cluster_id, ctx.consumer_tenant_ns):
         return StageResult.waiting(STAGE, "WaitingForGatewayClient", "waiting for the gateway client on the consumer")
 
     # Exchange the gateways' public keys: each side gets a PublicKey named after its peer.
-    server_key = _gateway_public_key(p.remote, server, ctx.provider_tenant_ns)
-    client_key = _gateway_public_key(p.local, client, ctx.consumer_tenant_ns)
+    server_key = _gateway_public_key(p.provider, server, ctx.provider_tenant_ns)
+    client_key = _gateway_public_key(p.consumer, client, ctx.consumer_tenant_ns)
     if not server_key or not client_key:
         return StageResult.waiting(STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys")
-    p.local.ensure(
+    p.consumer.ensure(
         r.PUBLIC_KEY, networking.public_key(ctx, ctx.provider.cluster_id, ctx.consumer_tenant_ns, server_key)
     )
-    p.remote.ensure(
+    p.provider.ensure(
         r.PUBLIC_KEY, networking.public_key(ctx, ctx.consumer.cluster_id, ctx.provider_tenant_ns, client_key)
     )
 
     states = {
         "consumer": networking.connection_state(
-            p.local.find(
+            p.consumer.find(
                 r.CONNECTION, ctx.consumer_tenant_ns, labels=f"{naming.REMOTE_CLUSTER_ID}={ctx.provider.cluster_id}"
             )
         ),
         "provider": networking.connection_state(
-            p.remote.find(
+            p.provider.find(
                 r.CONNECTION, ctx.provider_tenant_ns, labels=f"{naming.REMOTE_CLUSTER_ID}={ctx.consumer.cluster_id}"
             )
         ),

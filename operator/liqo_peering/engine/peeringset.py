@@ -21,12 +21,12 @@ from pydantic import ValidationError
 from liqo_peering.api.peeringset import parse_set_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
-from liqo_peering.errors import ApiError, PeeringError, own_cluster_unavailable
+from liqo_peering.errors import ApiError, InternalError, PeeringError, as_peering_error, own_cluster_unavailable
 from liqo_peering.fleet import children as ch
 from liqo_peering.fleet import status as fleet_status
-from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
+from liqo_peering.redact import redact
 from liqo_peering.status.conditions import make_condition, set_condition
 
 log = structlog.get_logger("liqo_peering.peeringset")
@@ -69,13 +69,34 @@ class SetService:
             obs = _with(obs, desired=desired, children={c["metadata"]["name"]: c for c in mine}, plan=plan)
             done, conflicts = self._apply(body, plan, obs.children)
             obs = _with(obs, done=done, conflicts={**plan.conflicts, **conflicts})
-        except PeeringError as exc:
-            if own_cluster_unavailable(exc):
+        except Exception as raised:  # a bug or an unexpected failure too: reported like any other error
+            error = as_peering_error(raised, "the pass")
+            if own_cluster_unavailable(error):
                 raise  # the runner retries; the status stays as the last pass that could see it left it
-            message = f"LiqoPeeringSet {namespace}/{name}: {redact(exc.message)}"
-            obs = _with(obs, error_reason=exc.reason, error_message=message, error_transient=exc.transient)
+            if isinstance(error, InternalError):
+                log.error("pass failed", set=f"{namespace}/{name}", exc_info=raised)
+            obs = _failed(obs, namespace, name, error)
         self._write_status(body, obs)
         return SetOutcome(transient_error=obs.error_reason is not None and obs.error_transient)
+
+    def report_failure(self, namespace: str, name: str, error: PeeringError) -> SetOutcome:
+        """A pass failed where it could not say so itself (reading the set, writing its status): say it now.
+        The LiqoPeerings' lines stay as the last pass wrote them; only the conditions change."""
+        body = self.local.get(r.LIQOPEERINGSET, name, namespace)
+        if body is None or ch.deleting(body):
+            return SetOutcome(gone=True)
+        meta = body["metadata"]
+        obs = _failed(fleet_status.SetObservation(int(meta.get("generation") or 0), self.now()), namespace, name, error)
+        old = dict(body.get("status") or {})
+        new, events = fleet_status.compute(old, obs)
+        patch = {"conditions": new["conditions"], "observedGeneration": new.get("observedGeneration")}
+        if any(old.get(k) != v for k, v in patch.items()):
+            self.local.merge_patch(r.LIQOPEERINGSET, name, namespace, {"status": patch}, subresource="status")
+        for event in events:
+            if event.type == "Warning":
+                self.events.emit(body, event.type, event.reason, event.message)
+                log.warning(redact(event.message), reason=event.reason, set=f"{namespace}/{name}")
+        return SetOutcome(transient_error=True)
 
     def _apply(self, body: Obj, plan: ch.Plan, live: dict[str, Obj]) -> tuple[dict[str, ch.Why], dict[str, str]]:
         """The plan's writes; returns what was done and the names found taken (a 409 on create)."""
@@ -166,6 +187,13 @@ class SetService:
         if conditions != (body.get("status") or {}).get("conditions"):
             patch = {"status": {"conditions": conditions}}
             self.local.merge_patch(r.LIQOPEERINGSET, meta["name"], meta["namespace"], patch, subresource="status")
+
+
+def _failed(
+    obs: fleet_status.SetObservation, namespace: str, name: str, exc: PeeringError
+) -> fleet_status.SetObservation:
+    message = f"LiqoPeeringSet {namespace}/{name}: {redact(exc.message)}"
+    return _with(obs, error_reason=exc.reason, error_message=message, error_transient=exc.transient)
 
 
 def _with(obs: fleet_status.SetObservation, **changes: Any) -> fleet_status.SetObservation:

@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 
 from liqo_peering.engine import authentication, offloading, teardown
-from liqo_peering.engine.run import PeeringRun
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import ApiError, PeeringError
 from liqo_peering.stages import REVERSE_OF, REVERSE_STAGES, StageResult
 
 
 def run_of(p: PeeringRun) -> PeeringRun:
     """The reverse direction's run: the provider cluster is its consumer, this cluster its provider."""
-    return PeeringRun(p.spec, local=p.remote, remote=p.local, ctx=p.ctx.reversed(), reverse=True)
+    return PeeringRun(p.spec, consumer=p.provider, provider=p.consumer, ctx=p.ctx.reversed(), reverse=True)
 
 
 def _renamed(result: StageResult) -> StageResult:
@@ -66,4 +66,4 @@ def removal(left: list[str]) -> dict[str, StageResult]:
 
 def remove(p: PeeringRun) -> dict[str, StageResult]:
     """Unpeer the reverse direction only (spec.bidirectional turned off): the forward one keeps the network."""
-    return removal(teardown.run(p.local, p.remote, p.ctx, bidirectional=True, local_only=False, reverse=True))
+    return removal(teardown.run(p.consumer, p.provider, p.ctx, bidirectional=True, local_only=False, reverse=True))

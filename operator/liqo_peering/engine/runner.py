@@ -1,177 +1,245 @@
-"""The per-peering loop kopf runs as a daemon, and everything a peering keeps between passes.
+"""The one runner of LiqoPeerings and LiqoPeeringSets: each object's loop, its lock, its wake-ups, and the error
+boundary every pass goes through.
 
-Each peering's loop reconciles, then sleeps until the watch hub wakes it (an event on either cluster
-concerning it, or a (re)list), a spec change, the timeout deadline or the resync interval. The runner
-holds, per peering: the lock that keeps its reconcile, mirror refresh and teardown from overlapping,
-and the last pass's outcome (the ForeignCluster fast path re-mirrors onto it). Passes run on the
-runner's own thread pool, sized so that peerings never queue behind each other.
+kopf runs each object's ``run`` as a daemon (controller-runtime's worker for one key): a pass, then a wait for
+an event or the delay the pass asked for, backing off while passes fail, until the object is gone or the
+operator stops. What a pass of each kind does, and what it keeps between passes, is that kind's
+(engine/kinds.py). The object's lock keeps its pass and its teardown from overlapping: kopf cancelling a
+daemon on deletion does not stop its worker thread, and a pass already past its deletionTimestamp check
+would otherwise write objects while, or after, the teardown deletes them.
+
+Whatever a pass raises, its kind reports it in the object's status (``report``), and the next pass starts
+afresh; only the operator's own API server being unavailable is retried without a word (the status could not
+be written anyway).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from liqo_peering.engine.loop import keep_reconciling
-from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
-from liqo_peering.engine.watches import HEALTH_CHANGED, KUBECONFIG, LIQO_IDENTITY, Route, WatchHub, peering_routes
+from liqo_peering.engine.watches import Route, WatchHub
+from liqo_peering.errors import InternalError, PeeringError, as_peering_error, own_cluster_unavailable
 
 log = structlog.get_logger("liqo_peering.runner")
-# Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
-DEBOUNCE_SECONDS = 0.05
-MAX_PASSES = 64  # concurrent passes (threads); a pass mostly waits on the API servers
+MAX_PASSES = 72  # concurrent passes (threads): a pass mostly waits on the API servers
 T = TypeVar("T")
 
 
-class PeeringRunner:
-    def __init__(
-        self,
-        service: PeeringService,
-        resync_interval: float,
-        namespaced_tenant_reads: bool = False,
-        hub: WatchHub | None = None,
-    ) -> None:
-        self.service = service
-        self.resync_interval = resync_interval
-        self.namespaced_tenant_reads = namespaced_tenant_reads
-        self.hub = hub if hub is not None else WatchHub(self._notify)
-        self._pool = ThreadPoolExecutor(max_workers=MAX_PASSES, thread_name_prefix="pass")
-        self._guard = threading.Lock()
-        self._locks: dict[PeeringKey, threading.Lock] = {}
-        self._last: dict[PeeringKey, Outcome] = {}
+@dataclass(frozen=True)
+class ObjectKey:
+    """An object the runner runs, and its key in the watch hub."""
+
+    kind: str  # LiqoPeering or LiqoPeeringSet
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+class Outcome(Protocol):
+    @property
+    def gone(self) -> bool: ...
+
+    @property
+    def transient_error(self) -> bool: ...
+
+
+class Kind(Protocol):
+    """What a pass of one kind of object does; the runner does the rest."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def debounce(self) -> float:
+        """Events come in bursts (one write, several objects): one pass for those this close together."""
+        ...
+
+    def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Any:
+        """One pass; ``woken_by``: what changed since the last one (empty: a timer, or the first pass)."""
+        ...
+
+    def report(self, key: ObjectKey, error: PeeringError) -> Any:
+        """The pass raised ``error``: say so in the object's status; the next pass starts afresh."""
+        ...
+
+    def routes(self, key: ObjectKey, outcome: Any) -> list[Route]: ...
+
+    def delay(self, outcome: Any, failures: int) -> float:
+        """How long to wait without events after a pass, ``failures`` passes in a row having failed."""
+        ...
+
+    def restart_backoff(self, woken_by: frozenset[str]) -> bool:
+        """Whether what woke the object is a new situation the failures so far say nothing about."""
+        ...
+
+    def teardown(self, body: dict[str, Any]) -> list[str]: ...
+
+    def forget(self, key: ObjectKey) -> None:
+        """The object is gone: drop what its kind keeps for it."""
+        ...
+
+
+class Wakeups:
+    """Each object's trigger and what woke it; the watch hub's callback, from any thread."""
+
+    def __init__(self) -> None:
         self._triggers: dict[Hashable, asyncio.Event] = {}
-        self._kinds: dict[Hashable, set[str]] = {}
+        self._causes: dict[Hashable, set[str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    # -- wake-ups ------------------------------------------------------------------------------------
-    def _notify(self, key: Hashable, kind: str) -> None:
-        """From any thread (informers): wake a peering's loop."""
+    def __call__(self, key: Hashable, cause: str) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake, key, kind)
+            loop.call_soon_threadsafe(self.wake, key, cause)
 
-    notify = _notify  # the watch hub's callback (through engine.setrunner.WakeRouter when sets share the hub)
-
-    def _wake(self, key: Hashable, kind: str) -> None:
+    def wake(self, key: Hashable, cause: str) -> None:
+        """On the event loop: wake the object's loop, if it runs."""
         trigger = self._triggers.get(key)
         if trigger is not None:
-            self._kinds.setdefault(key, set()).add(kind)
+            self._causes.setdefault(key, set()).add(cause)
             trigger.set()
 
-    def poke(self, namespace: str, name: str) -> None:
-        """Wake a peering's loop now (spec or annotation change)."""
-        self._wake((namespace, name), "spec")
+    def open(self, key: Hashable) -> asyncio.Event:
+        self._loop = asyncio.get_running_loop()
+        trigger = self._triggers[key] = asyncio.Event()
+        self._causes[key] = set()
+        return trigger
 
-    # -- one pass, under the peering's lock ------------------------------------------------------------
-    def _lock(self, key: PeeringKey) -> threading.Lock:
+    def take(self, key: Hashable) -> frozenset[str]:
+        """What woke the object since the last take, and forget it."""
+        causes = self._causes.get(key)
+        if causes is None:
+            return frozenset()
+        taken = frozenset(causes)
+        causes.clear()
+        return taken
+
+    def pending(self, key: Hashable) -> frozenset[str]:
+        return frozenset(self._causes.get(key) or ())
+
+    def close(self, key: Hashable, trigger: asyncio.Event) -> bool:
+        """Unless a new object of the same name already runs its own loop; whether it was this one's."""
+        if self._triggers.get(key) is not trigger:
+            return False
+        self._triggers.pop(key, None)
+        self._causes.pop(key, None)
+        return True
+
+
+class Runner:
+    def __init__(self, kinds: Iterable[Kind], hub: WatchHub, wakeups: Wakeups) -> None:
+        """``hub`` wakes objects through ``wakeups`` (built with ``WatchHub(wakeups)``)."""
+        self.kinds = {k.kind: k for k in kinds}
+        self.hub = hub
+        self.wakeups = wakeups
+        self._pool = ThreadPoolExecutor(max_workers=MAX_PASSES, thread_name_prefix="pass")
+        self._guard = threading.Lock()
+        self._locks: dict[ObjectKey, threading.Lock] = {}
+
+    def poke(self, key: ObjectKey) -> None:
+        """Wake an object's loop now (its spec or annotations changed)."""
+        self.wakeups.wake(key, "spec")
+
+    def _lock(self, key: ObjectKey) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def reconcile(self, namespace: str, name: str, mirror_only: bool = False, full: bool = True) -> Outcome:
-        """One pass (synchronous): the ForeignCluster fast path when only it changed, else a reconcile;
-        ``full=False`` (only Liqo's objects changed) lets it reuse the last pass's discovery.
-
-        The lock matters because kopf cancelling a daemon on deletion does not stop its worker thread:
-        a reconcile already past its deletionTimestamp check would re-apply objects while, or after,
-        teardown deletes them, and they would stay orphaned. With the lock, teardown waits for it.
-        """
-        key = (namespace, name)
+    # -- one pass, under the object's lock: the error boundary ------------------------------------------
+    def one_pass(self, key: ObjectKey, woken_by: frozenset[str] = frozenset()) -> Any:
+        """One pass (synchronous). Whatever it raises is reported in the object's status, and its kind forgets
+        what it kept from earlier passes; raises only while the operator's own API server is unavailable."""
+        kind = self.kinds[key.kind]
         with self._lock(key):
-            outcome = None
-            last = self._last.get(key)
-            if mirror_only and last is not None:
-                outcome = self.service.refresh_mirror(namespace, name, last)
-            if outcome is None:
-                outcome = self.service.reconcile(namespace, name, None if full else last)
-            if outcome.gone:
-                return outcome
-            self._last[key] = outcome
-            self.hub.set_routes(key, self.routes(outcome))
+            try:
+                outcome = kind.reconcile(key, woken_by)
+            except Exception as raised:
+                error = as_peering_error(raised, "the pass")
+                if own_cluster_unavailable(error):
+                    raise error from None
+                log.error("pass failed; reporting it", object=str(key), reason=error.reason, exc_info=raised)
+                return kind.report(key, error)  # its routes stay: they still say what concerns the object
+            if not outcome.gone:
+                self.hub.set_routes(key, kind.routes(key, outcome))
             return outcome
 
-    def routes(self, outcome: Outcome) -> list[Route]:
-        if outcome.secret is None:
-            return []
-        return peering_routes(
-            self.service.local,
-            outcome.remote,
-            outcome.ctx,
-            outcome.secret,
-            self.namespaced_tenant_reads,
-            outcome.minted_secret,
-            reverse=outcome.reverse,
-            liqo_namespaces=outcome.liqo_namespaces,
-        )
-
-    def teardown(self, body: dict[str, Any]) -> list[str]:
-        """One unpeering pass (synchronous); once nothing remains, the peering's state is dropped."""
-        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    def teardown(self, key: ObjectKey, body: dict[str, Any]) -> list[str]:
+        """One teardown pass (synchronous); once nothing remains, the object's state is dropped. Raises a
+        PeeringError (an InternalError for anything else), which the delete handler reports and retries."""
         with self._lock(key):
-            remaining = self.service.teardown(body)
+            try:
+                remaining = self.kinds[key.kind].teardown(body)
+            except PeeringError:
+                raise
+            except Exception as exc:
+                log.error("teardown failed", object=str(key), exc_info=exc)
+                raise InternalError(exc, "the teardown") from exc
         if not remaining:
             self.forget(key)
         return remaining
 
-    def forget(self, key: PeeringKey) -> None:
-        # Under the peering's lock, so that no pass of it sets routes or takes a client in between. A pass
-        # still waiting for the lock then finds the peering gone and changes nothing.
+    def forget(self, key: ObjectKey) -> None:
+        # Under the object's lock, so that no pass of it sets routes or takes a client in between. A pass
+        # still waiting for the lock then finds the object gone and changes nothing.
         with self._lock(key):
             self.hub.drop(key)
-            self.service.release(*key)
+            self.kinds[key.kind].forget(key)
             with self._guard:
-                self._last.pop(key, None)
                 self._locks.pop(key, None)
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     # -- the loop ----------------------------------------------------------------------------------------
-    async def run(self, namespace: str, name: str, stopped: Any) -> None:
-        self._loop = asyncio.get_running_loop()
-        key = (namespace, name)
-        trigger = self._triggers[key] = asyncio.Event()
-        kinds = self._kinds.setdefault(key, set())
-        state = {"mirror_only": False, "full": True}
-
-        def next_pass(failures: int) -> None:
-            state["mirror_only"] = kinds == {"ForeignCluster"}
-            # A timer (resync, timeout), a spec change, the kubeconfig Secret, Liqo's cluster-ID ConfigMap or an
-            # error: discover again. A relist alone does not.
-            state["full"] = not kinds or bool(kinds & {"spec", KUBECONFIG, LIQO_IDENTITY}) or failures > 0
-
+    async def run(self, key: ObjectKey, stopped: Any) -> None:
+        kind = self.kinds[key.kind]
+        trigger = self.wakeups.open(key)
+        failures = 0
         try:
-            await keep_reconciling(
-                lambda: self.in_thread(self.reconcile, namespace, name, state["mirror_only"], state["full"]),
-                self.delay,
-                trigger,
-                stopped,
-                log,
-                {"peering": f"{namespace}/{name}"},
-                DEBOUNCE_SECONDS,
-                before_pass=kinds.clear,
-                after_wait=next_pass,
-                restart_backoff=lambda: HEALTH_CHANGED in kinds,
-            )
+            while not stopped:
+                trigger.clear()
+                try:
+                    outcome = await self.in_thread(self.one_pass, key, self.wakeups.take(key))
+                except Exception as exc:  # the operator's own API server (or the report of a failure) failed
+                    failures += 1
+                    error = as_peering_error(exc, "the report of a failed pass")
+                    trace = None if error is exc else exc  # a traceback for the unexpected only
+                    log.warning("pass put off: " + error.message, reason=error.reason, object=str(key), exc_info=trace)
+                    await wait(trigger, stopped, min(2.0**failures, 30.0))
+                    continue
+                if outcome.gone:
+                    return
+                failures = failures + 1 if outcome.transient_error else 0
+                await wait(trigger, stopped, kind.delay(outcome, failures))
+                await asyncio.sleep(kind.debounce)
+                if kind.restart_backoff(self.wakeups.pending(key)):
+                    # A provider back up: the first pass failing in it (an API server just back still
+                    # initialising its caches answers 429) is retried soon, not after the longest delay.
+                    failures = 0
         finally:
-            # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake. Unless
-            # a new peering of the same name already runs its own loop: its trigger and routes stay.
-            if self._triggers.get(key) is trigger:
-                self._triggers.pop(key, None)
-                self._kinds.pop(key, None)
+            # Deleted (teardown forgets the rest once done), or the operator stops: nothing to wake.
+            if self.wakeups.close(key, trigger):
                 self.hub.drop(key)
-
-    def delay(self, outcome: Outcome, failures: int) -> float:
-        """How long to sleep without events: the requeue, backed off exponentially while errors persist."""
-        if outcome.requeue_after is None:
-            return self.resync_interval
-        backoff = 2 ** max(failures - 1, 0) if failures else 1
-        return min(outcome.requeue_after * backoff, self.resync_interval)
 
     def stop(self) -> None:
         self.hub.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:
+    """Until the trigger is set, the operator stops, or ``timeout`` seconds."""
+    waiter = asyncio.ensure_future(trigger.wait())
+    stopper = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({waiter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        stopper.cancel()

@@ -34,14 +34,21 @@ from liqo_peering.engine import (
     reverse,
     teardown,
 )
+from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
-from liqo_peering.engine.run import PeeringRun
-from liqo_peering.errors import DuplicatePeering, PeeringError, own_cluster_unavailable
-from liqo_peering.kubeconfig import KubeconfigError, redact
+from liqo_peering.errors import (
+    DuplicatePeering,
+    InternalError,
+    PeeringError,
+    as_peering_error,
+    own_cluster_unavailable,
+)
+from liqo_peering.kubeconfig import KubeconfigError
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
+from liqo_peering.redact import redact
 from liqo_peering.stages import REVERSE_STAGES, STAGES, StageResult
 from liqo_peering.status import compute as status_compute
 from liqo_peering.status.credentials import CredentialsObservation
@@ -186,6 +193,9 @@ class PeeringService:
             error = PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
         except PeeringError as exc:
             error = exc
+        except Exception as exc:  # a bug or an unexpected failure: reported like any other error
+            log.error("pass failed", exc_info=exc)
+            error = InternalError(exc, "the pass")
         if error is not None and own_cluster_unavailable(error):
             raise error  # the runner retries; the status stays as the last pass that could see it left it
         timeout = spec.timeout_seconds if spec else 300.0  # the default 5m when the spec is unreadable
@@ -217,6 +227,35 @@ class PeeringService:
         outcome.observation, outcome.error = obs, error
         outcome.reverse = obs.bidirectional or status_compute.has_reverse(new_status)
         return outcome
+
+    def report_failure(self, namespace: str, name: str, error: PeeringError) -> Outcome:
+        """A pass failed where it could not say so itself (reading the peering, writing its status): say it
+        now. What that pass did not get to see (the stages, the credentials, Liqo's view) stays as it was."""
+        body = self.local.get(r.LIQOPEERING, name, namespace)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return Outcome(gone=True)
+        meta, status = body["metadata"], dict(body.get("status") or {})
+        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        try:
+            timeout = float(parse_spec(body.get("spec") or {}).timeout_seconds)
+        except ValidationError:
+            timeout = 300.0  # the default 5m, as a pass with an unreadable spec uses
+        obs = status_compute.Observation(
+            generation=int(meta.get("generation") or 0),
+            now=self.now(),
+            timeout_seconds=timeout,
+            error_reason=error.reason,
+            error_message=redact(error.message),
+            created_anything=bool(status.get("remoteClusterID")),
+            seen=False,
+        )
+        new_status = self._write_status(body, status, obs)
+        return Outcome(
+            requeue_after=status_compute.requeue_after(new_status, obs, error.transient),
+            transient_error=error.transient,
+            observation=obs,
+            error=error,
+        )
 
     def _discover(
         self, namespace: str, name: str, meta: dict[str, Any], spec: LiqoPeeringSpec, remote: ClusterClient
@@ -274,11 +313,15 @@ class PeeringService:
         outage: list[PeeringError] = []
 
         def guarded(stage: str, fn: Callable[[], StageResult]) -> StageResult:
+            """The stage's boundary: whatever it raises is its result, so that no stage goes missing."""
             try:
                 return fn()
-            except PeeringError as exc:
+            except Exception as raised:
+                exc = as_peering_error(raised, f"the {stage} stage")
                 if own_cluster_unavailable(exc):
                     outage.append(exc)  # raised below: the authentication stage runs in a thread
+                elif isinstance(exc, InternalError):
+                    log.error("stage failed", stage=stage, exc_info=raised)
                 # Its message reaches the stage condition as it is: scrub it like the Ready one.
                 return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
 
@@ -336,10 +379,13 @@ class PeeringService:
         ]
         for worker in workers:
             worker.start()
-        if main is not None:
-            results[main[0]] = guarded(*main)
-        for worker in workers:
-            worker.join()
+        try:
+            if main is not None:
+                results[main[0]] = guarded(*main)
+        finally:
+            # Whatever the main stage does, no stage thread outlives the pass (nor the peering's lock).
+            for worker in workers:
+                worker.join()
         return results
 
     def _write_status(

@@ -198,4 +198,6 @@ def _conditions(
         events.append(EventSpec("Normal", "AllReady", message))
     if stalled_reason and (was_stalled.get("status") != "True" or was_stalled.get("reason") != stalled_reason):
         events.append(EventSpec("Warning", stalled_reason, message))
+    elif obs.error_reason is not None and not stalled_reason and was.get("reason") != reason:
+        events.append(EventSpec("Warning", reason, message))  # retried, but said once (an InternalError)
     return conditions, events

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from liqo_peering.errors import InternalError
 from liqo_peering.stages import REVERSE_STAGE_CONDITIONS, REVERSE_STAGES, STAGE_CONDITIONS, STAGES, StageResult
 from liqo_peering.status import credentials as creds
 from liqo_peering.status.conditions import (
@@ -62,6 +63,9 @@ class Observation:
     versions: dict[str, Any] | None = None
     # The version conditions; None: not judged in this pass (they stay as they were).
     version_notices: tuple[VersionNotice, ...] | None = None
+    # False: the pass failed before it saw the clusters (the runner reports it): the stages' conditions, the
+    # credentials and Liqo's view stay as the last pass that saw them left them.
+    seen: bool = True
 
 
 # status.stage is the Stage column of `kubectl get lp -o wide`: "<step>: <state>" or "ready", never a
@@ -115,7 +119,7 @@ def short_stage(obs: Observation, stage_states: dict[str, tuple[str, str, str]],
         return "ready"
     if obs.error_reason is not None:
         step = next((s for s in stage_states if s in obs.stages and obs.stages[s].state == "error"), None)
-        return f"{step or (RECONCILE if obs.stages else DISCOVERY)}: error"
+        return f"{step or (RECONCILE if obs.stages or not obs.seen else DISCOVERY)}: error"
     stage = next(s for s in stage_states if stage_states[s][0] != "True")
     result = obs.stages.get(stage)
     return f"{stage}: {'not started' if result is None else 'error' if result.state == 'error' else 'waiting'}"
@@ -138,6 +142,9 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
         conditions = set_condition(conditions, make_condition(ctype, state, reason, message, gen, obs.now))
 
     for stage in STAGES:
+        if not obs.seen and (old := get_condition(conditions, STAGE_CONDITIONS[stage])) is not None:
+            stage_states[stage] = (str(old.get("status")), str(old.get("reason")), str(old.get("message")))
+            continue
         state = _stage_condition(stage, obs.stages.get(stage), obs.mirror, stage in obs.liqo_checked)
         show(stage, STAGE_CONDITIONS[stage], *state)
     for stage in REVERSE_STAGES:
@@ -151,7 +158,8 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
             # Not looked at in this pass (an earlier step failed): it stays as the last pass left it.
             stage_states[stage] = (str(old.get("status")), str(old.get("reason")), str(old.get("message")))
 
-    conditions = _credentials_condition(prev, conditions, obs, events)
+    if obs.seen:
+        conditions = _credentials_condition(prev, conditions, obs, events)
     conditions = _version_conditions(conditions, obs, events)
 
     ready = obs.error_reason is None and all(s[0] == "True" for s in stage_states.values())
@@ -223,7 +231,7 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
     minted = creds.status_block(obs.credentials) if obs.credentials is not None else None
     if obs.credentials is not None and minted is None:
         minted = prev.get("credentials")  # minting failed this pass: what was minted before still holds
-    if minted is not None or prev.get("credentials") is not None:
+    if obs.seen and (minted is not None or prev.get("credentials") is not None):
         status["credentials"] = minted  # None removes it (a merge patch)
     if obs.versions is not None:
         status["versions"] = obs.versions
@@ -293,13 +301,15 @@ def is_ready(status: dict[str, Any] | None) -> bool:
 
 # Transient errors (an unreachable cluster, Liqo not ready yet) are retried this soon; the runner backs off.
 TRANSIENT_RETRY_SECONDS = 5.0
+# An unexpected failure (InternalError) most likely does not repeat: the first retry comes sooner.
+INTERNAL_RETRY_SECONDS = 1.0
 
 
 def requeue_after(status: dict[str, Any], obs: Observation, transient_error: bool) -> float | None:
     """When to look again without any event: soon after a transient error, exactly at the timeout, and when
     the minted certificate is due for renewal."""
     if transient_error:
-        return TRANSIENT_RETRY_SECONDS
+        return INTERNAL_RETRY_SECONDS if obs.error_reason == InternalError.reason else TRANSIENT_RETRY_SECONDS
     due: list[float] = []
     if status["peerStatus"] == "establishing":
         started = parse_time(status["startedAt"])

@@ -1,7 +1,8 @@
-"""One reconcile's view of a peering in one direction: the spec, both clients and the discovered context.
+"""One reconcile's view of a peering in one direction: the spec, the clients of that direction's consumer and
+provider, and the discovered context.
 
-The stages read ``local`` as the consumer and ``remote`` as the provider. The reverse direction of a
-bidirectional peering is the same stages on a run with the clusters swapped (engine/reverse.py).
+The reverse direction of a bidirectional peering is the same stages on a run with the clusters swapped
+(engine/reverse.py): its consumer is the provider cluster, its provider the cluster the operator runs in.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from liqo_peering.liqo.context import PeeringContext
 @dataclass
 class PeeringRun:
     spec: LiqoPeeringSpec
-    local: ClusterClient  # this direction's consumer (forward: where the operator runs)
-    remote: ClusterClient  # this direction's provider (forward: through the Secret's kubeconfig)
+    consumer: ClusterClient  # this direction's consumer (forward: where the operator runs)
+    provider: ClusterClient  # this direction's provider (forward: through the Secret's kubeconfig)
     ctx: PeeringContext
-    reverse: bool = False  # the reverse direction: local is the provider cluster, remote the consumer
+    reverse: bool = False  # the reverse direction: its consumer is the provider cluster, and the other way round
 
     @property
     def offloading(self) -> OffloadingSpec:
