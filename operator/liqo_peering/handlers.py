@@ -6,6 +6,7 @@ effect on kopf's global registry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -34,7 +35,7 @@ def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 @kopf.on.startup(registry=registry)
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -43,6 +44,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
+    if "health" in memo:
+        memo.heartbeat = asyncio.create_task(memo.health.beat())  # /livez: the event loop runs
 
 
 @kopf.on.cleanup(registry=registry)
@@ -113,3 +116,4 @@ async def set_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     remaining = await sets.in_thread(sets.teardown, dict(body))
     if remaining:
         raise kopf.TemporaryError(f"waiting for LiqoPeerings {', '.join(remaining[:5])}", delay=1)
+    memo.metrics.forget_set(body["metadata"]["namespace"], body["metadata"]["name"])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import structlog
@@ -20,6 +19,7 @@ import structlog
 from liqo_peering.engine.loop import keep_reconciling
 from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
 from liqo_peering.engine.watches import HEALTH_CHANGED, KUBECONFIG, Route, WatchHub, peering_routes
+from liqo_peering.health import TrackedPool
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
@@ -40,7 +40,7 @@ class PeeringRunner:
         self.resync_interval = resync_interval
         self.namespaced_tenant_reads = namespaced_tenant_reads
         self.hub = hub if hub is not None else WatchHub(self._notify)
-        self._pool = ThreadPoolExecutor(max_workers=MAX_PASSES, thread_name_prefix="pass")
+        self.pool = TrackedPool(MAX_PASSES, "pass")  # health.py: liveness fails when it stalls
         self._guard = threading.Lock()
         self._locks: dict[PeeringKey, threading.Lock] = {}
         self._last: dict[PeeringKey, Outcome] = {}
@@ -127,7 +127,7 @@ class PeeringRunner:
                 self._locks.pop(key, None)
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 
     # -- the loop ----------------------------------------------------------------------------------------
     async def run(self, namespace: str, name: str, stopped: Any) -> None:
@@ -173,4 +173,4 @@ class PeeringRunner:
 
     def stop(self) -> None:
         self.hub.stop()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)

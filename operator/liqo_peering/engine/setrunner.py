@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -20,6 +19,7 @@ import structlog
 from liqo_peering.engine.loop import keep_reconciling
 from liqo_peering.engine.peeringset import SetOutcome, SetService
 from liqo_peering.engine.watches import WatchHub, set_routes
+from liqo_peering.health import TrackedPool
 
 log = structlog.get_logger("liqo_peering.setrunner")
 # A set's LiqoPeerings change status in bursts (one per stage each): coalesce them into one pass.
@@ -59,7 +59,7 @@ class SetRunner:
         self.service = service
         self.hub = hub
         self.resync_interval = resync_interval
-        self._pool = ThreadPoolExecutor(max_workers=MAX_PASSES, thread_name_prefix="set")
+        self.pool = TrackedPool(MAX_PASSES, "set")  # health.py: liveness fails when it stalls
         self._guard = threading.Lock()
         self._locks: dict[SetKey, threading.Lock] = {}
         self._triggers: dict[SetKey, asyncio.Event] = {}
@@ -105,7 +105,7 @@ class SetRunner:
         return remaining
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 
     async def run(self, namespace: str, name: str, stopped: Any) -> None:
         self._loop = asyncio.get_running_loop()
@@ -129,4 +129,4 @@ class SetRunner:
                 self.hub.drop(key)
 
     def stop(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)
