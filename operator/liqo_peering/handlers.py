@@ -78,6 +78,7 @@ async def secret_switched(namespace: str, old: Any, memo: kopf.Memo, **_: Any) -
 async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     runner: PeeringRunner = memo.runner
     raw = dict(body)
+    memo.metrics.track(raw["metadata"], raw.get("status") or {})  # its deletion time, until it is forgotten
     try:
         remaining = await runner.in_thread(runner.teardown, raw)
         if not remaining:
