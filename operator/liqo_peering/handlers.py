@@ -54,6 +54,9 @@ def stop(memo: kopf.Memo, **_: Any) -> None:
     runner.stop()
     sets: SetRunner = memo.sets
     sets.stop()
+    heartbeat = memo.get("heartbeat")
+    if heartbeat is not None:
+        heartbeat.cancel()
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]

@@ -3,6 +3,7 @@ a deleted object's series go."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from prometheus_client import generate_latest
@@ -132,3 +133,28 @@ def test_a_paused_replica_exports_no_per_peering_series() -> None:
     assert named(found, "liqo_peering_ready") == {}
     assert named(found, "liqo_peering_operator_active") == {(): 0.0}
     assert named(found, "liqo_peering_peerings")[(("status", "ready"),)] == 0.0
+
+
+def test_kopf_peerings_pause_and_resume_set_the_active_gauge() -> None:
+    """kopf says it pauses or resumes a replica only in its log: cli.PeeringPauses follows those lines."""
+    from liqo_peering.cli import KOPF_PEERING_LOGGER, PeeringPauses
+
+    metrics = Metrics()
+    metrics.set_active(False)  # a replica with kopf peering starts paused
+    logger = logging.getLogger(KOPF_PEERING_LOGGER)
+    handler = PeeringPauses(metrics)
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        active = lambda: named(samples(metrics), "liqo_peering_operator_active")[()]  # noqa: E731
+        logger.info("Resuming operations after the pause. Conflicting operators with the same priority are gone.")
+        assert active() == 1.0
+        logger.info("Pausing operations in favour of [Peer(identity='op-1', priority=7)].")
+        assert active() == 0.0
+        logger.info("Resuming operations after the pause. Conflicting operators with the same priority are gone.")
+        logger.warning("Pausing all operators, including self: [...]")
+        assert active() == 0.0
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
