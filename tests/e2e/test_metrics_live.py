@@ -1,7 +1,9 @@
-"""Prometheus metrics of the running e2e operator, scraped from its /metrics after a peering became ready."""
+"""Prometheus metrics of the running e2e operator, scraped from its /metrics after a peering became ready,
+and its probe endpoints."""
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from datetime import datetime
 
@@ -73,3 +75,21 @@ def test_a_peerings_own_series_follow_it_and_go_when_it_is_deleted(case: Peering
     case.peerings.wait_gone(ns, NAME)
     # Deleted: every series of the peering is gone (the operator forgets it once unpeered).
     wait_for(f"the series of {ns}/{NAME} to go", lambda: not peering_series(scrape(port), ns, NAME) or None, timeout=30)
+
+
+def probe(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_the_running_operator_is_live_and_ready(case: PeeringCase) -> None:
+    """Against the real API server: kopf started and the operator's informers on it synced (/readyz), the
+    event loop and worker pools make progress (/livez, and /healthz as before)."""
+    port = case.env.operator.health_port
+    case.peerings.create(case.namespace, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "2m"})
+    case.peerings.wait_status(case.namespace, NAME, "ready")  # its informers exist and have listed
+    assert wait_for("/readyz to answer 200", lambda: probe(port, "/readyz") == 200 or None, timeout=30)
+    assert probe(port, "/livez") == 200 and probe(port, "/healthz") == 200
