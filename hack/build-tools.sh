@@ -67,4 +67,6 @@ build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
 # promtool: unit tests of the chart's alerting rules (tests/unit/test_alerts.py).
 build hack/tools/promtool github.com/prometheus/prometheus/cmd/promtool \
     "$cache_dir/promtool-$PROMTOOL_VERSION/promtool" ""
+# The GitHub Actions workflow linter for hack/lint.sh (which builds it too, when missing).
+hack/build-actionlint.sh
 echo "tools ready in $((SECONDS - script_start))s"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates .venv with the operator and its dev tools; a no-op when pyproject.toml has not changed.
+# Creates .venv with the operator, its dev tools and the docs site's (MkDocs); a no-op when pyproject.toml has not changed.
 # uv installs them (from its cache under ~/.cache/uv, in seconds on a warm machine; pip took about a
 # minute for every fresh clone), into a plain venv that keeps pip for anyone who wants it.
 set -euo pipefail
@@ -11,6 +11,6 @@ if [[ -f $stamp ]]; then exit 0; fi
 if [[ -d .venv && ! -x .venv/bin/pip ]]; then rm -rf .venv; fi
 python3.11 -m venv .venv 2>/dev/null || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check "uv==$UV_VERSION"
-.venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev]'
+.venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev,docs]'
 rm -f .venv/.installed-*
 touch "$stamp"
