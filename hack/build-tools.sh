@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components (control plane, and kube-scheduler, kubelet, kube-proxy for local
-# clusters with nodes), etcd, helm and CoreDNS from their published Go modules (wrapper modules in
+# clusters with nodes), etcd, helm, CoreDNS and promtool from their published Go modules (wrapper modules in
 # hack/tools/<tool>/) into a cache outside the repo:
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
@@ -22,6 +22,7 @@ require_version hack/tools/kubectl k8s.io/kubernetes "v$KUBERNETES_VERSION"
 require_version hack/tools/etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION"
 require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
 require_version hack/tools/coredns github.com/coredns/coredns "v$COREDNS_VERSION"
+require_version hack/tools/promtool github.com/prometheus/prometheus "v$PROMTOOL_VERSION"
 staging="v0.${KUBERNETES_VERSION#*.}"
 if grep -E '^\s*k8s\.io/[a-z-]+ => ' hack/tools/kubernetes/go.mod | grep -vq " $staging\$"; then
     echo "error: hack/tools/kubernetes/go.mod replaces a staging module with a version other than $staging" >&2
@@ -63,6 +64,9 @@ done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
 # Cluster DNS for local clusters with nodes; the version it reports comes from the module itself.
 build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
+# promtool: unit tests of the chart's alerting rules (tests/unit/test_alerts.py).
+build hack/tools/promtool github.com/prometheus/prometheus/cmd/promtool \
+    "$cache_dir/promtool-$PROMTOOL_VERSION/promtool" ""
 # The GitHub Actions workflow linter for hack/lint.sh (which builds it too, when missing).
 hack/build-actionlint.sh
 echo "tools ready in $((SECONDS - script_start))s"

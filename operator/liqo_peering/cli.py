@@ -24,6 +24,7 @@ from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.runner import Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.watches import WatchHub
+from liqo_peering.health import DEFAULT_STALL_SECONDS, Health
 from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
 from liqo_peering.metrics import Metrics
 from liqo_peering.redact import redact
@@ -67,7 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", choices=["debug", "info", "warning"], default="info", help="the lowest level logged"
     )
     run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (0: off)")
-    run.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port: GET /healthz")
+    run.add_argument(
+        "--health-port",
+        type=int,
+        default=8081,
+        help="probe endpoints port: GET /livez (also /healthz), /readyz; 0: off",
+    )
+    run.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=DEFAULT_STALL_SECONDS,
+        metavar="SECONDS",
+        help="/livez fails once the event loop, or a worker pool with work waiting, has made no progress for this long",
+    )
     run.add_argument(
         "--resync-interval",
         type=float,
@@ -174,6 +187,25 @@ def peering_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
+class PeeringPauses(logging.Handler):
+    """Follows kopf peering's pause and resume: kopf says so only in these log lines (its toggles are
+    internal), and the metric liqo_peering_operator_active is what an alert on "no active replica" reads."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        super().__init__(level=logging.INFO)
+        self.metrics = metrics
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(("Pausing operations", "Pausing all operators")):
+            self.metrics.set_active(False)
+        elif message.startswith("Resuming operations"):
+            self.metrics.set_active(True)
+
+
+KOPF_PEERING_LOGGER = "kopf._core.engines.peering"
+
+
 def run(args: argparse.Namespace) -> None:
     tenant_access = None
     if args.tenant_access_role:
@@ -187,6 +219,11 @@ def run(args: argparse.Namespace) -> None:
     in_cluster = not (args.kubeconfig or args.context)
     local = ClusterClient(with_user_agent(k8s_client.ApiClient(cfg)), "consumer", cfg.host)
     metrics = Metrics()
+    # Standalone, this replica is the only one; with kopf peering it starts paused until kopf resumes it.
+    metrics.set_active(args.peering_name is None)
+    kopf_peering_log = logging.getLogger(KOPF_PEERING_LOGGER)
+    kopf_peering_log.addHandler(PeeringPauses(metrics))
+    kopf_peering_log.setLevel(min(kopf_peering_log.getEffectiveLevel(), logging.INFO))
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
@@ -204,9 +241,14 @@ def run(args: argparse.Namespace) -> None:
     )
     kinds = (
         Peerings(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None),
-        PeeringSets(SetService(local, EventRecorder(local)), args.resync_interval),
+        PeeringSets(SetService(local, EventRecorder(local), metrics=metrics), args.resync_interval),
     )
     runner = Runner(kinds, hub, wakeups)
+    health = Health(args.stall_timeout)
+    health.pools.append(runner.pool)
+    health.readiness.append(lambda: hub.unsynced(local.side))
+    if args.health_port:
+        health.serve(args.health_port)
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
     kopf.run(
         registry=handlers.registry,
@@ -218,11 +260,12 @@ def run(args: argparse.Namespace) -> None:
         identity=peering_identity(),  # type: ignore[arg-type]  # kopf's Identity: a NewType of str it does not export
         # kopf pauses every replica that shares the top priority: give each replica its own.
         priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
-        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+        ready_flag=health.started,
         memo=kopf.Memo(
             service=service,
             runner=runner,
             metrics=metrics,
+            health=health,
             connection=None if in_cluster else connection_info(cfg),
         ),
     )

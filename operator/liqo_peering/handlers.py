@@ -6,6 +6,7 @@ effect on kopf's global registry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -35,7 +36,7 @@ def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 @kopf.on.startup(registry=registry)
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -44,6 +45,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
+    if "health" in memo:
+        memo.heartbeat = asyncio.create_task(memo.health.beat())  # /livez: the event loop runs
 
 
 def peering(namespace: str, name: str) -> ObjectKey:
@@ -58,6 +61,9 @@ def peering_set(namespace: str, name: str) -> ObjectKey:
 def stop(memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
     runner.stop()
+    heartbeat = memo.get("heartbeat")
+    if heartbeat is not None:
+        heartbeat.cancel()
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
@@ -84,6 +90,7 @@ async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **
     runner: Runner = memo.runner
     service: PeeringService = memo.service
     raw = dict(body)
+    memo.metrics.track(raw["metadata"], raw.get("status") or {})  # its deletion time, until it is forgotten
     try:
         remaining = await runner.in_thread(runner.teardown, peering(namespace, name), raw)
         if not remaining:
@@ -122,3 +129,4 @@ async def set_deleted(body: kopf.Body, namespace: str, name: str, memo: kopf.Mem
     remaining = await runner.in_thread(runner.teardown, peering_set(namespace, name), dict(body))
     if remaining:
         raise kopf.TemporaryError(f"waiting for LiqoPeerings {', '.join(remaining[:5])}", delay=1)
+    memo.metrics.forget_set(body["metadata"]["namespace"], body["metadata"]["name"])

@@ -20,6 +20,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "etcd": ("etcd", "ETCD_VERSION"),
     "helm": ("helm", "HELM_VERSION"),
     "coredns": ("coredns", "COREDNS_VERSION"),
+    "promtool": ("promtool", "PROMTOOL_VERSION"),
     # The GitOps e2e tests' controllers (hack/build-gitops.sh).
     "source-controller": ("source-controller", "FLUX_SOURCE_CONTROLLER_VERSION"),
     "kustomize-controller": ("kustomize-controller", "FLUX_KUSTOMIZE_CONTROLLER_VERSION"),

@@ -21,6 +21,7 @@ from typing import Any, cast
 import pytest
 import yaml
 from kubernetes import client as k8s
+from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
 import testenv.helm
@@ -42,6 +43,7 @@ from testenv.operator_support import (
 )
 
 RELEASE = "lpo-identity"
+TENANT_ACCESS_BINDING = "liqo-peering-operator-tenant-access"  # the one RoleBinding name the chart allows
 RELEASE_NS = "liqo-peering-system"
 SERVICE_ACCOUNT = f"{RELEASE}-liqo-peering-operator"
 PEERING_NS = "e2e-chart-identity"
@@ -229,6 +231,15 @@ def test_peering_ready_with_the_charts_service_account_only(
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LiqoPeering", "metadata": {"name": NAME}, "spec": {}}
     assert status_of(lambda: sa.custom.create_namespaced_custom_object(*PEERINGS, OTHER_NS, PLURAL, body)) == 403
     assert status_of(lambda: sa.core.delete_namespace(OTHER_NS)) == 403
+    # Namespaces: created (tenant namespaces), never patched. RoleBindings: only the tenant-access one, by
+    # name (RBAC), and only in Liqo's tenant namespaces (the chart's ValidatingAdmissionPolicy).
+    labels: Any = {"metadata": {"labels": {"x": "y"}}}
+    assert status_of(lambda: sa.core.patch_namespace(OTHER_NS, labels)) == 403
+    rbac = k8s.RbacAuthorizationV1Api(sa_api)
+    for binding_name in ("anything", TENANT_ACCESS_BINDING):
+        binding = _tenant_access_binding(binding_name, OTHER_NS)
+        assert status_of(lambda b=binding: rbac.create_namespaced_role_binding(OTHER_NS, b)) == 403, binding_name
+        assert status_of(lambda b=binding: _apply_binding(sa_api, b)) == 403, binding_name
 
     # Unpeering runs with the same rights: the finalizer is released and this cluster's objects are gone.
     c_ns = tenant_namespace(operator_env.peerings.api, operator_env.provider_id)
@@ -272,6 +283,28 @@ def test_peering_ready_with_the_charts_service_account_only(
     # (Not a bare "403": a timestamp's microseconds, such as 06:00:38.540372, contain one.)
     denied = [line for line in operator.log().splitlines() if "forbidden" in line.lower()]
     assert not denied, "\n".join(denied[:20])
+
+
+def _tenant_access_binding(name: str, namespace: str) -> dict[str, Any]:
+    """A RoleBinding of the chart's tenant-access ClusterRole to the operator's ServiceAccount."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": f"{SERVICE_ACCOUNT}-tenant-access",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": RELEASE_NS}],
+    }
+
+
+def _apply_binding(api: k8s.ApiClient, body: dict[str, Any]) -> None:
+    """Server-side apply, as the operator writes its RoleBindings."""
+    meta = body["metadata"]
+    bindings = dynamic.DynamicClient(api).resources.get(api_version=body["apiVersion"], kind=body["kind"])
+    bindings.server_side_apply(body=body, name=meta["name"], namespace=meta["namespace"], field_manager="lpo-test")
 
 
 def _release_set(admin: Peerings) -> None:

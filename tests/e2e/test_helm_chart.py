@@ -41,8 +41,11 @@ def run_helm(helm: Path, *args: str, kubeconfig: Path | None = None, check: bool
     return testenv.helm.run_helm(*args, kubeconfig=kubeconfig, check=check, binary=helm)
 
 
-def render(helm: Path, *sets: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    args = ["template", RELEASE, str(CHART), "--namespace", namespace]
+KOPF_CRDS = {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+
+
+def render(helm: Path, *sets: str, namespace: str = NAMESPACE, extra: list[str] | None = None) -> list[dict[str, Any]]:
+    args = ["template", RELEASE, str(CHART), "--namespace", namespace, *(extra or [])]
     for s in sets:
         args += ["--set", s]
     return [d for d in yaml.safe_load_all(run_helm(helm, *args)) if d]
@@ -107,9 +110,13 @@ def test_default_render(helm: Path) -> None:
         "--log-level=info",
         "--metrics-port=8080",
         "--health-port=8081",
+        "--stall-timeout=300",
     ]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # Start-up and liveness: the event loop and worker pools make progress; readiness: informers synced.
+    assert container["startupProbe"]["httpGet"] == {"path": "/livez", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert spec["revisionHistoryLimit"] == 10 and "affinity" not in pod
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert pod["securityContext"]["runAsUser"] == 65532
@@ -195,10 +202,22 @@ def test_ha_render(helm: Path) -> None:
     # Without ha.enabled the operator runs standalone: no peering flags, whatever the lifetime says.
     standalone = operator_args(render(helm, "ha.peeringLifetime=15"))
     assert not [a for a in standalone if a.startswith("--peering-")], standalone
+    # kopf's CRDs are in the chart's crds/ (installed before the release, owned by none); the peering
+    # object is a normal release object, no hook.
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
-    assert crds == {CRD_NAME, SET_CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    assert crds == {CRD_NAME, SET_CRD_NAME}
+    with_crds = render(helm, "ha.enabled=true", "replicaCount=2", extra=["--include-crds"])
+    assert {d["metadata"]["name"] for d in find(with_crds, "CustomResourceDefinition")} == crds | KOPF_CRDS
     (peering,) = find(docs, "ClusterKopfPeering")
-    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert "annotations" not in peering["metadata"]
+    # Disruptions leave a replica, and the replicas prefer different nodes.
+    (pdb,) = find(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (preferred,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert preferred["podAffinityTerm"]["labelSelector"]["matchLabels"] == pdb["spec"]["selector"]["matchLabels"]
     (cluster_role,) = find(docs, "ClusterRole")
     assert any("clusterkopfpeerings" in rule["resources"] for rule in cluster_role["rules"])
 
@@ -206,6 +225,90 @@ def test_ha_render(helm: Path) -> None:
     assert not find(namespaced, "ClusterKopfPeering")
     (kp,) = find(namespaced, "KopfPeering")
     assert kp["metadata"]["namespace"] == "team-a"
+
+
+def test_one_replica_gets_no_disruption_budget_nor_anti_affinity(helm: Path) -> None:
+    for sets in ([], ["ha.enabled=true"]):
+        docs = render(helm, *sets)
+        assert not find(docs, "PodDisruptionBudget"), sets
+        (deployment,) = find(docs, "Deployment")
+        assert "affinity" not in deployment["spec"]["template"]["spec"], sets
+
+
+def test_ha_scheduling_values(helm: Path) -> None:
+    ha = ["ha.enabled=true", "replicaCount=3"]
+
+    def pod(*sets: str) -> dict[str, Any]:
+        (deployment,) = find(render(helm, *ha, *sets), "Deployment")
+        return dict(deployment["spec"]["template"]["spec"])
+
+    (required,) = pod("ha.podAntiAffinity=hard")["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert required["topologyKey"] == "kubernetes.io/hostname"
+    assert "affinity" not in pod("ha.podAntiAffinity=none")
+    # An explicit affinity replaces the default one.
+    own = pod(
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=x",
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+    )
+    assert set(own["affinity"]) == {"nodeAffinity"}
+    spread = pod(
+        "topologySpreadConstraints[0].maxSkew=1",
+        "topologySpreadConstraints[0].topologyKey=zone",
+        "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+    )
+    assert spread["topologySpreadConstraints"] == [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+    ]
+    (pdb,) = find(
+        render(helm, *ha, "podDisruptionBudget.minAvailable=", "podDisruptionBudget.maxUnavailable=1"),
+        "PodDisruptionBudget",
+    )
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": pdb["spec"]["selector"]}
+    assert not find(render(helm, *ha, "podDisruptionBudget.enabled=false"), "PodDisruptionBudget")
+
+
+def test_values_like_cert_managers(helm: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    docs = render(
+        helm,
+        "global.anything=1",
+        "commonLabels.team=platform",
+        f"image.digest={digest}",
+        "revisionHistoryLimit=3",
+        "extraVolumes[0].name=ca",
+        "extraVolumes[0].configMap.name=ca-bundle",
+        "extraVolumeMounts[0].name=ca",
+        "extraVolumeMounts[0].mountPath=/etc/ca",
+        "prometheusRule.enabled=true",
+        "metrics.serviceMonitor.enabled=true",
+    )
+    assert all(d["metadata"]["labels"]["team"] == "platform" for d in docs), [
+        d["kind"] for d in docs if d["metadata"].get("labels", {}).get("team") != "platform"
+    ]
+    (deployment,) = find(docs, "Deployment")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["revisionHistoryLimit"] == 3 and spec["template"]["metadata"]["labels"]["team"] == "platform"
+    assert pod["containers"][0]["image"] == f"ghcr.io/liqo-peering-operator/liqo-peering-operator@{digest}"
+    assert {"name": "ca", "configMap": {"name": "ca-bundle"}} in pod["volumes"]
+    assert {"name": "ca", "mountPath": "/etc/ca"} in pod["containers"][0]["volumeMounts"]
+    (monitor,) = find(docs, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+
+
+def test_tenant_access_policy_with_watch_namespaces(helm: Path) -> None:
+    assert not find(render(helm), "ValidatingAdmissionPolicy")
+    docs = render(helm, "watchNamespaces={team-a}")
+    (policy,) = find(docs, "ValidatingAdmissionPolicy")
+    (binding,) = find(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    (condition,) = policy["spec"]["matchConditions"]
+    assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-liqo-peering-operator" in condition["expression"]
+    assert not find(
+        render(helm, "watchNamespaces={team-a}", "rbac.tenantAccessPolicy=false"), "ValidatingAdmissionPolicy"
+    )
 
 
 def test_crd_toggles(helm: Path) -> None:
@@ -224,6 +327,9 @@ def test_crd_toggles(helm: Path) -> None:
         (["image.tag=latest"], "/image/tag"),
         (["ha.enabled=true", "ha.peeringLifetime=10"], "/ha/peeringLifetime"),  # kopf could not keep it alive
         (["ha.enabled=true", "ha.peeringLifetime=30.5"], "/ha/peeringLifetime"),
+        (["ha.enabled=true", "replicaCount=2", "podDisruptionBudget.maxUnavailable=1"], "not both"),
+        (["image.digest=latest"], "/image/digest"),
+        (["ha.podAntiAffinity=always"], "/ha/podAntiAffinity"),
     ],
 )
 def test_rejected_values(helm: Path, sets: list[str], error: str) -> None:
@@ -259,8 +365,14 @@ def _values(*sets: str) -> list[str]:
 
 
 def test_server_side_dry_run(consumer: LocalCluster, helm: Path) -> None:
-    """Every rendered object (hooks aside: their CRDs do not exist yet) passes the API server's validation."""
+    """Every rendered object passes the API server's validation, once the chart's crds/ (kopf's peering
+    CRDs, which Helm installs before the release) are in."""
     client = consumer.api_client()
+    for crd in yaml.safe_load_all((CHART / "crds" / "kopf-peerings.yaml").read_text()):
+        kubernetes.dynamic.DynamicClient(client).resources.get(
+            api_version=crd["apiVersion"], kind=crd["kind"]
+        ).server_side_apply(body=crd, name=crd["metadata"]["name"], field_manager="lpo-test")
+        _wait_established(consumer, crd["metadata"]["name"])
     args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *_values("ha.enabled=true", "replicaCount=2")]
     docs = [d for d in yaml.safe_load_all(run_helm(helm, *args)) if d]
     checked = 0
@@ -321,10 +433,18 @@ def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
     # The CRD is a template, so the upgrade updated it (the keep annotation is gone) ...
     crd = read(consumer, "apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD_NAME)
     assert "helm.sh/resource-policy" not in (crd["metadata"].get("annotations") or {})
-    # ... and kopf's peering CRDs and the peering object (a post-upgrade hook) now exist.
-    _wait_established(consumer, "clusterkopfpeerings.kopf.dev")
+    # ... kopf's peering CRDs came with the install, from crds/, and belong to no release ...
+    for kopf_crd in KOPF_CRDS:
+        labels = _wait_established(consumer, kopf_crd)["metadata"].get("labels") or {}
+        assert "app.kubernetes.io/managed-by" not in labels, labels
+    # ... and the peering object and the PodDisruptionBudget are part of the release, no hook.
     peering = read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name)
-    assert peering["metadata"]["name"] == name
+    assert peering["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
+    manifest = run_helm(helm, "get", "manifest", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
+    kinds = {d["kind"] for d in yaml.safe_load_all(manifest) if d}
+    assert {"ClusterKopfPeering", "PodDisruptionBudget"} <= kinds, kinds
+    hooks = run_helm(helm, "get", "hooks", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
+    assert "ClusterKopfPeering" not in hooks, hooks
 
     status = run_helm(helm, "status", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
     assert "STATUS: deployed" in status and "REVISION: 2" in status

@@ -142,7 +142,9 @@ def test_helm_install_runs_the_operator_as_a_pod(suite: Suite) -> None:
     assert spec["serviceAccountName"] == FULLNAME and spec["nodeName"] == "consumer-node-0"
     (container,) = spec["containers"]
     assert container["image"] == suite.image.ref
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    # Ready through /readyz (kopf started, informers synced); started and live through /livez.
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["startupProbe"]["httpGet"]["path"] == container["livenessProbe"]["httpGet"]["path"] == "/livez"
     (status,) = pod["status"]["containerStatuses"]
     assert status["ready"] and status["restartCount"] == 0
 

@@ -28,8 +28,9 @@ def walk(values: dict[str, Any], schema: dict[str, Any], path: str = "") -> list
             if schema.get("additionalProperties", True) is False or not props:
                 problems.append(f"{where}: not in values.schema.json")
             continue
-        expected = TYPES.get(sub.get("type", ""))
-        if expected is not None and not isinstance(value, expected):
+        kind = sub.get("type", "")
+        expected = tuple(TYPES[k] for k in kind if k in TYPES) if isinstance(kind, list) else TYPES.get(kind)
+        if expected and not isinstance(value, expected):
             problems.append(f"{where}: default {value!r} is not {sub['type']}")
         if "enum" in sub and value not in sub["enum"]:
             problems.append(f"{where}: default {value!r} not in {sub['enum']}")

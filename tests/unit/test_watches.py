@@ -15,6 +15,7 @@ from liqo_peering.clients.cluster import ClusterClient, selector_matches, select
 from liqo_peering.clients.informer import Scope
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable
+from liqo_peering.health import Health
 from liqo_peering.liqo import resources as r
 
 WAIT = 10.0
@@ -329,3 +330,20 @@ def test_a_refused_watch_polls_and_wakes_only_on_change(monkeypatch: pytest.Monk
         assert cast(ClusterClient, cluster).get(r.CONNECTION, "x", "tenant-a") is not None  # served from the cache
     finally:
         hub.stop()
+
+
+def test_readiness_waits_for_the_informers_on_this_cluster_only(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    """/readyz (health.py) names an informer on the consumer that has not synced; the provider's do not
+    count: a provider that is down is one peering's error, not the operator's."""
+    cluster, wakes, hub = watched
+    provider = ListWatch()
+    provider.side = "provider"
+    cluster.fail_lists = provider.fail_lists = 1_000_000  # neither can list
+    health = Health()
+    health.started.set()
+    health.readiness.append(lambda: hub.unsynced("consumer"))
+    hub.set_routes("a", [route(cluster, "tenant-a"), route(provider, "tenant-a")])
+    assert health.readiness_problems() == ["informer connections in all namespaces has not synced"]
+    cluster.fail_lists = 0
+    assert wakes.wait_for("a")  # listed: synced
+    assert health.readiness_problems() == []

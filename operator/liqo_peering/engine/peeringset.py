@@ -26,6 +26,7 @@ from liqo_peering.fleet import children as ch
 from liqo_peering.fleet import status as fleet_status
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
+from liqo_peering.metrics import Metrics
 from liqo_peering.redact import redact
 from liqo_peering.status.conditions import make_condition, set_condition
 
@@ -41,11 +42,16 @@ class SetOutcome:
 
 class SetService:
     def __init__(
-        self, local: ClusterClient, events: EventRecorder, now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self,
+        local: ClusterClient,
+        events: EventRecorder,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: Metrics | None = None,
     ) -> None:
         self.local = local
         self.events = events
         self.now = now
+        self.metrics = metrics
 
     def reconcile(self, namespace: str, name: str) -> SetOutcome:
         body = self.local.get(r.LIQOPEERINGSET, name, namespace)
@@ -139,6 +145,8 @@ class SetService:
             self.local.merge_patch(
                 r.LIQOPEERINGSET, meta["name"], meta["namespace"], {"status": new}, subresource="status"
             )
+        if self.metrics is not None:
+            self.metrics.observe_set(meta, new)
         for event in events:
             self.events.emit(body, event.type, event.reason, event.message)
             level = log.warning if event.type == "Warning" else log.info

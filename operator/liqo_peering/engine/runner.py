@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +25,7 @@ import structlog
 
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import InternalError, PeeringError, as_peering_error, own_cluster_unavailable
+from liqo_peering.health import TrackedPool
 
 log = structlog.get_logger("liqo_peering.runner")
 MAX_PASSES = 72  # concurrent passes (threads): a pass mostly waits on the API servers
@@ -141,7 +141,7 @@ class Runner:
         self.kinds = {k.kind: k for k in kinds}
         self.hub = hub
         self.wakeups = wakeups
-        self._pool = ThreadPoolExecutor(max_workers=MAX_PASSES, thread_name_prefix="pass")
+        self.pool = TrackedPool(MAX_PASSES, "pass")  # health.py: liveness fails when it stalls
         self._guard = threading.Lock()
         self._locks: dict[ObjectKey, threading.Lock] = {}
 
@@ -196,7 +196,7 @@ class Runner:
                 self._locks.pop(key, None)
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 
     # -- the loop ----------------------------------------------------------------------------------------
     async def run(self, key: ObjectKey, stopped: Any) -> None:
@@ -231,7 +231,7 @@ class Runner:
 
     def stop(self) -> None:
         self.hub.stop()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 async def wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:

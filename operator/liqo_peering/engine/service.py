@@ -473,3 +473,4 @@ class PeeringService:
             body.get("status"), reason, message, int(meta.get("generation") or 0), self.now()
         )
         self.local.merge_patch(r.LIQOPEERING, meta["name"], meta["namespace"], {"status": patch}, subresource="status")
+        self.metrics.track(meta, {**(body.get("status") or {}), **patch})

@@ -249,6 +249,18 @@ class WatchHub:
         for informer in informers:
             informer.stop()
 
+    def unsynced(self, side: str) -> list[str]:
+        """The informers on one side (the local cluster: "consumer") whose store is not synced: readiness
+        waits for them (health.py). The provider side is left out: a provider that is down is one
+        peering's error, not the operator's."""
+        with self._lock:
+            informers = list(self._informers.values())
+        return [
+            f"informer {i.scope.res.plural} in {i.scope.namespace or 'all namespaces'} has not synced"
+            for i in informers
+            if i.client.side == side and not i.synced
+        ]
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"informers": len(self._informers), "peerings": len(self._by_peering)}

@@ -32,6 +32,9 @@ helm.sh/chart: {{ include "liqo-peering-operator.chart" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: liqo-peering-operator
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "liqo-peering-operator.serviceAccountName" -}}
@@ -47,8 +50,18 @@ app.kubernetes.io/part-of: liqo-peering-operator
 {{- default (include "liqo-peering-operator.fullname" .) .Values.ha.peeringName }}
 {{- end }}
 
+{{/* The image: by digest when image.digest is set (immutable), else by tag. */}}
 {{- define "liqo-peering-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when HA runs more than one replica: a PodDisruptionBudget and the default anti-affinity then apply. */}}
+{{- define "liqo-peering-operator.highlyAvailable" -}}
+{{- if and .Values.ha.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
 {{- end }}
 
 {{/* Replicas, refusing several replicas without kopf peering. */}}
