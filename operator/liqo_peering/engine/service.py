@@ -95,13 +95,21 @@ class PeeringService:
         self.remotes = remotes if remotes is not None else RemoteClients()
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
+        """The provider client discovery and the duplicate check use: nothing is minted yet."""
+        meta = body["metadata"]
+        kubeconfig = credentials.discovery_kubeconfig(
+            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets
+        )
+        return self.remotes.get((meta["namespace"], meta["name"]), kubeconfig)
+
     def _remote_client(
-        self, body: dict[str, Any], spec: LiqoPeeringSpec
+        self, body: dict[str, Any], spec: LiqoPeeringSpec, consumer_id: str
     ) -> tuple[ClusterClient, credentials.Credentials]:
         """The provider client of this pass: the Secret's kubeconfig, or the credential minted with it."""
         meta = body["metadata"]
         found = credentials.provider_credentials(
-            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets
+            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets, consumer_id=consumer_id
         )
         return self.remotes.get((meta["namespace"], meta["name"]), found.kubeconfig), found
 
@@ -154,13 +162,16 @@ class PeeringService:
                 outcome.minted_secret = naming.minted_secret(name)
             elif self.protect_secrets:  # before anything exists that unpeering would need it for
                 protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
-            remote, found = self._remote_client(body, spec)  # minting protects the Secret unpeering needs
-            outcome.remote = remote
-            minted = found.observation
+            # Discovery and the duplicate check come before any minting: a duplicate never binds its own
+            # user in place of the first peering's on the provider (the minted names are the consumer's).
+            remote = outcome.remote = self._discovery_client(body, spec)
             if known is not None and known.error is None and known.remote is remote and known.ctx is not None:
                 ctx = known.ctx
             else:
                 ctx = self._discover(namespace, name, meta, spec, remote)
+            remote, found = self._remote_client(body, spec, ctx.consumer.cluster_id)  # protects what unpeering needs
+            outcome.remote = remote
+            minted = found.observation
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
             logs.bind_peering(namespace, name, ctx.provider.cluster_id)
             created_anything = True
@@ -359,7 +370,8 @@ class PeeringService:
         force = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
         local_id, remote_id = status.get("localClusterID"), status.get("remoteClusterID")
         if not local_id or not remote_id:
-            return []  # nothing was ever created for this peering
+            # Not peered, but a pass may have minted before its status was written: found by the peering's name.
+            return self._revoke_undiscovered(body, force)
         spec = parse_spec(body.get("spec") or {})
         if not force and credentials.revoking(self.local, namespace, name):
             # Unpeered already, and the minted identity on its way out: its credential no longer works.
@@ -393,6 +405,17 @@ class PeeringService:
             return []
         # Last, as `liqoctl delete peering-user` follows `liqoctl unpeer`: the minted identity, if any.
         return credentials.revoke(self.local, body, spec, self.policy, local_id)
+
+    def _revoke_undiscovered(self, body: dict[str, Any], force: bool) -> list[str]:
+        """Teardown without cluster IDs in status: only a minted identity (and its Secret) may exist."""
+        meta = body["metadata"]
+        if not credentials.has_minted(self.local, meta["namespace"], meta["name"]):
+            return []  # nothing was ever created for this peering
+        if force:
+            credentials.forget(self.local, body)
+            return []
+        spec = parse_spec(body.get("spec") or {})
+        return credentials.revoke(self.local, body, spec, self.policy, None)
 
     def _teardown_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
         """Unpeer with the minted credential when there is one (the bootstrap Secret may be gone), else with
