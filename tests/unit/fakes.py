@@ -191,6 +191,9 @@ class FakeClusterClient(ClusterClient):
         return copy.deepcopy(new)
 
     # -- the ClusterClient API ------------------------------------------------------------------
+    def close(self) -> None:
+        """No connections to release."""
+
     def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         self._check_served(res)
         obj = self.store.get((res.plural, namespace if res.namespaced else None, name))
