@@ -10,6 +10,7 @@ runner's own thread pool, sized so that peerings never queue behind each other.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -127,7 +128,9 @@ class PeeringRunner:
                 self._locks.pop(key, None)
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        # In a copy of the caller's context: what a pass binds for its log lines stays out of the pool thread.
+        call = contextvars.copy_context().run
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call, fn, *args)
 
     # -- the loop ----------------------------------------------------------------------------------------
     async def run(self, namespace: str, name: str, stopped: Any) -> None:

@@ -9,6 +9,7 @@ lock, the last observations) and the watch hub decides what wakes a peering.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 from collections.abc import Callable
@@ -133,6 +134,10 @@ class PeeringService:
 
     # -- reconcile ---------------------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+        with logs.peering_pass(namespace, name):
+            return self._reconcile(namespace, name, known)
+
+    def _reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         """One pass. ``known``: the last pass, when it succeeded and nothing but Liqo's objects changed since;
         its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
         none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
@@ -243,6 +248,10 @@ class PeeringService:
         return ctx
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
+        with logs.peering_pass(namespace, name):
+            return self._refresh_mirror(namespace, name, last)
+
+    def _refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
         """Only the ForeignCluster changed: re-mirror it onto the last reconcile's observations.
 
         Two API reads and at most one write, so Liqo's view reaches the status well within a second.
@@ -331,8 +340,10 @@ class PeeringService:
         """Run each job in a thread of its own (and ``main`` on this one meanwhile); their results by stage."""
         results: dict[str, StageResult] = {}
         workers = [
-            threading.Thread(
-                target=lambda stage=stage, fn=fn: results.update({stage: guarded(stage, fn)}), name=f"stage-{stage}"
+            threading.Thread(  # each in a copy of this pass's context: its lines name the peering
+                target=contextvars.copy_context().run,
+                args=(lambda stage=stage, fn=fn: results.update({stage: guarded(stage, fn)}),),
+                name=f"stage-{stage}",
             )
             for stage, fn in jobs.items()
         ]
@@ -363,6 +374,10 @@ class PeeringService:
 
     # -- teardown ---------------------------------------------------------------------------------
     def teardown(self, body: dict[str, Any]) -> list[str]:
+        with logs.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
+            return self._teardown(body)
+
+    def _teardown(self, body: dict[str, Any]) -> list[str]:
         """One unpeering pass; returns what remains. Raises PeeringError while the provider is unreachable."""
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]

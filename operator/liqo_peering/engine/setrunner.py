@@ -9,6 +9,7 @@ create LiqoPeerings while, or after, the teardown deletes them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -105,7 +106,9 @@ class SetRunner:
         return remaining
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        # In a copy of the caller's context: what a pass binds for its log lines stays out of the pool thread.
+        call = contextvars.copy_context().run
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call, fn, *args)
 
     async def run(self, namespace: str, name: str, stopped: Any) -> None:
         self._loop = asyncio.get_running_loop()
