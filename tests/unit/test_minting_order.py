@@ -175,11 +175,11 @@ def test_teardown_without_cluster_ids_revokes_the_minted_identity_and_releases_i
     _minting_begun(local, body)
     _identity(provider, "first")
     revoke = credentials.revoke
-    monkeypatch.setattr(
-        service_module.credentials,
-        "revoke",
-        lambda *args, **kwargs: revoke(*args, **kwargs, connect=lambda _: provider),
-    )
+
+    def revoking(*args: Any) -> list[str]:  # the provider reached through the fake
+        return revoke(*args, connect=lambda _: provider)
+
+    monkeypatch.setattr(service_module.credentials, "revoke", revoking)
 
     assert svc.teardown(body) == []
 
