@@ -176,8 +176,10 @@ def test_teardown_without_cluster_ids_revokes_the_minted_identity_and_releases_i
     _identity(provider, "first")
     revoke = credentials.revoke
 
-    def revoking(*args: Any) -> list[str]:  # the provider reached through the fake
-        return revoke(*args, connect=lambda _: provider)
+    def revoking(
+        local: ClusterClient, peering: dict[str, Any], spec: Any, policy: KubeconfigPolicy, consumer_id: str | None
+    ) -> list[str]:  # the provider reached through the fake
+        return revoke(local, peering, spec, policy, consumer_id, connect=lambda _: provider)
 
     monkeypatch.setattr(service_module.credentials, "revoke", revoking)
 
