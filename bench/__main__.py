@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import subprocess
 import sys
@@ -15,21 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import real, report, scale
+from testenv import machine
+
+from . import page, real, report, scale
 from .common import load_average
 from .procs import exit_on_sigterm, log
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def machine() -> dict[str, Any]:
-    def run(*cmd: str) -> str:
-        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
-
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    models = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
-    cpu = models[0] if models else platform.processor()
-    return {"nproc": run("nproc"), "free_g": run("free", "-g"), "cpu": cpu, "kernel": platform.release()}
 
 
 # Where each installation's real-Liqo results go in the JSON: runs, summary, and the run's `meta`.
@@ -49,7 +40,7 @@ def save(results: dict[str, Any], out: Path, meta: dict[str, Any], meta_key: str
         "duration_s": round(time.time() - meta["started"]),
         "commit": commit.strip(),
         "operator_uncommitted_changes": dirty.split("\n")[:-1],
-        "machine": machine(),
+        "machine": machine.record(),
         "load_average_before": meta["load_average_before"],
         "load_average_after": load_average(),
         "args": meta["args"],
@@ -140,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     save(results, args.out, meta, "fleet_meta" if args.skip_real and args.skip_scale else meta_key)
     report.plot(results, args.plot)
+    page.write(results, args.out.with_suffix(".md"))
     print(report.console(results))
     log(f"results: {args.out}, plot: {args.plot}")
     return 0

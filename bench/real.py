@@ -362,7 +362,7 @@ def run_once(
 def run_all(
     runs: int, base_dir: Path, keep_logs: bool = False, trace: bool = False, install: str = "processes"
 ) -> Iterator[RealRun]:
-    """Runs alternate between the contenders, so that load from other work on the machine hits both alike."""
+    """Runs alternate between the contenders, so that other load on the host hits both alike."""
     check_binaries(install)
     for index in range(1, runs + 1):
         for contender in ("liqoctl", "operator"):

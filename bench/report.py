@@ -9,7 +9,7 @@ from typing import Any
 
 Run = dict[str, Any]
 
-# Issue "Ready in seconds": what was asked for.
+# The targets the benchmark checks (docs/performance.md, Targets).
 TARGET_M2_RATIO = 0.5
 TARGET_M3_AFTER_M2 = 1.0
 TARGET_REACTION_P50 = 0.100
@@ -89,7 +89,7 @@ def summarize_real(runs: list[Run]) -> dict[str, Any]:
         # liqoctl has no M3: the LiqoPeering's Ready against liqoctl's usable virtual node.
         "m3_to_liqoctl_m2": _ratio(op["m3"], ctl["m2"]),
     }
-    # The machine's 1-minute load average as each run started (recorded since the chart installation came).
+    # The machine's 1-minute load average as each run started (runs recorded before it was kept have none).
     loads = [r["load_average"][0] for r in runs if r.get("load_average")]
     if loads:
         out["load_average_1m"] = {"median": median(loads), "min": min(loads), "max": max(loads)}

@@ -1,4 +1,4 @@
-"""`make soak`: many create/delete cycles of one LiqoPeering against the Liqo stand-in (issue "Survives", 9).
+"""`make soak`: many create/delete cycles of one LiqoPeering against the Liqo stand-in (docs/reliability.md, Soak).
 
     python -m bench.soak [--cycles 200] [--sample-every 10] [--out docs/soak.json]
 
@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from testenv import procstat, reliability
+from testenv import machine, procstat, reliability
 from testenv.inventory import counts
 from testenv.liqo_env.pytest_plugin import StandInProcess, with_liqo
 from testenv.localk8s import start_clusters
@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     result["meta"] = {
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.time() - started),
+        "machine": machine.record(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -13,8 +13,8 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the two lanes: main
-# then nodes (905 s + 293 s side by side in session 10's last warm run) against liqo (906 s then, about
-# 200 s more since issue 12's scenarios run against Liqo itself too).
+# then nodes against liqo, which take about as long (each tier's time is in its log's last line; the tiers
+# spend most of it waiting for clusters and Liqo, so two lanes use two cores). Rebalance with TEST_LANES.
 LANES=${TEST_LANES:-main,nodes liqo}
 mkdir -p .local
 rm -rf .local/reliability

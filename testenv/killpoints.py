@@ -1,4 +1,4 @@
-"""The operator SIGKILLed at a step of a peering (issue "Survives", point 1), for any pair of clusters:
+"""The operator SIGKILLed at a step of a peering (docs/reliability.md: "operator killed"), for any pair of clusters:
 the Liqo stand-in's (tests/e2e/test_kill.py) or Liqo's own (tests/e2e/test_real_liqo.py).
 
 A cycle peers and unpeers once, killing the operator the moment a given object appears (or a condition

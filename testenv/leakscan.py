@@ -1,4 +1,4 @@
-"""A scan of a whole e2e run for credentials in the operator's output (issue "Survives", point 7).
+"""A scan of a whole e2e run for credentials in the operator's output (docs/reliability.md: "no leaks").
 
 Every Secret on the test clusters is read while the run goes on (each test's teardown, before its objects
 are removed), so that credentials that existed only for a while (rotated kubeconfigs, Liqo's identity

@@ -41,7 +41,7 @@ def log(msg: str) -> None:
     print(f"lightk8s: {msg}", file=sys.stderr, flush=True)
 
 
-# Measured here, one API server with Liqo's CRDs: ~490 MB by default, ~290 MB with these flags and GOGC=50
+# One API server with Liqo's CRDs: ~490 MB by default, ~290 MB with these flags and GOGC=50
 # (fifty must fit next to everything else). A GOMEMLIMIT below its live heap (~220 MB at 100MiB) made it
 # collect garbage nonstop: 22 % of a core idle and three times slower to install Liqo's CRDs.
 # No watch cache: watches are served from etcd.
@@ -311,7 +311,7 @@ def install_liqo_on_providers(
                 install_liqo(kc, ids[cluster.name], pod, external, service_cidr=cluster.service_cidr, rendered=docs)
                 return
             except KubeError as e:
-                # Fifty API servers on one etcd, on a busy machine: "etcdserver: request timed out" happens.
+                # Fifty API servers on one etcd, on a busy host: "etcdserver: request timed out" happens.
                 # Applying again is safe (server-side apply).
                 if e.status < 500 or attempt == INSTALL_ATTEMPTS:
                     raise

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
     from testenv.localk8s.cluster import LocalCluster
 
-DOWN_SECONDS = 30.0  # issue "Survives", point 2: the provider's API server stopped this long
+DOWN_SECONDS = 30.0  # the provider's API server stopped this long (docs/reliability.md: "provider outage")
 HUNG_SECONDS = 60.0  # the same point: the provider's API server frozen this long
 
 

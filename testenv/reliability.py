@@ -1,4 +1,4 @@
-"""docs/reliability.md: every scenario of the issue "Survives" and its outcome, written by the test run.
+"""docs/reliability.md: each failure the operator must survive, the tests that cause it, and their outcome.
 
 The pytest plugin (testenv.pytest_plugin) records the outcome of each test listed in SCENARIOS. When a
 run has covered all of them, it writes docs/reliability.json and renders docs/reliability.md from it
@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from testenv import machine
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 RESULTS = DOCS / "reliability.json"
@@ -27,7 +29,7 @@ PARTS = REPO / ".local" / "reliability"
 
 @dataclass(frozen=True)
 class Scenario:
-    number: str  # the point of the issue
+    name: str  # how docs and tests refer to it: docs/reliability.md, "<name>"
     title: str
     tests: tuple[str, ...]  # pytest node ids (path::name or path::Class::name), without parameters
 
@@ -39,7 +41,7 @@ U = "tests/unit/"
 
 SCENARIOS = (
     Scenario(
-        "1",
+        "operator killed",
         "Operator SIGKILLed at every step (stages, their ends, teardown): completes, nothing duplicated or left",
         (
             "tests/e2e/test_kill.py::test_killed_at",
@@ -49,7 +51,7 @@ SCENARIOS = (
         ),
     ),
     Scenario(
-        "2",
+        "provider outage",
         "Provider stopped (establishing, Ready), unreachable or hung: reported, recovers by itself, "
         "no head-of-line blocking",
         (
@@ -62,7 +64,7 @@ SCENARIOS = (
         ),
     ),
     Scenario(
-        "3",
+        "consumer restart",
         "The consumer's API server and etcd restart",
         (
             f"{P}test_the_consumers_api_server_and_etcd_restart",
@@ -70,7 +72,7 @@ SCENARIOS = (
         ),
     ),
     Scenario(
-        "4",
+        "secret rotation",
         "Kubeconfig Secret rotated (valid, then broken credentials)",
         (
             f"{P}test_secret_rotation_takes_effect_and_releases_the_old_client",
@@ -78,7 +80,7 @@ SCENARIOS = (
         ),
     ),
     Scenario(
-        "5",
+        "two replicas",
         "Two replicas: exactly one acts; handover on deletion, SIGKILL (mid-peering against Liqo too) and a frozen "
         "replica; a killed Pod is replaced",
         (
@@ -90,12 +92,12 @@ SCENARIOS = (
         ),
     ),
     Scenario(
-        "6",
+        "least privilege",
         "Least-privilege provider credential (liqoctl generate peering-user)",
         (f"{R}test_least_privilege_peering_user",),
     ),
     Scenario(
-        "7",
+        "no leaks",
         "No credential in any log line, Event or status; unsafe kubeconfigs refused",
         (
             "tests/e2e/test_zz_no_leaks.py::test_no_credential_in_any_log_event_or_status",
@@ -103,7 +105,7 @@ SCENARIOS = (
         ),
     ),
     Scenario(
-        "8",
+        "properties",
         "Properties: kubeconfig rules, redaction, spec/CRD round trip, ForeignCluster mapping",
         (
             f"{U}test_property_kubeconfig.py::test_unsafe_features_pass_only_with_their_flag",
@@ -181,6 +183,7 @@ class Recorder:
         results = {
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             "commit": commit.stdout.strip(),
+            "machine": machine.record(),
             "tests": {
                 k: {"outcome": self.outcomes[k], "seconds": round(self.seconds.get(k, 0.0), 1)}
                 for k in sorted(self.outcomes)
@@ -194,24 +197,46 @@ def _load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _runs(results: dict[str, Any] | None, soak: dict[str, Any] | None) -> list[str]:
+    """The one place the page names its runs: machine, commit and date of each part."""
+    lines = ["| part | machine | commit | finished |", "|---|---|---|---|"]
+    if results is not None:
+        lines.append(
+            f"| scenarios (a full test run) | {machine.summary(results.get('machine'))} | `{results['commit']}` "
+            f"| {results['finished']} |"
+        )
+    if soak is not None:
+        lines.append(
+            f"| soak (`make soak`) | {machine.summary(soak['meta'].get('machine'))} | `{soak['operator']}` "
+            f"| {soak['meta']['finished']} |"
+        )
+    return lines
+
+
 def render() -> None:
     results, soak = _load(RESULTS), _load(SOAK)
     lines = [
         "# Reliability",
         "",
-        "Generated: the scenario table by a full test run (`make test`; testenv/reliability.py), the soak",
-        "section by `make soak` (bench/soak.py). Do not edit by hand.",
+        "Generated from docs/reliability.json (by a full test run: `make test`, testenv/reliability.py) and",
+        "docs/soak.json (by `make soak`, bench/soak.py). Do not edit by hand.",
+        "",
+        *_runs(results, soak),
         "",
         "## Scenarios",
+        "",
+        "Each scenario is a failure the operator must survive, caused by the tests listed with it against real",
+        "API servers (the Liqo stand-in, or Liqo itself where the test's name says real Liqo). A scenario's",
+        "outcome is its worst test's; the seconds are each test's setup, call and teardown.",
+        "To rerun: `make test`, or `hack/run-tests.sh` without arguments, rewrites this table once every",
+        "scenario's tests have run; a partial run (`-k`, `-m`, one file) leaves it alone.",
         "",
     ]
     if results is None:
         lines.append("No full test run has written docs/reliability.json yet.")
     else:
         lines += [
-            f"Last full run: {results['finished']}, commit {results['commit']}.",
-            "",
-            "| # | Scenario | Outcome | Tests (seconds) |",
+            "| Scenario | What happens | Outcome | Tests (seconds) |",
             "|---|---|---|---|",
         ]
         tests = results["tests"]
@@ -222,16 +247,23 @@ def render() -> None:
             names = "<br>".join(
                 f"`{t.split('::', 1)[1]}` ({f['seconds']})" for t, f in zip(s.tests, found, strict=True)
             )
-            lines.append(f"| {s.number} | {s.title} | {outcome} | {names} |")
-    lines += ["", "## Soak (`make soak`)", ""]
+            lines.append(f"| {s.name} | {s.title} | {outcome} | {names} |")
+    lines += [
+        "",
+        "## Soak",
+        "",
+        "Create/delete cycles of one LiqoPeering against the Liqo stand-in, the operator's RSS, threads, open",
+        'files and TCP connections sampled every few cycles. To rerun: `make soak` (`ARGS="--cycles 50"` for',
+        "fewer cycles); it rewrites docs/soak.json and this page.",
+        "",
+    ]
     if soak is None:
         lines.append("`make soak` has not been run yet.")
     else:
         verdict = soak["verdict"]
         first, last = soak["samples"][0], soak["samples"][-1]
         lines += [
-            f"{soak['cycles']} create/delete cycles against the Liqo stand-in, operator {soak['operator']},"
-            f" {soak['meta']['finished']} ({soak['meta']['duration_s']} s in all).",
+            f"{soak['cycles']} cycles, {soak['meta']['duration_s']} s in all.",
             "",
             "| | after cycle "
             + str(first["cycle"])

@@ -1,4 +1,4 @@
-"""Issue "Survives", point 4: the provider's kubeconfig Secret rotated under a Ready peering. One scenario for
+"""The provider's kubeconfig Secret rotated under a Ready peering. One scenario for
 the stand-in suite (tests/e2e/test_peering.py) and the real-Liqo one (tests/e2e/test_real_liqo.py).
 
 New valid credentials (a ServiceAccount's token with cluster-admin on the provider, as a platform team would

@@ -3,7 +3,7 @@ the module cache, on local clusters with real nodes (testenv.localk8s), its imag
 (hack/build-liqo-images.sh) and imported into the nodes' containerd.
 
 Only values are set (`chart_values`): the images (names and tags of the local ones, pullPolicy
-IfNotPresent), the WireGuard implementation (userspace: this kernel has no WireGuard module), the
+IfNotPresent), the WireGuard implementation (userspace: the test hosts' kernel need not have a WireGuard module), the
 clusters' Pod and Service CIDRs, their cluster IDs and their API servers' addresses. The clusters' API
 servers reach Services through node 0 (localk8s `egress`), so Liqo's admission webhook is called as in any
 cluster: through its Service.

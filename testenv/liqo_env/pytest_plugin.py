@@ -1,6 +1,6 @@
 """pytest fixtures: Liqo on the local clusters, and the Liqo stand-in as a subprocess.
 
-- `liqo_clusters` (session): H1's `local_clusters` with Liqo's non-workload objects installed
+- `liqo_clusters` (session): testenv.localk8s's `local_clusters` with Liqo's non-workload objects installed
   (liqo_env.install_liqo), each with its own cluster ID and non-overlapping CIDRs (see LIQO_SETTINGS);
 - `liqo_node_clusters` (session): the same on `node_clusters` (clusters with real nodes);
 - `liqo_standin` (function): `python -m testenv.standin` against both clusters for the test, faults cleared

@@ -58,7 +58,7 @@ class RealLiqoPair:
     liqo: dict[str, RealLiqo] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
     # Where Liqo's component logs are copied on stop (base_dir itself is removed): pytest's basetemp, so a
-    # failed CI run can still be read afterwards.
+    # failed run can still be read afterwards.
     keep_logs: Path | None = None
 
     def __getitem__(self, side: str) -> LocalCluster:

@@ -1,5 +1,5 @@
 """Real Kubernetes control planes (etcd + kube-apiserver + kube-controller-manager) as local processes,
-optionally with real nodes (`start_clusters(names, base_dir, nodes=1)`: see README.md).
+optionally with real nodes (`start_clusters(names, base_dir, nodes=1)`: see docs/development/testing.md).
 
     from testenv.localk8s import LocalCluster, start_clusters, tool_path
 

@@ -207,7 +207,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
   [plugins.{cri}]
     sandbox_image = "{pause.ref}"
-    # Even root may not lower oom_score_adj on this machine; without this every sandbox fails with
+    # Even root may not lower oom_score_adj in some VMs and containers; without this every sandbox fails with
     # "runc create failed: ... can't get final child's PID from pipe: EOF".
     restrict_oom_score_adj = true
     # Pods' network namespaces under this node's state, not /var/run/netns shared with the host.
@@ -259,8 +259,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            # Kubelet 1.35 refuses to run on cgroup v1 unless told to, and this machine has only v1
-            # hierarchies (plus an empty unified one): failCgroupV1 false is what lets it start here.
+            # Kubelet 1.35 refuses to run on cgroup v1 unless told to, and a host may have only v1
+            # hierarchies (plus an empty unified one): failCgroupV1 false is what lets it start there.
             "failCgroupV1": False,
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": f"/{s.cgroup_root}",
@@ -282,7 +282,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "containerRuntimeEndpoint": f"unix://{s.socket}",
             "podLogsDir": str(d / "pod-logs"),
             "failSwapOn": False,
-            # The disk is shared with other work: evict only when it is really full, and never collect the
+            # The disk is the host's: evict only when it is really full, and never collect the
             # imported images (there is no registry to pull them again from).
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
             "imageGCHighThresholdPercent": 100,

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def kstatus_check() -> Path:
     """The kstatus-check binary, built (once per go.sum/source hash) into the tool cache."""
     if shutil.which("go") is None and not os.environ.get("CI"):
-        pytest.skip("go is not installed on this machine (CI always has it)")
+        pytest.skip("go is not installed (CI always has it)")
     out = subprocess.run(
         [str(ROOT / "hack" / "build-kstatus-check.sh")], check=True, capture_output=True, text=True, timeout=1200
     )

@@ -1,6 +1,6 @@
 """Benchmarks: they print numbers against the targets and assert only that the work happened.
 
-Targets (from the operator issue): the ForeignCluster mirror follows Liqo within a second; a peering is
+Targets: the ForeignCluster mirror follows Liqo within a second; a peering is
 ready as soon as Liqo's side is (the stand-in answers at once here, so this is the operator's own cost).
 """
 

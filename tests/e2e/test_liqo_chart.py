@@ -7,7 +7,7 @@ Deployment and DaemonSet of the chart must become available on both clusters: th
 replicator, IPAM, webhook, proxy, metric agent (its cert-creator init container first) and the fabric on
 the node. The API server calls Liqo's webhook through its Service (localk8s `egress`).
 
-Then the operator peers the pair (issue 11): its LiqoPeering becomes Ready with Liqo's real gateways
+Then the operator peers the pair: its LiqoPeering becomes Ready with Liqo's real gateways
 (WireGuard in userspace, Connections `Connected` both ways), a Deployment in an offloaded namespace is put
 on the virtual node by kube-scheduler and runs on the provider's node, and deleting the LiqoPeering unpeers
 both sides. These tests share one peering and run in this order, after the install tests.

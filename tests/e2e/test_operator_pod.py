@@ -268,7 +268,7 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
     writers = {w.pod_name for w in writes}
     assert len(writers) == 1 and standby not in writers, json.dumps(sorted(map(str, writers)))
 
-    # Handover (issue "Survives", point 5): the active replica's Pod is deleted, as a drain or a rollout
+    # Handover: the active replica's Pod is deleted, as a drain or a rollout
     # does (SIGTERM: kopf withdraws it from the peering object on its way out). The standby resumes, and
     # once the Deployment's replacement has joined, the next change is reconciled by one Pod alone, never
     # the deleted one.
@@ -308,7 +308,7 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
 def test_a_sigkilled_active_replica_is_taken_over_and_restarted(
     suite: Suite, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue "Survives", point 5: the active replica dies without a word (SIGKILL: kopf cannot withdraw it from
+    """The active replica dies without a word (SIGKILL: kopf cannot withdraw it from
     the peering object). A replica acts again once its entry expires (the peering lifetime) or once the
     kubelet's restart of its container announces itself under the same identity (the Pod's name) with a new
     priority, whichever comes first; the container restarts in the same Pod; one replica alone acts."""

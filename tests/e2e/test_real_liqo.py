@@ -278,8 +278,7 @@ class TestPeeredWithRealLiqo:
     ) -> None:
         """From the API servers' audit logs: every step of the peering is written soon after the last write
         (by Liqo) of what it waits for. A lost wake-up waits for the resync (60 s here); 10 s tells the two
-        apart even on a loaded machine (2.18 s once, for the signed nonce, with three suites running beside
-        it). The reaction times themselves are printed as BENCH lines, not asserted."""
+        apart even on a loaded host. The reaction times themselves are printed as BENCH lines, not asserted."""
         env, ns = peered
         created = datetime.fromisoformat(env.peerings.get(ns, NAME)["metadata"]["creationTimestamp"])  # type: ignore[index]
         events = {side: audit.writes(env.pair[side].audit_log, since=created) for side in ("consumer", "provider")}
@@ -526,8 +525,7 @@ class TestPeeredWithRealLiqo:
         Whether the peering is then Ready again is Liqo's virtual kubelet's call, and is printed, not asserted:
         on Liqo's chart the virtual Node, set NotReady while the tunnel was down, twice stayed NotReady after
         the ForeignCluster's networking was Established again, when this test ran right after the resources
-        update (two quiet runs on 2026-11-24; it came back in 3.4 s in two others; cause not found, see
-        README)."""
+        update (cause not found: docs/liqo-behaviour.md)."""
         env, ns = peered
         c_ns = tenant_ns(env.consumer_api, env.provider_id)
         old = get(env.consumer_api, "networking.liqo.io", "gatewayclients", c_ns, env.provider_id)
@@ -550,7 +548,8 @@ class TestPeeredWithRealLiqo:
 
         wait_for("NetworkReady again (the tunnel back up)", network_ready, timeout=180)
         try:
-            # 20 s: when it came back it took 3.4 s; when not, 180 s did not do (README): more only costs CI time.
+            # 20 s: when it came back it took seconds; when not, minutes did not do (docs/liqo-behaviour.md):
+            # more only costs CI time.
             env.peerings.wait_status(ns, NAME, "ready", timeout=20)
             outcome = f"Ready again {time.monotonic() - deleted:.1f}s after the re-creation"
         except AssertionError:
@@ -627,7 +626,7 @@ def test_killed_at_with_real_liqo(rcase: tuple[RealEnv, str], where: str) -> Non
 def test_a_hung_provider_holds_up_no_other_peering_and_a_frozen_one_recovers(
     rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Hung providers against Liqo itself (issue "Survives", point 2). A peering whose provider hangs (a tarpit
+    """Hung providers against Liqo itself. A peering whose provider hangs (a tarpit
     on loopback, testenv.operator_support.tarpit_kubeconfig: there is one real provider here) says
     ProviderUnreachable, naming it; a peering to Liqo's provider created meanwhile becomes Ready as usual (its
     time is printed): no call to the hung provider holds it up. Then that provider's kube-apiserver is frozen
@@ -635,8 +634,8 @@ def test_a_hung_provider_holds_up_no_other_peering_and_a_frozen_one_recovers(
     Node and stops its virtual kubelet.
 
     The freeze is on this peering, not on TestPeeredWithRealLiqo's shared one: after it Liqo publishes no
-    address for the gateway server until something else about that gateway changes (README), so the shared
-    peering's GatewayClient, which its last test deletes, could not be re-created."""
+    address for the gateway server until something else about that gateway changes (docs/liqo-behaviour.md),
+    so the shared peering's GatewayClient, which its last test deletes, could not be re-created."""
     env, ns = rcase
     with tarpit_kubeconfig(env.provider_kubeconfig()) as (hung, where):
         env.peerings.put_kubeconfig_secret(ns, "hung", hung)
@@ -710,8 +709,8 @@ def _frozen_and_back(env: RealEnv, ns: str, capsys: pytest.CaptureFixture[str]) 
             f"\nBENCH real Liqo ({install_kind()}): provider API server frozen (Ready) -> ProviderUnreachable:"
             f" {detected:.1f}s; thawed -> Ready: {took:.1f}s"
         )
-        # What Ready waited for after the thaw, in the suite's log even when it passes: one CI run took 73 s
-        # where others took 2-3 s, and its offloading stage waited for Liqo, but the log could not say on what.
+        # What Ready waited for after the thaw, in the suite's log even when it passes: under load Liqo's
+        # offloading can take a minute to come back, and the log says on what it waited.
         print("".join(f"\n  {line}" for line in seen))
     assert object_uids(env) == objects, "an object of the peering was re-created"
     assert {side: inventory.liqo_objects(api) for side, api in env.apis.items()} == counts
@@ -1002,7 +1001,7 @@ def test_in_band_tenant_points_at_liqos_api_server_proxy(rcase: tuple[RealEnv, s
     external CIDRs overlap (on Liqo's chart both have its default; remapping itself is unit-tested with
     Liqo's examples). The
     peering cannot go further here: the proxy is reached through the tunnel and Liqo's routes, and those
-    need Geneve on the chart install (README) and are stood in on the faster tier.
+    need Geneve on the chart install (docs/development/testing.md) and are stood in on the faster tier.
     """
     env, ns = rcase
 
@@ -1262,7 +1261,7 @@ def test_bidirectional_peering_both_ways_over_one_network(
         )
 
 
-# --- the provider's API server stopped (issue "Survives", point 2) -------------------------------------------
+# --- the provider's API server stopped ------------------------------------------------------------------------
 # Last in the module: the outage hits all of the provider's Liqo (its components lose their API server too),
 # so no other test of this module comes after it. In the tier test_real_liqo_ha.py does, peering the pair
 # afresh (it passed right after this test: Ready 24.5 s after its kill, against 6-15 s on a fresh pair).
@@ -1413,13 +1412,14 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
 
     # And unpeering still leaves nothing (the provider's garbage collector deletes the Tenant's RoleBindings).
     # Right after the outage it waits for Liqo: its crd-replicator keeps the consumer's ResourceSlice (its
-    # finalizer) until its informer on the provider, in client-go's backoff since the outage, relists (README).
+    # finalizer) until its informer on the provider, in client-go's backoff since the outage, relists
+    # (docs/liqo-behaviour.md).
     took = unpeer(env, ns, NAME)
     with capsys.disabled():
         print(f"\nBENCH real Liqo ({install_kind()}): provider API server stopped twice -> unpeered: {took:.1f}s")
 
 
-# --- the consumer's API server and etcd restarted (issue "Survives", point 3; the test is in the class) -------
+# --- the consumer's API server and etcd restarted (the test is in the class) -----------------------------------
 OK_CONDITIONS = ("Established", "Ready", "None")  # Liqo's ForeignCluster condition statuses that are no fault
 
 

@@ -1,4 +1,4 @@
-"""Two replicas of the operator against Liqo itself (issue "Survives", point 5): the project's chart with
+"""Two replicas of the operator against Liqo itself: the project's chart with
 ha.enabled and two replicas (kopf peering) on the consumer of the real-Liqo pair (`real_liqo`: Liqo's own chart
 on two clusters with a node each, testenv.liqo_chart), the operator's image (`make images`) loaded into the
 consumer's node. Marker `realliqo`, tier `liqo`.

@@ -1,4 +1,4 @@
-"""No credential of the run in any operator log line, Event or LiqoPeering status (issue "Survives", 7).
+"""No credential of the run in any operator log line, Event or LiqoPeering status.
 
 Runs last (testenv.pytest_plugin orders it so): the suites before it fed `leak_scan` with every Secret
 their clusters held while each test ran, and with the operator's logs, the Events and the statuses.

@@ -24,7 +24,7 @@ def spec_with(**overrides: Any) -> dict[str, Any]:
 # -- defaults --------------------------------------------------------------------------------
 
 
-def test_defaults_match_the_issue() -> None:
+def test_defaults_of_a_minimal_spec() -> None:
     spec = parse_spec(MINIMAL)
     assert spec.remote_kubeconfig_secret_ref.name == "provider-kubeconfig"
     assert spec.remote_kubeconfig_secret_ref.key == "kubeconfig"

@@ -1,6 +1,6 @@
 """LiqoPeering v1alpha1: the pydantic model every other copy (CRD, chart, docs) is generated from.
 
-Field descriptions become the CRD's OpenAPI descriptions and the README's API reference. CEL rules live
+Field descriptions become the CRD's OpenAPI descriptions and the generated field reference (docs/api.md). CEL rules live
 next to the model they constrain (``x-kubernetes-validations`` in ``json_schema_extra``) so the API
 server rejects bad input with the same words the docs use.
 """

@@ -5,7 +5,7 @@ A peering declares its routes after each pass (``peering_routes``): which inform
 of it concern the peering (by namespace, name or label). The hub starts an informer when its first
 route appears and stops it when its last route goes. Every (re)list wakes every peering routed to it
 once; and a route that joins an informer already running wakes its peering once, since the pass that
-declared it read the clusters before the route existed (the lost wake-up of issue "Ready in seconds").
+declared it read the clusters before the route existed (else a change in between would be a lost wake-up).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class WatchHub:
 
     def forget_client(self, client: ClusterClient) -> None:
         """A closed client: no informer of it may outlive it, whatever routes still name it (a safety net:
-        the soak once left two provider clients' informers running after their peerings were gone)."""
+        informers left running by a peering that is gone keep threads and connections open for good)."""
         with self._lock:
             for key, routes in list(self._by_peering.items()):
                 self._by_peering[key] = {route for route in routes if route.client is not client}
