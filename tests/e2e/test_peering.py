@@ -393,6 +393,7 @@ def _peering_user(case: PeeringCase) -> dict[str, list[tuple[str, list[str]]]]:
     }
 
 
+MINTING_TIMEOUT = 180.0  # a pass that mints also waits for the provider's signer
 NOTHING_MINTED: dict[str, list[tuple[str, list[str]]]] = {
     "rolebindings": [],
     "clusterrolebindings": [],
@@ -428,7 +429,7 @@ def test_a_duplicate_with_minted_credentials_leaves_the_first_ones_identity(case
     are deleted, nothing either made is left."""
     env, ns = case.env, case.namespace
     case.peerings.create(ns, NAME, spec(credentials={"mint": True}))
-    status = case.peerings.wait_status(ns, NAME, "ready")
+    status = case.peerings.wait_status(ns, NAME, "ready", timeout=MINTING_TIMEOUT)
     user, secret = status["credentials"]["user"], status["credentials"]["secretName"]
     prefix = pu.user_name(env.consumer_id)
     first_only = {
@@ -440,7 +441,7 @@ def test_a_duplicate_with_minted_credentials_leaves_the_first_ones_identity(case
     assert _peering_user(case) == first_only
 
     case.peerings.create(ns, "again", spec(credentials={"mint": True}))
-    cond = case.peerings.wait_reason(ns, "again", "DuplicatePeering")
+    cond = case.peerings.wait_reason(ns, "again", "DuplicatePeering", timeout=MINTING_TIMEOUT)
     assert f"{ns}/{NAME}" in cond["message"]
     assert not (case.peerings.status(ns, "again").get("credentials") or {}).get("user")
     names = _secret_names(case)
@@ -454,18 +455,20 @@ def test_a_duplicate_with_minted_credentials_leaves_the_first_ones_identity(case
         lambda: (lambda s: s.get("observedGeneration") == 2 and s.get("peerStatus") == "ready")(
             case.peerings.status(ns, NAME)
         ),
+        timeout=MINTING_TIMEOUT,
     )
     assert case.peerings.status(ns, NAME)["credentials"]["user"] == user
     assert _minted_kubeconfig_allowed(case, secret)
 
     case.peerings.delete(ns, "again")  # unpeering the duplicate revokes nothing of the first's
-    case.peerings.wait_gone(ns, "again")
+    case.peerings.wait_gone(ns, "again", timeout=MINTING_TIMEOUT)
     assert _peering_user(case) == first_only
     assert _minted_kubeconfig_allowed(case, secret)
 
     case.peerings.delete(ns, NAME)
-    case.peerings.wait_gone(ns, NAME)
-    assert _peering_user(case) == NOTHING_MINTED
+    case.peerings.wait_gone(ns, NAME, timeout=MINTING_TIMEOUT)
+    # The bindings go with the revoke ClusterRole, removed by the provider's garbage collector.
+    wait_for("the minted user's objects to be gone", lambda: _peering_user(case) == NOTHING_MINTED, timeout=30)
     names = _secret_names(case)
     assert not names & {secret, naming.minted_secret("again")}, names
 
