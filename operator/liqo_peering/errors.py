@@ -1,8 +1,29 @@
-"""Errors the engine reports in status: each has a CamelCase reason and a message that says the fix."""
+"""Errors the engine reports in status: each has a CamelCase reason and a message that says the fix.
+
+An answer of an API server is kept as data (``ApiError``: whose server, what was asked, what it answered),
+and its message is built from those fields in one place (``describe``). Whatever classifies an error (is it
+transient, is it the operator's own cluster, may apply fall back from patch) reads fields, never text.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+CONSUMER = "consumer"  # the cluster the operator runs in
+PROVIDER = "provider"  # the cluster the Secret's kubeconfig reaches
+
+# How to fix a right the provider's kubeconfig lacks in the forward direction.
+PEERING_USER_FIX = "grant it (Liqo's peering-user has every right the operator needs: liqoctl generate peering-user)"
+# ... and in the reverse direction (spec.bidirectional), where the operator acts on the provider as Liqo's
+# consumer there: Liqo's peering-user may write only in the consumer's tenant namespace on the provider.
+REVERSE_FIX = (
+    "the reverse direction (spec.bidirectional) acts on the provider as Liqo's consumer there, so its kubeconfig"
+    " needs more than Liqo's peering-user: to read Secret {liqo}/authentication-keys (the provider's Liqo key,"
+    " which signs its Tenant) and virtual Nodes, as liqoctl peer run from the provider does; grant it, or set"
+    " spec.bidirectional to false"
+)
+CONSUMER_FIX = "grant it to the operator's ServiceAccount (the Helm chart's RBAC)"
 
 
 class PeeringError(Exception):
@@ -10,10 +31,12 @@ class PeeringError(Exception):
 
     ``transient`` errors are retried with backoff (unreachable cluster, Liqo not ready yet); the others
     wait for the user to change something (the Secret, the spec), which triggers a new reconcile.
+    ``side`` is the cluster the failure is about, when it is about one.
     """
 
     reason = "ReconcileError"
     transient = True
+    side: str | None = None
 
     def __init__(self, message: str, *, reason: str | None = None, transient: bool | None = None) -> None:
         super().__init__(message)
@@ -35,11 +58,15 @@ class SecretKeyMissing(PeeringError):
 
 
 class ClusterUnreachable(PeeringError):
-    reason = "ProviderUnreachable"
+    """No answer from a cluster's API server: ``why`` in a few words (no credentials in it)."""
 
-
-class ClusterForbidden(PeeringError):
-    reason = "Forbidden"
+    def __init__(self, side: str, server: str, why: str) -> None:
+        self.side, self.server, self.why = side, server, why
+        super().__init__(
+            f"cannot reach the {side} cluster at {server} ({why[:200]}); check that its API server is up and"
+            f" reachable from the operator",
+            reason="ConsumerUnreachable" if side == CONSUMER else "ProviderUnreachable",
+        )
 
 
 class LiqoNotInstalled(PeeringError):
@@ -64,27 +91,233 @@ class ConnectionFailed(PeeringError):
     reason = "ConnectionError"
 
 
-class ApiError(PeeringError):
-    """Any other answer of an API server that is an error: 409 conflicts, 422 invalid objects, 5xx.
+@dataclass(frozen=True)
+class Request:
+    """One request to an API server, as RBAC names it: ``verb`` (get, list, watch, create, update, patch,
+    delete) on ``resource`` (a plural, ``/subresource`` appended) of ``group`` ("" for the core group)."""
 
-    ``status`` is the HTTP status. Conflicts and server errors pass by themselves; an object the server
-    refuses as invalid does not.
+    server: str  # the API server's URL, never credentials
+    verb: str
+    group: str = ""
+    resource: str = "?"
+    namespace: str | None = None
+    name: str | None = None
+
+    @property
+    def what(self) -> str:
+        """``tenants.authentication.liqo.io liqo-tenant-x/y``, ``secrets in namespace t``, ``nodes (cluster-wide)``."""
+        return self._what(self.name)
+
+    @property
+    def right(self) -> str:
+        """What a Role must allow ``verb`` on: a create is allowed on the collection, not on a name."""
+        return self._what(None if self.verb == "create" else self.name)
+
+    def _what(self, name: str | None) -> str:
+        plural, _, sub = self.resource.partition("/")
+        resource = plural + (f".{self.group}" if self.group else "") + (f"/{sub}" if sub else "")
+        if name:
+            return f"{resource} {self.namespace}/{name}" if self.namespace else f"{resource} {name}"
+        return f"{resource} in namespace {self.namespace}" if self.namespace else f"{resource} (cluster-wide)"
+
+
+class ApiError(PeeringError):
+    """An API server's error answer: ``status`` (HTTP), the Status object's ``server_reason`` and
+    ``server_message`` (redacted), to ``request`` from the ``side`` cluster. 409 conflicts, 429 and 5xx
+    pass by themselves; an object the server refuses as invalid (422) or a missing one (404) does not.
+
+    ``message`` is for test doubles that stand in for a server; a real answer's message is ``describe()``.
     """
 
     reason = "ApiError"
 
     def __init__(
-        self, message: str, *, status: int, body: dict[str, Any] | None = None, side: str | None = None
+        self,
+        message: str | None = None,
+        *,
+        status: int,
+        side: str | None = None,
+        request: Request | None = None,
+        server_reason: str = "",
+        server_message: str = "",
+        body: dict[str, Any] | None = None,
+        reverse: bool = False,
+        liqo_namespace: str = "liqo",
     ) -> None:
-        super().__init__(message, transient=status in (409, 429) or status >= 500)
         self.status = status
+        self.side = side
+        self.request = request or Request(server="?", verb="?")
+        self.server_reason = server_reason
+        self.server_message = server_message
         self.body = body or {}  # the server's Status object, when it sent one
-        self.side = side  # "consumer" or "provider": whose API server answered
+        # The reverse direction (spec.bidirectional), and the Liqo namespace of its consumer (the provider):
+        # only the fix a refusal names depends on them.
+        self.reverse = reverse
+        self.liqo_namespace = liqo_namespace
+        self.described = message is None  # the message is built from the fields (not a test double's)
+        super().__init__(message if message is not None else self.describe(), transient=self._transient())
+
+    # The fields the request adds, by the names Kubernetes gives them.
+    @property
+    def verb(self) -> str:
+        return self.request.verb
+
+    @property
+    def resource(self) -> str:
+        return self.request.resource
+
+    @property
+    def group(self) -> str:
+        return self.request.group
+
+    @property
+    def namespace(self) -> str | None:
+        return self.request.namespace
+
+    @property
+    def name(self) -> str | None:
+        return self.request.name
+
+    def _transient(self) -> bool:
+        return self.status in (409, 429) or self.status >= 500
+
+    @property
+    def cluster(self) -> str:
+        return f"the {self.side} cluster at {self.request.server}"
+
+    @property
+    def refused(self) -> str:
+        """What was refused, without the fix: ``the provider cluster at U answered 422 to create tenants...``."""
+        said = self.server_message or self.server_reason
+        detail = f": {said}" if said else ""
+        return f"{self.cluster} answered {self.status} to {self.verb} {self.request.what}{detail}"
+
+    def describe(self) -> str:
+        return self.refused
+
+    def in_reverse(self, liqo_namespace: str) -> ApiError:
+        """The same answer met by the reverse direction, whose consumer (the provider) has Liqo in
+        ``liqo_namespace``: only the fix it names changes."""
+        other = type(self).__new__(type(self))
+        other.__dict__.update(vars(self), reverse=True, liqo_namespace=liqo_namespace)
+        if self.described:
+            other.message = other.describe()
+            other.args = (other.message,)
+        return other
+
+
+class ClusterForbidden(ApiError):
+    """403 from the authorizer (RBAC): the identity lacks a right. Only this refusal makes ``apply`` fall
+    back from patch (server-side apply) to create and update."""
+
+    def __init__(self, message: str | None = None, **fields: Any) -> None:
+        fields.setdefault("status", 403)
+        super().__init__(message, **fields)
+        self.reason = "ConsumerForbidden" if self.side == CONSUMER else "ProviderForbidden"
+
+    def _transient(self) -> bool:
+        return True  # a right granted on the cluster takes effect without any change to the LiqoPeering
+
+    @property
+    def fix(self) -> str:
+        if self.side == CONSUMER:
+            return CONSUMER_FIX
+        return REVERSE_FIX.format(liqo=self.liqo_namespace) if self.reverse else PEERING_USER_FIX
+
+    @property
+    def refused(self) -> str:
+        who = "the operator" if self.side == CONSUMER else "the kubeconfig's identity"
+        reason = f" {self.server_reason}" if self.server_reason else ""
+        return f"{self.cluster} does not let {who} {self.verb} {self.request.right} ({self.status}{reason})"
+
+    def describe(self) -> str:
+        return f"{self.refused}; {self.fix}"
+
+
+class Unauthorized(ClusterForbidden):
+    """401: the server does not accept the credentials at all (expired, revoked, another cluster's)."""
+
+    def __init__(self, message: str | None = None, **fields: Any) -> None:
+        fields.setdefault("status", 401)
+        super().__init__(message, **fields)
+        self.reason = "Unauthorized" if self.side == CONSUMER else "ProviderUnauthorized"
+
+    @property
+    def refused(self) -> str:
+        reason = f" {self.server_reason}" if self.server_reason else ""
+        return f"{self.cluster} does not accept the kubeconfig's credentials ({self.status}{reason})"
+
+    def describe(self) -> str:
+        return f"{self.refused}; put a valid, unexpired one in the Secret"
+
+
+class Refusal(ApiError):
+    """A write the cluster's admission refused: fixed on that cluster, not in the spec, and retried."""
+
+    def _transient(self) -> bool:
+        return True
+
+    @property
+    def refused(self) -> str:
+        return f"{self.cluster} refused to {self.verb} {self.request.what}"
+
+
+class QuotaExceeded(Refusal):
+    """A ResourceQuota in the namespace is full: ``quota`` names it, ``limited`` says what it limits."""
+
+    reason = "QuotaExceeded"
+
+    def __init__(self, message: str | None = None, *, quota: str = "", limited: str = "", **fields: Any) -> None:
+        self.quota, self.limited = quota, limited
+        fields.setdefault("status", 403)
+        super().__init__(message, **fields)
+
+    def describe(self) -> str:
+        quota = f"ResourceQuota {self.namespace}/{self.quota}" if self.namespace else f"ResourceQuota {self.quota}"
+        limits = f" (limited: {self.limited})" if self.limited else ""
+        return (
+            f"{self.refused}: {quota} does not allow it{limits}: {self.server_message}; raise that quota's limit or"
+            f" delete the quota on the {self.side} cluster, and the peering resumes by itself"
+        )
+
+
+class AdmissionDenied(Refusal):
+    """A validating webhook or admission policy denied the write, whatever the status it chose (403 as
+    OPA Gatekeeper, 400 without a code, 422 for a ValidatingAdmissionPolicy). ``admission`` names it."""
+
+    reason = "AdmissionDenied"
+
+    def __init__(self, message: str | None = None, *, admission: str = "", **fields: Any) -> None:
+        self.admission = admission
+        super().__init__(message, **fields)
+
+    def describe(self) -> str:
+        by = self.admission or "an admission check"
+        return (
+            f"{self.refused} ({self.status}): {self.server_message}; the object is what Liqo needs: make {by} on"
+            f" the {self.side} cluster allow it, and the peering resumes by itself"
+        )
+
+
+class NamespaceTerminating(Refusal):
+    """Nothing new may be created in a namespace being deleted; a finalizer may hold it there for good."""
+
+    reason = "NamespaceTerminating"
+
+    def describe(self) -> str:
+        ns = self.namespace
+        return (
+            f"{self.refused}: namespace {ns} is being deleted; the operator creates it again once it is gone. If it"
+            f" stays terminating, something holds it: kubectl get namespace {ns} -o yaml on the {self.side} cluster"
+            f" (status.conditions) names the finalizers and objects left"
+        )
 
 
 def own_cluster_unavailable(exc: PeeringError) -> bool:
     """The operator's own API server is down, restarting or overloaded: nothing the peering did. Such a pass
     is retried and never reported in the status, which it could not write anyway, or would make flap."""
-    if exc.reason == "ConsumerUnreachable":
+    if exc.side != CONSUMER:
+        return False
+    if isinstance(exc, ClusterUnreachable):
         return True
-    return isinstance(exc, ApiError) and exc.side == "consumer" and (exc.status == 429 or exc.status >= 500)
+    return type(exc) is ApiError and (exc.status == 429 or exc.status >= 500)

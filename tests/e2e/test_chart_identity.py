@@ -204,7 +204,7 @@ def test_peering_ready_with_the_charts_service_account_only(
         # Ready, or refused by the API server (a right the chart lacks): no point waiting longer then.
         status = operator_env.peerings.status(PEERING_NS, NAME)
         reasons = {c["type"]: c.get("reason") for c in status.get("conditions") or []}
-        return status if status.get("peerStatus") == "ready" or reasons.get("Ready") == "Forbidden" else None
+        return status if status.get("peerStatus") == "ready" or reasons.get("Ready") == "ConsumerForbidden" else None
 
     status = wait_for(f"LiqoPeering {PEERING_NS}/{NAME} to be ready", settled, timeout=120)
     assert status["peerStatus"] == "ready", f"{status}\n--- operator log (tail):\n{operator.log()[-6000:]}"

@@ -9,12 +9,11 @@ from typing import Any, cast
 
 import pytest
 
-from liqo_peering.clients.cluster import PEERING_USER_FIX
 from liqo_peering.engine import reverse, teardown
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.watches import peering_routes
-from liqo_peering.errors import ClusterForbidden, ResourceSliceDenied
+from liqo_peering.errors import PEERING_USER_FIX, ClusterForbidden, Request, ResourceSliceDenied
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.stages import REVERSE_STAGES, STAGES, StageResult
@@ -153,11 +152,8 @@ def test_a_right_the_provider_kubeconfig_lacks_names_what_the_reverse_direction_
     )
 
     def forbidden(*_: Any, **__: Any) -> Any:
-        raise ClusterForbidden(
-            f"the provider cluster at https://p does not let the kubeconfig's identity create secrets in namespace"
-            f" {P_NS} (403 Forbidden); {PEERING_USER_FIX}",
-            reason="ProviderForbidden",
-        )
+        asked = Request(server="https://p", verb="create", resource="secrets", namespace=P_NS)
+        raise ClusterForbidden(side="provider", request=asked, server_reason="Forbidden")
 
     provider.create_if_absent = forbidden  # type: ignore[method-assign]
     with pytest.raises(Exception) as err:

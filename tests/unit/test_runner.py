@@ -15,7 +15,14 @@ from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import Outcome, PeeringService
 from liqo_peering.engine.watches import HEALTH_CHANGED, RELISTED, WatchHub
-from liqo_peering.errors import ApiError, ClusterUnreachable, PeeringError, ResourceSliceDenied, own_cluster_unavailable
+from liqo_peering.errors import (
+    AdmissionDenied,
+    ApiError,
+    ClusterUnreachable,
+    PeeringError,
+    ResourceSliceDenied,
+    own_cluster_unavailable,
+)
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.stages import StageResult
@@ -250,9 +257,12 @@ def test_a_permanent_stage_error_is_not_retried_as_transient(monkeypatch: pytest
     ("error", "outage"),
     [
         (ApiError("etcd is restarting", status=503, side="consumer"), True),
-        (ClusterUnreachable("cannot reach the consumer cluster", reason="ConsumerUnreachable"), True),
+        (ClusterUnreachable("consumer", "https://198.18.0.1:6443", "connection refused"), True),
         (ApiError("etcd is restarting", status=503, side="provider"), False),
+        (ClusterUnreachable("provider", "https://198.18.0.2:6443", "connection refused"), False),
         (ApiError("conflict", status=409, side="consumer"), False),
+        # A webhook may deny with any code, 5xx too: that is a policy, not the API server failing.
+        (AdmissionDenied(status=500, side="consumer", admission='admission webhook "w"'), False),
     ],
 )
 def test_the_operators_own_cluster_failing_is_raised_not_reported(

@@ -262,8 +262,8 @@ def test_recovering_from_error_clears_stalled() -> None:
 LONG = "LiqoPeering team-a/provider: " + "the provider cluster at https://p:6443 answered 500: etcd timeout; " * 30
 ERROR_REASONS = [
     "SecretNotFound", "SecretKeyMissing", "KubeconfigInvalid", "KubeconfigUnsafe", "InvalidSpec",
-    "ProviderUnreachable", "ConsumerUnreachable", "ProviderForbidden", "Forbidden", "ProviderUnauthorized",
-    "Unauthorized", "LiqoNotInstalled",
+    "ProviderUnreachable", "ConsumerUnreachable", "ProviderForbidden", "ConsumerForbidden", "ProviderUnauthorized",
+    "Unauthorized", "QuotaExceeded", "AdmissionDenied", "NamespaceTerminating", "LiqoNotInstalled",
     "LiqoNotReady", "DuplicatePeering", "ResourceSliceDenied", "ConnectionError", "ApiError", "ReconcileError",
 ]  # fmt: skip
 

@@ -35,7 +35,7 @@ class ListWatch(ClusterClient):
     def list_page(self, res: r.Resource, namespace: str | None, labels: Any = None, fields: Any = None) -> Any:
         if self.fail_lists:
             self.fail_lists -= 1
-            raise ClusterUnreachable("down")
+            raise ClusterUnreachable("provider", "https://198.18.0.2:6443", "down")
         self.lists += 1
         return list(self.objects), str(self.lists)
 
@@ -282,7 +282,7 @@ def test_a_provider_that_goes_down_and_comes_back_wakes_its_peerings(
         probes = cluster.probes
         cluster_wakes = wakes.count("a")
         assert cluster.down is None
-        cluster.health = ClusterUnreachable("the provider's API server did not answer")
+        cluster.health = ClusterUnreachable("provider", "https://198.18.0.2:6443", "no answer")
         assert wakes.wait_for("a", cluster_wakes + 1)
         assert cluster.down is not None and cluster.probes > probes
         cluster.health = None
@@ -300,7 +300,7 @@ def test_a_provider_that_goes_down_and_comes_back_wakes_its_peerings(
 
 def test_a_client_marked_down_fails_at_once_without_a_request() -> None:
     client = ClusterClient(cast(Any, None), "provider", "https://198.18.0.2:6443")  # no ApiClient to call
-    client.down = ClusterUnreachable("cannot reach the provider cluster", reason="ProviderUnreachable")
+    client.down = ClusterUnreachable("provider", "https://198.18.0.2:6443", "timed out")
     with pytest.raises(ClusterUnreachable) as raised:
         client.get(r.TENANT, "t", "ns")
     assert raised.value.reason == "ProviderUnreachable"
@@ -310,7 +310,7 @@ class NoWatch(ListWatch):
     """May list, may not watch (Liqo's peering-user)."""
 
     def stream(self, *_: Any, **__: Any) -> Iterator[Any]:
-        raise ClusterForbidden("may not watch", reason="ProviderForbidden")
+        raise ClusterForbidden("may not watch", side="provider")
 
 
 def test_a_refused_watch_polls_and_wakes_only_on_change(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,9 @@ them (as controller-runtime's cached client does), and the client's own writes g
 so a pass reads what it just wrote; a miss always asks the API server.
 
 Nothing above this layer sees the Kubernetes client's exceptions: every
-failure is a PeeringError (ClusterUnreachable, ClusterForbidden, LiqoNotInstalled or ApiError) that
-says whether retrying can help. Server-side apply makes repeated steps idempotent, and ``ensure``
-skips the apply when the stored object already holds what it would send.
+failure is a PeeringError (ClusterUnreachable, LiqoNotInstalled, or an ApiError whose kind says what refused
+the request: see answers.read) that says whether retrying can help. Server-side apply makes repeated
+steps idempotent, and ``ensure`` skips the apply when the stored object already holds what it would send.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from liqo_peering.clients import answers
 from liqo_peering.clients.interrupt import Connections
-from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled
+from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled, Unauthorized
 from liqo_peering.kubeconfig import redact
 from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
@@ -31,9 +32,6 @@ from liqo_peering.liqo.stored import covers, overlay
 
 REQUEST_TIMEOUT = 15.0
 
-
-# How to fix a right the provider's kubeconfig lacks (engine/reverse.py words it for the reverse direction).
-PEERING_USER_FIX = "grant it (Liqo's peering-user has every right the operator needs: liqoctl generate peering-user)"
 PROBE_TIMEOUT = (2.0, 2.0)  # connect, read: an API server slower than this to say it is ready counts as down
 
 
@@ -71,7 +69,7 @@ class ClusterClient:
         """Send one request and return the raw urllib3 response (not read yet)."""
         down = self.down
         if down is not None and not probing:
-            raise ClusterUnreachable(down.message, reason=down.reason)
+            raise ClusterUnreachable(down.side or self.side, down.server, down.why)
         headers = {"Accept": "application/json"}
         if content_type or body is not None:
             headers["Content-Type"] = content_type or "application/json"
@@ -89,7 +87,8 @@ class ClusterClient:
             )
         except ApiException as exc:
             if exc.status:
-                raise self._translate(method, path, exc.status, exc.reason, str(exc.body or "")) from None
+                answer = str(exc.body or "")
+                raise self._translate(method, path, exc.status, exc.reason, answer, _created(method, body)) from None
             raise self._unreachable(exc.reason or "no response", probing) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(_why(exc), probing) from None
@@ -98,12 +97,8 @@ class ClusterClient:
         down = self.down
         if down is not None and not probing:
             # Most likely interrupted (see interrupt): why the probe counts it down says more than "aborted".
-            return ClusterUnreachable(down.message, reason=down.reason)
-        return ClusterUnreachable(
-            f"cannot reach the {self.side} cluster at {self.describe} ({redact(why)[:200]}); check that its API server"
-            f" is up and reachable from the operator",
-            reason="ProviderUnreachable" if self.side == "provider" else "ConsumerUnreachable",
-        )
+            return ClusterUnreachable(down.side or self.side, down.server, down.why)
+        return ClusterUnreachable(self.side, self.describe, redact(why)[:200])
 
     def _call(
         self,
@@ -120,40 +115,16 @@ class ClusterClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(_why(exc)) from None
         if resp.status >= 400:
-            raise self._translate(method, path, resp.status, resp.reason, data.decode(errors="replace") if data else "")
+            answer = data.decode(errors="replace") if data else ""
+            raise self._translate(method, path, resp.status, resp.reason, answer, _created(method, body))
         return json.loads(data) if data else None
 
-    def _translate(self, method: str, path: str, status: int, reason: str | None, body: str) -> Exception:
-        if status == 401:
-            return ClusterForbidden(
-                f"the {self.side} cluster at {self.describe} does not accept the kubeconfig's credentials"
-                f" ({status} {reason}); put a valid, unexpired one in the Secret",
-                reason="ProviderUnauthorized" if self.side == "provider" else "Unauthorized",
-            )
-        if status == 403:
-            verb, what = request_rights(method, path)
-            if self.side == "provider":
-                who = "the kubeconfig's identity"
-                fix = PEERING_USER_FIX
-            else:
-                who = "the operator"
-                fix = "grant it to the operator's ServiceAccount (the Helm chart's RBAC)"
-            return ClusterForbidden(
-                f"the {self.side} cluster at {self.describe} does not let {who} {verb} {what}"
-                f" ({status} {reason}); {fix}",
-                reason="ProviderForbidden" if self.side == "provider" else "Forbidden",
-            )
-        try:
-            answer = json.loads(body or "{}")
-        except ValueError:
-            answer = {}
-        detail = (answer.get("message") if isinstance(answer, dict) else None) or reason or "no detail"
-        return ApiError(
-            f"the {self.side} cluster at {self.describe} answered {status} to {method} {path}: {redact(str(detail))}",
-            status=status,
-            body=answer if isinstance(answer, dict) else None,
-            side=self.side,
-        )
+    def _translate(
+        self, method: str, path: str, status: int, reason: str | None, body: str, name: str | None = None
+    ) -> ApiError:
+        """The error an answer is; ``name``: the object a create sent (its path names none)."""
+        request = answers.request_of(self.describe, method, path, name)
+        return answers.read(self.side, request, status, reason, body)
 
     @staticmethod
     def _is_missing_type(exc: ApiError) -> bool:
@@ -227,7 +198,11 @@ class ClusterClient:
                     content_type="application/apply-patch+yaml",
                 ),
             )
-        except ClusterForbidden:
+        except ClusterForbidden as exc:
+            # Only RBAC refusing patch itself: a quota, a policy or a namespace being deleted would refuse
+            # create and update as well, and once fixed patch works again.
+            if isinstance(exc, Unauthorized):
+                raise
             self._no_patch.add(res.plural)  # remembered: one refused patch per kind, not one per pass
             return self._create_or_update(res, body)
         except ApiError as exc:
@@ -282,8 +257,8 @@ class ClusterClient:
                     content_type="application/merge-patch+json",
                 ),
             )
-        except ClusterForbidden:
-            if subresource is not None:
+        except ClusterForbidden as exc:
+            if subresource is not None or isinstance(exc, Unauthorized):
                 raise
             self._no_patch.add(res.plural)
             return self._update(res, name, namespace, patch)
@@ -425,10 +400,8 @@ class ClusterClient:
             status = int(resp.status)
         except ClusterUnreachable as exc:
             return exc
-        except ApiError as exc:
+        except ApiError as exc:  # a 401 or 403 too: up
             status = exc.status
-        except ClusterForbidden:
-            return None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             return self._unreachable(_why(exc), probing=True)
         return self._unreachable(f"/readyz answered {status}", probing=True) if status >= 500 else None
@@ -507,6 +480,13 @@ class ClusterClient:
         self.api.close()
 
 
+def _created(method: str, body: Any) -> str | None:
+    """The name of the object a POST creates."""
+    meta = body.get("metadata") if method == "POST" and isinstance(body, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def _why(exc: BaseException) -> str:
     """What failed, in a few words: urllib3's MaxRetryError says nothing until its reason is named."""
     reason = getattr(exc, "reason", None)
@@ -515,30 +495,13 @@ def _why(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
 def request_rights(method: str, path: str) -> tuple[str, str]:
     """The RBAC verb and the resource a request needs, as a Role names them.
 
-    ``("patch", "gatewayservers.networking.liqo.io liqo-tenant-x/y")``. ``method`` WATCH is a watch; a GET
-    is a get when the path names an object, else a list.
+    ``("patch", "gatewayservers.networking.liqo.io liqo-tenant-x/y")``.
     """
-    parts = [p for p in path.split("?")[0].split("/") if p]
-    # /api/v1/... or /apis/<group>/<version>/...
-    group = parts[1] if parts[:1] == ["apis"] and len(parts) > 2 else ""
-    rest = parts[3:] if group else parts[2:]
-    namespace = None
-    if len(rest) > 2 and rest[0] == "namespaces":
-        namespace, rest = rest[1], rest[2:]
-    plural = rest[0] if rest else "?"
-    name = rest[1] if len(rest) > 1 else None
-    sub = rest[2] if len(rest) > 2 else None
-    verb = "watch" if method == "WATCH" else _VERBS.get(method, "get" if name else "list")
-    resource = plural + (f".{group}" if group else "") + (f"/{sub}" if sub else "")
-    if name:
-        return verb, f"{resource} {namespace}/{name}" if namespace else f"{resource} {name}"
-    return verb, f"{resource} in namespace {namespace}" if namespace else f"{resource} (cluster-wide)"
+    request = answers.request_of("", method, path)
+    return request.verb, request.what
 
 
 def _terms(selector: str | None) -> set[str]:

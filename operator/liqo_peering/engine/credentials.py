@@ -209,7 +209,7 @@ def _mint(
     except ClusterForbidden as exc:
         raise PeeringError(
             f"minting with the bootstrap kubeconfig of Secret {namespace}/{spec.remote_kubeconfig_secret_ref.name}:"
-            f" {exc.message.split(';')[0]}; minting needs a provider kubeconfig that may create and approve CSRs and"
+            f" {exc.refused}; minting needs a provider kubeconfig that may create and approve CSRs and"
             f" create RoleBindings (an admin one), or set spec.credentials.mint to false",
             reason=exc.reason,
             transient=False,

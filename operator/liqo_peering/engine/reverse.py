@@ -14,22 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from liqo_peering.clients.cluster import PEERING_USER_FIX
 from liqo_peering.engine import authentication, offloading, teardown
 from liqo_peering.engine.run import PeeringRun
-from liqo_peering.errors import PeeringError
-from liqo_peering.liqo import naming
+from liqo_peering.errors import ApiError, PeeringError
 from liqo_peering.stages import REVERSE_OF, REVERSE_STAGES, StageResult
-
-# What the provider's kubeconfig needs for the reverse direction, beyond Liqo's peering-user (which may
-# write only in the consumer's tenant namespace there): the operator acts on the provider as liqoctl peer
-# run from the provider does, with the provider's own Liqo key.
-REVERSE_FIX = (
-    "the reverse direction (spec.bidirectional) acts on the provider as Liqo's consumer there, so its kubeconfig"
-    " needs more than Liqo's peering-user: to read Secret {liqo}/" + naming.AUTH_KEYS_SECRET + " (the provider's"
-    " Liqo key, which signs its Tenant) and virtual Nodes, as liqoctl peer run from the provider does; grant"
-    " it, or set spec.bidirectional to false"
-)
 
 
 def run_of(p: PeeringRun) -> PeeringRun:
@@ -42,11 +30,11 @@ def _renamed(result: StageResult) -> StageResult:
 
 
 def _explained(rev: PeeringRun, exc: PeeringError) -> PeeringError:
-    """A right the provider's kubeconfig lacks: say what the reverse direction needs (not the peering-user)."""
-    if exc.reason != "ProviderForbidden" or PEERING_USER_FIX not in exc.message:
+    """An answer met in the reverse direction says so: a right the provider's kubeconfig lacks then names
+    what the reverse direction needs (errors.REVERSE_FIX), not Liqo's peering-user."""
+    if not isinstance(exc, ApiError):
         return exc
-    fix = REVERSE_FIX.format(liqo=rev.ctx.consumer.liqo_namespace)  # the reverse run's consumer: the provider
-    return PeeringError(exc.message.replace(PEERING_USER_FIX, fix), reason=exc.reason, transient=exc.transient)
+    return exc.in_reverse(rev.ctx.consumer.liqo_namespace)  # the reverse run's consumer: the provider
 
 
 def authenticate(rev: PeeringRun, in_band: bool) -> StageResult:

@@ -27,7 +27,7 @@ class SetObservation:
     plan: Plan = field(default_factory=Plan)
     done: dict[str, Why] = field(default_factory=dict)  # the writes this pass made, by LiqoPeering name
     conflicts: dict[str, str] = field(default_factory=dict)  # the plan's, and names taken found on create
-    error_reason: str | None = None  # the set itself cannot be reconciled (InvalidSpec, Forbidden, ...)
+    error_reason: str | None = None  # the set itself cannot be reconciled (InvalidSpec, ConsumerForbidden, ...)
     error_message: str | None = None
     error_transient: bool = True
 
