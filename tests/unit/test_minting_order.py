@@ -139,7 +139,7 @@ class _Refusing(FakeClusterClient):
     """The provider as a credential without rights sees it."""
 
     def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        raise ClusterForbidden("forbidden", reason="ProviderForbidden")
+        raise ClusterForbidden("may not get", side="provider")
 
 
 def _identity(provider: FakeClusterClient, peering: str) -> None:
