@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: venv lock tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak
+.PHONY: venv lock tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak docs docs-serve
 # Real nodes per cluster for `make clusters-up` (0: control planes only, as the fast suites use them).
 NODES ?= 0
 
@@ -28,8 +28,15 @@ clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provid
 clusters-down:   ## Stop the local clusters, leaving nothing behind
 	PYTHONPATH=. $(PY) -m testenv.localk8s down --dir .local/clusters
 
-generate: venv   ## Regenerate the CRD and its copies from the pydantic model
+generate: venv   ## Regenerate the CRD and its copies from the pydantic model, and the docs' flag and value tables
 	$(PY) -m liqo_peering.api.crdgen
+	$(PY) hack/gen-docs.py
+
+docs: venv       ## The documentation site, built strictly into .local/site (a broken link or a page left out fails)
+	hack/docs.sh build
+
+docs-serve: venv ## The documentation site on http://127.0.0.1:8000, rebuilt as you edit
+	hack/docs.sh serve
 
 lint: venv       ## ruff, mypy and the layer contract (.importlinter)
 	hack/lint.sh

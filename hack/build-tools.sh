@@ -63,4 +63,6 @@ done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
 # Cluster DNS for local clusters with nodes; the version it reports comes from the module itself.
 build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
+# The GitHub Actions workflow linter for hack/lint.sh (which builds it too, when missing).
+hack/build-actionlint.sh
 echo "tools ready in $((SECONDS - script_start))s"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lint: ruff (style), mypy (types) and import-linter (the layer contract in .importlinter).
+# Lint: ruff (style), mypy (types), import-linter (the layer contract in .importlinter) and actionlint (the
+# GitHub Actions workflows; built on first use by hack/build-actionlint.sh, cached after).
 # mypy's and import-linter's caches live outside the clone, so a fresh clone lints in seconds (both
 # check each module's content hash before they trust a cached result).
 set -euo pipefail
@@ -10,3 +11,6 @@ mkdir -p "$cache"
 .venv/bin/ruff format --check operator tests testenv hack
 .venv/bin/mypy --cache-dir "$cache/mypy" operator tests testenv
 PYTHONPATH=operator:. .venv/bin/lint-imports --cache-dir "$cache/import-linter"
+hack/build-actionlint.sh >/dev/null
+# shellcheck and pyflakes integrations off: the result must not depend on what else is installed.
+"$(hack/tool-path.sh actionlint)" -shellcheck= -pyflakes= .github/workflows/*.yml

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test suite. With arguments: one pytest over tests/ and testenv/tests with them (-k, -m, a file...).
+# The test suite. With arguments: one pytest with them (files, -k, -m...; with no path, pytest's testpaths:
+# tests/ and testenv/tests).
 # Without (CI, `make test`): the suite's tiers (testenv.pytest_plugin TIERS: clusters of their own, none
 # shared) in lanes that run side by side, each lane running its tiers one after the other, so that a tier's
 # clusters are gone before the next starts. Each tier has its log and JUnit report in .local/; the logs
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PYTEST=(.venv/bin/pytest -p no:cacheprovider --durations=15)
 if (($#)); then
-  exec "${PYTEST[@]}" tests testenv/tests --junitxml=.local/junit.xml "$@"
+  exec "${PYTEST[@]}" --junitxml=.local/junit.xml "$@"
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the two lanes: main

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole suite, as CI runs it: venv, tool builds (cached), lint, generated-file drift, unit and e2e tests.
+# The whole suite, as CI runs it: venv, tool builds (cached), lint, generated-file drift, the docs site, unit
+# and e2e tests.
 # Prints how long each phase took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,10 @@ phase images hack/build-images.sh
 phase liqo-images hack/build-liqo-images.sh
 phase lint hack/lint.sh
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
+# The documentation site, built strictly (and its generated tables checked); tests/site renders it in
+# headless Chromium.
+phase docs hack/docs.sh build
+phase chromium hack/install-chromium.sh
 # tests/ and testenv/tests (the harness's own tests), in tiers side by side (hack/run-tests.sh). The JUnit
 # reports in .local/ keep every test's time (setup, call and teardown) for finding what to make faster.
 phase tests hack/run-tests.sh "$@"

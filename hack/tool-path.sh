@@ -3,6 +3,7 @@
 # and of the GitOps controllers built by hack/build-gitops.sh.
 # Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns
 #                          |source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize
+#                          |actionlint
 set -euo pipefail
 here=$(dirname "$0")
 # shellcheck source=versions.env
@@ -20,8 +21,9 @@ case ${1:-} in
     helm-controller) dir=helm-controller-$FLUX_HELM_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
     argocd | argocd-lua-health) dir=argocd-$ARGOCD_VERSION build=hack/build-gitops.sh ;;
     kustomize) dir=kustomize-$KUSTOMIZE_VERSION build=hack/build-gitops.sh ;;
+    actionlint) dir=actionlint-$ACTIONLINT_VERSION build=hack/build-actionlint.sh ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint" >&2
         exit 2
         ;;
 esac

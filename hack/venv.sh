@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Creates .venv with the operator and its dev tools, at the versions uv.lock pins; a no-op when neither
-# pyproject.toml nor uv.lock has changed. uv installs them (from its cache under ~/.cache/uv, in seconds
-# on a warm machine; pip took about a minute for every fresh clone), into a plain venv that keeps pip for
-# anyone who wants it.
+# Creates .venv with the operator, its dev tools and the docs site's (MkDocs), at the versions uv.lock
+# pins; a no-op when neither pyproject.toml nor uv.lock has changed. uv installs them (from its cache
+# under ~/.cache/uv, in seconds on a warm machine; pip took about a minute for every fresh clone), into a
+# plain venv that keeps pip for anyone who wants it.
 #
 # `hack/venv.sh lock` (make lock) re-locks first: run it after editing the dependencies in pyproject.toml
 # and commit uv.lock with them. Without it this script fails on a stale lock (CI runs it first).
@@ -24,6 +24,6 @@ elif ! .venv/bin/uv lock --check --quiet; then
     exit 1
 fi
 # Exactly the locked versions, the operator itself editable. --inexact: pip and uv stay in the venv.
-UV_PROJECT_ENVIRONMENT=.venv .venv/bin/uv sync --frozen --inexact --extra dev --python .venv/bin/python --quiet
+UV_PROJECT_ENVIRONMENT=.venv .venv/bin/uv sync --frozen --inexact --extra dev --extra docs --python .venv/bin/python --quiet
 rm -f .venv/.installed-*
 touch "$(stamp)"

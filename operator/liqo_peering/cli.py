@@ -58,8 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow exec and auth-provider plugins in remote kubeconfigs",
     )
     run.add_argument(TLS_FLAG, action="store_true", help="allow insecure-skip-tls-verify in remote kubeconfigs")
-    run.add_argument("--log-format", choices=["json", "console"], default="json")
-    run.add_argument("--log-level", choices=["debug", "info", "warning"], default="info")
+    run.add_argument(
+        "--log-format", choices=["json", "console"], default="json", help="json (for log collectors) or console"
+    )
+    run.add_argument(
+        "--log-level", choices=["debug", "info", "warning"], default="info", help="the lowest level logged"
+    )
     run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (0: off)")
     run.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port: GET /healthz")
     run.add_argument(

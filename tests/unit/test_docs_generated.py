@@ -1,0 +1,90 @@
+"""The generated tables (hack/docs_gen.py) match the code: every operator flag and chart value is documented."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from liqo_peering.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_gen", REPO / "hack" / "docs_gen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("docs_gen", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = _load()
+
+
+@pytest.mark.parametrize("page", list(gen.PAGES), ids=[p.name for p in gen.PAGES])
+def test_generated_tables_are_up_to_date(page: Path) -> None:
+    assert (REPO / page).read_text() == gen.PAGES[page](REPO), f"{page} is stale: run `make generate`"
+
+
+def test_every_chart_value_has_a_description() -> None:
+    values = gen.chart_values((REPO / gen.VALUES).read_text())
+    undocumented = [v.key for v in values if not v.description]
+    assert not undocumented, f"values.yaml: add a `# --` comment above {', '.join(undocumented)}"
+
+
+def test_every_flag_is_in_the_configuration_page_with_its_help() -> None:
+    page = (REPO / gen.CONFIGURATION).read_text()
+    flags = gen.operator_flags(build_parser(), (REPO / gen.DEPLOYMENT).read_text())
+    names = [n for f in flags for n in f.names]
+    assert "--peering-lifetime" in names and "--no-kubeconfig-secret-protection" in names
+    assert [n for n in names if f"`{n}" not in page] == []
+    assert [f.names[0] for f in flags if not f.help] == [], "give each flag a help text in cli.py"
+
+
+def test_comments_and_defaults_are_read_per_key() -> None:
+    text = """\
+# A header, not a description.
+
+# -- The image.
+image:
+  # -- Its tag;
+  # empty: the appVersion.
+  tag: ""
+  pullPolicy: IfNotPresent
+ha:
+  enabled: false
+# -- A list.
+items:
+  - a
+"""
+    values = gen.chart_values(text)
+    assert [(v.key, v.default, v.description) for v in values] == [
+        ("image", {"tag": "", "pullPolicy": "IfNotPresent"}, "The image."),
+        ("ha.enabled", False, ""),
+        ("items", ["a"], "A list."),
+    ]
+    assert gen.value_comments(text)["image.tag"] == "Its tag;\nempty: the appVersion."
+
+
+def test_the_chart_value_of_a_flag_comes_from_its_line_or_its_block() -> None:
+    template = """\
+            {{- range .Values.watchNamespaces }}
+            - --namespace={{ . }}
+            {{- end }}
+            - --log-level={{ .Values.logLevel }}
+            {{- if not .Values.protection }}
+            - --no-protection
+            {{- end }}
+            - --other
+"""
+    assert gen.chart_flags(template) == {
+        "--namespace": ("watchNamespaces",),
+        "--log-level": ("logLevel",),
+        "--protection": ("protection",),
+        "--other": (),
+    }
