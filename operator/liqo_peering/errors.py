@@ -77,6 +77,25 @@ class LiqoNotReady(PeeringError):
     reason = "LiqoNotReady"
 
 
+class LiqoVersionUnsupported(PeeringError):
+    """A cluster runs a Liqo this operator cannot peer with (older than v1.0): nothing retried helps."""
+
+    reason = "LiqoVersionUnsupported"
+    transient = False
+
+    def __init__(self, message: str, *, side: str | None, found: str, supported: str) -> None:
+        super().__init__(message)
+        self.side = side  # "consumer" or "provider"; None: the pair (a skew)
+        self.found = found  # the version(s) found, as the status shows them
+        self.supported = supported  # what the operator accepts
+
+
+class LiqoVersionSkew(LiqoVersionUnsupported):
+    """The two clusters run different minor versions of Liqo, which Liqo does not support peering."""
+
+    reason = "LiqoVersionSkew"
+
+
 class DuplicatePeering(PeeringError):
     reason = "DuplicatePeering"
     transient = False

@@ -116,6 +116,21 @@ class FakeClusterClient(ClusterClient):
         self.deleted: list[Key] = []
         self.deleted_with_dependents: list[Key] = []
         self._version = 0
+        # What read_path answers (None: 404): a Kubernetes 1.35 API server with Liqo v1.2's API groups.
+        self.paths: dict[str, Any] = {
+            "/version": {"major": "1", "minor": "35", "gitVersion": "v1.35.0"},
+            "/apis/authentication.liqo.io": {"kind": "APIGroup", "name": "authentication.liqo.io"},
+            "/openapi/v3/apis/core.liqo.io/v1beta1": {
+                "components": {
+                    "schemas": {
+                        "io.liqo.core.v1beta1.ForeignCluster": {
+                            "properties": {"status": {"properties": {"observedGeneration": {"type": "integer"}}}}
+                        }
+                    }
+                }
+            },
+        }
+        self.path_reads: list[str] = []
 
     # -- test helpers: playing the API server's and Liqo's part ---------------------------------
     def put(self, res: r.Resource, name: str, namespace: str | None, **meta: Any) -> None:
@@ -193,6 +208,10 @@ class FakeClusterClient(ClusterClient):
     # -- the ClusterClient API ------------------------------------------------------------------
     def close(self) -> None:
         """No connections to release."""
+
+    def read_path(self, path: str) -> Any | None:
+        self.path_reads.append(path)
+        return copy.deepcopy(self.paths.get(path))
 
     def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         self._check_served(res)

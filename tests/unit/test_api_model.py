@@ -54,6 +54,7 @@ def test_defaults_of_a_minimal_spec() -> None:
     assert spec.credentials.delete_bootstrap_secret is False
     assert spec.credentials.lifetime_seconds is None
     assert spec.bidirectional is False
+    assert spec.allow_liqo_version_skew is False
     assert spec.reverse.offloading == off  # the same defaults, set apart
 
 
@@ -65,6 +66,7 @@ def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
         "liqoNamespace": "liqo",
         "remoteLiqoNamespace": "liqo",
         "skipValidation": False,
+        "allowLiqoVersionSkew": False,
         "networking": {
             "enabled": True,
             "mtu": 1340,

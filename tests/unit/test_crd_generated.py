@@ -242,9 +242,9 @@ def test_every_schema_default_is_a_pydantic_default() -> None:
         else:
             assert value == node["default"], path
             seen += 1
-    # key, timeout, 2 namespaces, skipValidation, 2 net, 2 server, inBand, 3 offloading, 2 credentials,
-    # bidirectional, 3 reverse offloading
-    assert seen == 19
+    # key, timeout, 2 namespaces, skipValidation, allowLiqoVersionSkew, 2 net, 2 server, inBand, 3 offloading,
+    # 2 credentials, bidirectional, 3 reverse offloading
+    assert seen == 20
 
 
 # -- CEL rules -------------------------------------------------------------------------------

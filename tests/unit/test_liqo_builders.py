@@ -133,7 +133,8 @@ def cidrs(status: str, observed: int | None) -> dict[str, Any]:
         (cfg(2, [cidrs("False", 2)], remote={"cidr": {"pod": ["10.0.0.0/16"]}}), False),
         # v1.1 and older: status.remote set
         (cfg(1, None, remote={"cidr": {"pod": ["10.71.0.0/16"], "external": ["10.70.0.0/16"]}}), True),
-        (cfg(1, [], remote={"cidr": {"pod": ["10.71.0.0/16"]}}), True),
+        # ... both the pod and the external CIDR, as liqoctl's IsConfigurationStatusSet wants them
+        (cfg(1, [], remote={"cidr": {"pod": ["10.71.0.0/16"]}}), False),
         (cfg(1), False),
         ({"metadata": {"name": "x"}}, False),
         ({"metadata": {"name": "x", "generation": 1}, "status": None}, False),

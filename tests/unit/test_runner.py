@@ -14,7 +14,7 @@ from liqo_peering.engine import service as service_module
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.engine.runner import PeeringRunner
 from liqo_peering.engine.service import Outcome, PeeringService
-from liqo_peering.engine.watches import HEALTH_CHANGED, RELISTED, WatchHub
+from liqo_peering.engine.watches import HEALTH_CHANGED, LIQO_IDENTITY, RELISTED, WatchHub
 from liqo_peering.errors import (
     AdmissionDenied,
     ApiError,
@@ -216,14 +216,38 @@ def test_routes_follow_the_peering_context() -> None:
     local_kinds = {x.scope.res.kind for x in routes if x.client is svc.local}
     remote_kinds = {x.scope.res.kind for x in routes if x.client is remote}
     assert {"Connection", "ResourceSlice", "ForeignCluster", "Node", "Pod", "Secret"} <= local_kinds
-    assert remote_kinds == {"Secret", "Configuration", "GatewayServer", "Connection", "Deployment", "Tenant", "Health"}
+    assert remote_kinds == {
+        "Secret",
+        "Configuration",
+        "GatewayServer",
+        "Connection",
+        "Deployment",
+        "Tenant",
+        "Health",
+        "ConfigMap",
+    }
     # Consumer informers are cluster-wide (shared by every peering); a provider's cover its tenant namespace.
-    assert all(x.scope.namespace is None for x in routes if x.client is svc.local and x.scope.res != r.SECRET)
-    assert all(x.scope.namespace == "t" for x in routes if x.client is remote and x.scope.res != r.HEALTH)
+    # Liqo's cluster-ID ConfigMap is watched in Liqo's namespace on both sides (its version label).
+    own = (r.SECRET, r.CONFIGMAP)
+    assert all(x.scope.namespace is None for x in routes if x.client is svc.local and x.scope.res not in own)
+    assert all(
+        x.scope.namespace == "t" for x in routes if x.client is remote and x.scope.res not in (r.HEALTH, r.CONFIGMAP)
+    )
+    identity = [x for x in routes if x.scope.res == r.CONFIGMAP]
+    assert {(x.client.side, x.scope.namespace, x.wake_as) for x in identity} == {
+        ("consumer", "liqo", LIQO_IDENTITY),
+        ("provider", "liqo", LIQO_IDENTITY),
+    }
     # Before discovery, the provider's health alone: its return wakes a peering that could not reach it.
     early = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None))
     assert [x.scope.res.kind for x in early if x.client is remote] == ["Health"]
     assert [x.wake_as for x in early if x.client is remote] == [HEALTH_CHANGED]  # it starts the backoff over
+    # Stopped before its context (such as refused for its Liqo versions): an upgrade of Liqo wakes it too.
+    refused = run.routes(Outcome(secret=("ns", "kubeconfig"), remote=remote, ctx=None, liqo_namespaces=("a", "b")))
+    assert {(x.client.side, x.scope.res.kind, x.scope.namespace, x.wake_as) for x in refused if x.wake_as} >= {
+        ("consumer", "ConfigMap", "a", LIQO_IDENTITY),
+        ("provider", "ConfigMap", "b", LIQO_IDENTITY),
+    }
     pods = next(x for x in routes if x.scope.res == r.POD)
     assert pods.matches({"metadata": {"namespace": "liqo-tenant-p-id"}})
     assert not pods.matches({"metadata": {"namespace": "liqo-tenant-other"}})

@@ -8,6 +8,7 @@ objects the pass wrote.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -24,11 +25,12 @@ from liqo_peering.errors import (
     ConnectionFailed,
     LiqoNotInstalled,
     LiqoNotReady,
+    LiqoVersionUnsupported,
     ResourceSliceDenied,
     SecretKeyMissing,
     SecretNotFound,
 )
-from liqo_peering.liqo import naming
+from liqo_peering.liqo import naming, versions
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.stages import StageResult
@@ -194,6 +196,10 @@ def test_networking_accepts_liqo_v1_1_configuration_status() -> None:
     networking.reconcile(p)
     local.obj(r.CONFIGURATION, "provider-id", C_NS)["status"] = {"remote": {"cidr": {"pod": ["10.71.0.0/16"]}}}
     remote.obj(r.CONFIGURATION, "consumer-id", P_NS)["status"] = {"remote": {"cidr": {"pod": ["10.72.0.0/16"]}}}
+    # The pod CIDR alone is not enough: Liqo up to v1.1 fills in the external one after it.
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConfiguration")
+    for conf in (local.obj(r.CONFIGURATION, "provider-id", C_NS), remote.obj(r.CONFIGURATION, "consumer-id", P_NS)):
+        conf["status"]["remote"]["cidr"]["external"] = ["10.73.0.0/16"]
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
 
 
@@ -934,16 +940,20 @@ def test_the_fake_shows_a_write_war_when_an_apply_sends_what_liqo_drops() -> Non
 
 
 def liqo_installed(
-    client: FakeClusterClient, cluster_id: str, *, pod_cidrs: tuple[str, ...], external: str | None
+    client: FakeClusterClient,
+    cluster_id: str,
+    *,
+    pod_cidrs: tuple[str, ...],
+    external: str | None,
+    version: str | None = "v1.2.0",
 ) -> None:
+    labels = {"app.kubernetes.io/name": "clusterid-configmap"}
+    if version is not None:
+        labels["app.kubernetes.io/version"] = version
     client.add(
         r.CONFIGMAP,
         {
-            "metadata": {
-                "name": "liqo-clusterid-configmap",
-                "namespace": "liqo",
-                "labels": {"app.kubernetes.io/name": "clusterid-configmap"},
-            },
+            "metadata": {"name": "liqo-clusterid-configmap", "namespace": "liqo", "labels": labels},
             "data": {naming.CLUSTER_ID_KEY: cluster_id},
         },
     )
@@ -969,7 +979,60 @@ def test_cluster_info_reads_id_and_cidrs() -> None:
             "status": {"cidr": "10.96.0.0/12"},
         },
     )
-    assert discovery.cluster_info(client, "liqo") == PROVIDER
+    assert discovery.cluster_info(client, "liqo") == dataclasses.replace(
+        PROVIDER, liqo_version=versions.from_label("v1.2.0"), kubernetes_version="v1.35.0"
+    )
+    # The chart's label says the version: no discovery document is read for it.
+    assert client.path_reads == ["/version"]
+
+
+def test_cluster_info_reads_kubernetes_version_once_per_client() -> None:
+    client = FakeClusterClient("provider")
+    liqo_installed(client, "provider-id", pod_cidrs=("10.200.0.0/16",), external="10.210.0.0/16")
+    discovery.cluster_info(client, "liqo")
+    discovery.cluster_info(client, "liqo")
+    assert client.path_reads == ["/version"]
+    other = FakeClusterClient("provider")
+    liqo_installed(other, "provider-id", pod_cidrs=("10.200.0.0/16",), external="10.210.0.0/16")
+    other.paths["/version"] = {"gitVersion": "v1.34.2"}
+    assert discovery.cluster_info(other, "liqo").kubernetes_version == "v1.34.2"
+
+
+@pytest.mark.parametrize(
+    ("label", "paths", "shown"),
+    [
+        ("v1.1.2", {}, "v1.1.2"),
+        # A development build: the API's shape tells what it can.
+        ("0123456789abcdef0123456789abcdef01234567", {}, "unknown, v1.2 or newer (development build 0123456789"),
+        (
+            None,
+            {"/openapi/v3/apis/core.liqo.io/v1beta1": {"components": {"schemas": {"x.ForeignCluster": {}}}}},
+            "unknown, v1.0 or newer (no version label)",
+        ),
+    ],
+    ids=["label", "commit-sha-v1.2-shape", "no-label-v1.0-shape"],
+)
+def test_cluster_info_liqo_version(label: str | None, paths: dict[str, Any], shown: str) -> None:
+    client = FakeClusterClient("consumer")
+    client.paths.update(paths)
+    liqo_installed(client, "consumer-id", pod_cidrs=("10.1.0.0/16",), external="10.2.0.0/16", version=label)
+    assert discovery.cluster_info(client, "liqo").liqo_version.describe().startswith(shown)
+
+
+@pytest.mark.parametrize(
+    ("label", "found"),
+    [("v0.10.3", "v0.10.3"), (None, "older than v1.0 (no version label)")],
+    ids=["label", "no-authentication-group"],
+)
+def test_cluster_info_refuses_liqo_before_1_0(label: str | None, found: str) -> None:
+    client = FakeClusterClient("provider")
+    del client.paths["/apis/authentication.liqo.io"]
+    liqo_installed(client, "provider-id", pod_cidrs=("10.1.0.0/16",), external="10.2.0.0/16", version=label)
+    with pytest.raises(LiqoVersionUnsupported) as err:
+        discovery.cluster_info(client, "liqo")
+    assert (err.value.reason, err.value.side, err.value.found) == ("LiqoVersionUnsupported", "provider", found)
+    assert err.value.supported == versions.SUPPORTED_RANGE
+    assert err.value.transient is False
 
 
 @pytest.mark.parametrize(

@@ -262,6 +262,12 @@ class LiqoPeeringTemplate(_Model):
     skip_validation: bool = Field(
         default=False, description="Skip the checks that Liqo's gateway templates exist before networking."
     )
+    allow_liqo_version_skew: bool = Field(
+        default=False,
+        description="Peer even when the two clusters run different minor versions of Liqo, which Liqo does not"
+        " support (status.versions shows both; the LiqoVersionSkew condition says so). Without it such a peering"
+        " does not start; one that was Ready before the versions diverged carries on either way.",
+    )
     networking: NetworkingSpec = Field(default_factory=NetworkingSpec, description="Stage 1: networking.")
     authentication: AuthenticationSpec = Field(
         default_factory=AuthenticationSpec, description="Stage 2: authentication."
@@ -353,6 +359,23 @@ class CredentialsStatus(_Model):
     renew_at: str = Field(description="When the operator renews it, with the bootstrap Secret (RFC 3339).")
 
 
+class ClusterVersions(_Model):
+    liqo: str | None = Field(
+        default=None,
+        description="Liqo's version, from the label app.kubernetes.io/version of its cluster-ID ConfigMap, such as"
+        " v1.2.0; for a development build, what the API's shape tells, such as"
+        " unknown, v1.2 or newer (development build <commit>).",
+    )
+    kubernetes: str | None = Field(
+        default=None, description="The API server's version (GET /version), such as v1.35.0."
+    )
+
+
+class PeeringVersions(_Model):
+    consumer: ClusterVersions = Field(default_factory=ClusterVersions, description="This cluster.")
+    provider: ClusterVersions = Field(default_factory=ClusterVersions, description="The provider cluster.")
+
+
 class LiqoPeeringStatus(_Model):
     peer_status: PeerStatus | None = Field(default=None, description="no_peers, establishing, ready, error or timeout.")
     observed_generation: int | None = Field(default=None, description="The generation this status describes.")
@@ -360,7 +383,8 @@ class LiqoPeeringStatus(_Model):
         default_factory=list,
         description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady;"
         " CredentialsMinted with spec.credentials.mint; with bidirectional, ReverseAuthenticationReady and"
-        " ReverseOffloadingReady too.",
+        " ReverseOffloadingReady too; LiqoVersionSkew while the clusters run different minor versions of Liqo,"
+        " LiqoVersionUntested while either runs a version this operator was not tested with.",
     )
     local_cluster_id: str | None = Field(default=None, alias="localClusterID", description="This cluster's ID.")
     remote_cluster_id: str | None = Field(
@@ -379,6 +403,9 @@ class LiqoPeeringStatus(_Model):
     )
     credentials: CredentialsStatus | None = Field(
         default=None, description="The minted provider credential (spec.credentials.mint), once minted."
+    )
+    versions: PeeringVersions | None = Field(
+        default=None, description="Which Liqo and Kubernetes each cluster runs, as last discovered."
     )
 
 

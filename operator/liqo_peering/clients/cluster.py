@@ -406,6 +406,15 @@ class ClusterClient:
             return self._unreachable(_why(exc), probing=True)
         return self._unreachable(f"/readyz answered {status}", probing=True) if status >= 500 else None
 
+    def read_path(self, path: str) -> Any | None:
+        """GET a path outside any resource (/version, /apis/<group>, /openapi/v3/...): its JSON, None on 404."""
+        try:
+            return self._call("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     # -- list and watch (for informers) ---------------------------------------------------------
     def list_page(
         self, res: Resource, namespace: str | None, labels: str | None = None, fields: str | None = None

@@ -1,17 +1,31 @@
-"""Connect to the provider and learn both clusters' IDs and CIDRs (what every stage needs)."""
+"""Connect to the provider and learn both clusters' IDs, CIDRs and versions (what every stage needs)."""
 
 from __future__ import annotations
 
 import base64
+import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.errors import ClusterForbidden, LiqoNotInstalled, LiqoNotReady, SecretKeyMissing, SecretNotFound
+from liqo_peering.errors import (
+    ApiError,
+    ClusterForbidden,
+    LiqoNotInstalled,
+    LiqoNotReady,
+    LiqoVersionSkew,
+    LiqoVersionUnsupported,
+    SecretKeyMissing,
+    SecretNotFound,
+)
 from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
-from liqo_peering.liqo import naming, resources
-from liqo_peering.liqo.context import ClusterInfo
+from liqo_peering.liqo import naming, resources, versions
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.liqo.tenancy import tenant_access_binding, tenant_namespace, tenant_namespace_selector
+from liqo_peering.status import compute as status_compute
 
 
 @dataclass(frozen=True)
@@ -54,22 +68,35 @@ def read_remote_kubeconfig(
     )
 
 
-def cluster_id(client: ClusterClient, liqo_namespace: str) -> str:
-    """The cluster ID from Liqo's ConfigMap; a clear error when Liqo is absent."""
+def _cluster_id_configmap(client: ClusterClient, liqo_namespace: str) -> dict[str, Any]:
+    """Liqo's cluster-ID ConfigMap; a clear error when Liqo is absent."""
     maps = client.find(resources.CONFIGMAP, liqo_namespace, labels=naming.CLUSTER_ID_CONFIGMAP_SELECTOR)
-    found = next((m.get("data", {}).get(naming.CLUSTER_ID_KEY) for m in maps if m.get("data")), None)
-    if not found:
+    found = next((m for m in maps if (m.get("data") or {}).get(naming.CLUSTER_ID_KEY)), None)
+    if found is None:
         field = "liqoNamespace" if client.side == "consumer" else "remoteLiqoNamespace"
         raise LiqoNotInstalled(
             f"no Liqo cluster-ID ConfigMap in namespace {liqo_namespace!r} of the {client.side} cluster"
             f" ({client.describe}); install Liqo there or fix spec.{field}"
         )
-    return str(found)
+    return found
+
+
+def cluster_id(client: ClusterClient, liqo_namespace: str) -> str:
+    """The cluster ID from Liqo's ConfigMap; a clear error when Liqo is absent."""
+    return str(_cluster_id_configmap(client, liqo_namespace)["data"][naming.CLUSTER_ID_KEY])
 
 
 def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
-    """Cluster ID from Liqo's ConfigMap, CIDRs from Liqo's Networks; clear errors when Liqo is absent."""
-    cluster_id_ = cluster_id(client, liqo_namespace)
+    """Cluster ID from Liqo's ConfigMap, CIDRs from Liqo's Networks, and which Liqo and Kubernetes run there;
+    clear errors when Liqo is absent or too old."""
+    configmap = _cluster_id_configmap(client, liqo_namespace)
+    cluster_id_ = str(configmap["data"][naming.CLUSTER_ID_KEY])
+    version = liqo_version(client, configmap)
+    refusal = versions.unsupported(client.side, client.describe, version)
+    if refusal is not None:
+        raise LiqoVersionUnsupported(
+            refusal.message, side=refusal.side, found=refusal.found, supported=refusal.supported
+        )
     pods = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=pod-cidr")
     external = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=external-cidr")
     pod_cidrs = tuple(str(n["status"]["cidr"]) for n in pods if (n.get("status") or {}).get("cidr"))
@@ -79,7 +106,74 @@ def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
             f"Liqo on the {client.side} cluster ({client.describe}) has not published its pod and external CIDRs"
             f" (ipam.liqo.io Networks in {liqo_namespace!r} without status.cidr); wait for Liqo's IPAM to be ready"
         )
-    return ClusterInfo(cluster_id=cluster_id_, pod_cidrs=pod_cidrs, external_cidr=ext[0], liqo_namespace=liqo_namespace)
+    return ClusterInfo(
+        cluster_id=cluster_id_,
+        pod_cidrs=pod_cidrs,
+        external_cidr=ext[0],
+        liqo_namespace=liqo_namespace,
+        liqo_version=version,
+        kubernetes_version=kubernetes_version(client),
+    )
+
+
+# What a cluster's API says about its versions, per client: read at most once in this long (a cluster is
+# upgraded rarely; every discovery would otherwise ask again).
+VERSION_CACHE_SECONDS = 600.0
+_cache: weakref.WeakKeyDictionary[ClusterClient, dict[str, tuple[float, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _cached(client: ClusterClient, key: str, read: Callable[[], Any]) -> Any:
+    entries = _cache.setdefault(client, {})
+    hit = entries.get(key)
+    if hit is not None and time.monotonic() - hit[0] < VERSION_CACHE_SECONDS:
+        return hit[1]
+    value = read()
+    entries[key] = (time.monotonic(), value)
+    return value
+
+
+def kubernetes_version(client: ClusterClient) -> str | None:
+    """The API server's gitVersion (GET /version, which every client may read); None if it will not say."""
+
+    def read() -> str | None:
+        try:
+            answer = client.read_path("/version")
+        except (ClusterForbidden, ApiError):
+            return None
+        return str(answer["gitVersion"]) if isinstance(answer, dict) and answer.get("gitVersion") else None
+
+    return cast("str | None", _cached(client, "kubernetes", read))
+
+
+def liqo_version(client: ClusterClient, configmap: dict[str, Any]) -> versions.LiqoVersion:
+    """The chart's version label on the cluster-ID ConfigMap; without a release there (a development build),
+    what the API's shape proves (discovery documents every authenticated user may read)."""
+    label = ((configmap.get("metadata") or {}).get("labels") or {}).get(versions.VERSION_LABEL)
+    found = versions.from_label(label)
+    if found.known:
+        return found
+
+    def probe() -> tuple[bool, bool]:
+        group = client.read_path(f"/apis/{resources.TENANT.group}")
+        if group is None:
+            return False, False
+        core = client.read_path(
+            f"/openapi/v3/apis/{resources.FOREIGN_CLUSTER.group}/{resources.FOREIGN_CLUSTER.version}"
+        )
+        return True, _has_observed_generation(core, resources.FOREIGN_CLUSTER.kind)
+
+    has_auth, fc_generation = _cached(client, f"liqo-shape:{label}", probe)
+    return versions.from_shape(label, has_auth, fc_generation)
+
+
+def _has_observed_generation(document: Any, kind: str) -> bool:
+    """Whether an OpenAPI v3 document's schema of ``kind`` has status.observedGeneration."""
+    schemas = ((document or {}).get("components") or {}).get("schemas") or {}
+    for name, schema in schemas.items():
+        if str(name).rsplit(".", 1)[-1] == kind:
+            status = ((schema.get("properties") or {}).get("status") or {}).get("properties") or {}
+            return "observedGeneration" in status
+    return False
 
 
 def ensure_tenant_namespace(client: ClusterClient, peer_id: str, owner: dict[str, str]) -> str:
@@ -108,3 +202,44 @@ def ensure_tenant_access(client: ClusterClient, namespace: str, access: TenantAc
         resources.ROLE_BINDING,
         tenant_access_binding(namespace, access.cluster_role, access.sa_namespace, access.sa_name, owner),
     )
+
+
+SKEW_FIELD = "spec.allowLiqoVersionSkew"
+
+
+@dataclass(frozen=True)
+class VersionCheck:
+    """The status block of both clusters' versions, the conditions they call for, and a refusal if any."""
+
+    versions: dict[str, Any]
+    notices: tuple[status_compute.VersionNotice, ...]
+    refusal: LiqoVersionSkew | None
+
+
+def check_versions(ctx: PeeringContext, spec: LiqoPeeringSpec, status: dict[str, Any]) -> VersionCheck:
+    """Judge the pair of Liqo versions (liqo/versions.py) for this pass; ``status``: the peering's last one."""
+    verdict = versions.judge(
+        ctx.consumer.liqo_version,
+        ctx.provider.liqo_version,
+        spec.allow_liqo_version_skew,
+        established=status_compute.skew_tolerated(status),
+        skew_field=SKEW_FIELD,
+    )
+    notices = tuple(status_compute.VersionNotice(n.type, n.reason, n.message, n.warn) for n in verdict.notices)
+    found = verdict.refusal
+    refusal = (
+        LiqoVersionSkew(found.message, side=found.side, found=found.found, supported=found.supported)
+        if found is not None
+        else None
+    )
+    return VersionCheck(version_block(ctx.consumer, ctx.provider), notices, refusal)
+
+
+def version_block(consumer: ClusterInfo, provider: ClusterInfo) -> dict[str, Any]:
+    """status.versions; a value nobody could read is left out, so that the block compares equal at rest."""
+
+    def side(info: ClusterInfo) -> dict[str, str]:
+        found = {"liqo": info.liqo_version.describe(), "kubernetes": info.kubernetes_version}
+        return {k: v for k, v in found.items() if v}
+
+    return {"consumer": side(consumer), "provider": side(provider)}

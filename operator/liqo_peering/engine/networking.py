@@ -46,8 +46,8 @@ def reconcile(p: PeeringRun) -> StageResult:
     )
     pending = [
         c.side
-        for c, conf in ((p.local, consumer_conf), (p.remote, provider_conf))
-        if not networking.configuration_ready(conf)
+        for c, conf, info in ((p.local, consumer_conf, ctx.consumer), (p.remote, provider_conf, ctx.provider))
+        if not networking.configuration_ready(conf, info.liqo_version)
     ]
     if pending:
         return StageResult.waiting(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from liqo_peering.engine.run import PeeringRun
 from liqo_peering.errors import ResourceSliceDenied
-from liqo_peering.liqo import offloading
+from liqo_peering.liqo import naming, offloading
 from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.networking import connection_state
 from liqo_peering.stages import StageResult
 
 STAGE = "offloading"
@@ -47,7 +48,7 @@ def reconcile(p: PeeringRun) -> StageResult:
         )
     node = p.local.get(r.NODE, vnode["metadata"]["name"])
     pods = p.local.find(r.POD, ns, labels=offloading.virtual_kubelet_selector(name))
-    usable, message = offloading.virtual_node_usable(node, pods)
+    usable, message = offloading.virtual_node_usable(node, pods, _node_ready_checks_network(p))
     if not usable:
         return StageResult.waiting(STAGE, "WaitingForVirtualNode", message)
     return StageResult.ready(STAGE, f"the ResourceSlice is accepted and {message}")
@@ -58,3 +59,13 @@ def _delete_if_present(p: PeeringRun, res: r.Resource, name: str, ns: str) -> No
     obj = p.local.get(res, name, ns)
     if obj is not None and not obj["metadata"].get("deletionTimestamp"):
         p.local.delete(res, name, ns)
+
+
+def _node_ready_checks_network(p: PeeringRun) -> bool:
+    """Liqo before v1.2 reports the virtual Node Ready before its network check: then look at the tunnel."""
+    consumer = p.ctx.consumer.liqo_version
+    networking = p.spec.networking.enabled
+    if not networking or consumer.at_least(1, 2) is not False:
+        return True
+    conns = p.local.find(r.CONNECTION, p.ctx.consumer_tenant_ns, labels=f"{naming.REMOTE_CLUSTER_ID}={p.provider_id}")
+    return offloading.node_ready_checks_network(consumer, networking, connection_state(conns) == "Connected")

@@ -20,7 +20,7 @@ import structlog
 
 from liqo_peering.engine.loop import keep_reconciling
 from liqo_peering.engine.service import Outcome, PeeringKey, PeeringService
-from liqo_peering.engine.watches import HEALTH_CHANGED, KUBECONFIG, Route, WatchHub, peering_routes
+from liqo_peering.engine.watches import HEALTH_CHANGED, KUBECONFIG, LIQO_IDENTITY, Route, WatchHub, peering_routes
 
 log = structlog.get_logger("liqo_peering.runner")
 # Bursts of watch events (Liqo updating several objects at once) are coalesced into one reconcile.
@@ -106,6 +106,7 @@ class PeeringRunner:
             self.namespaced_tenant_reads,
             outcome.minted_secret,
             reverse=outcome.reverse,
+            liqo_namespaces=outcome.liqo_namespaces,
         )
 
     def teardown(self, body: dict[str, Any]) -> list[str]:
@@ -142,9 +143,9 @@ class PeeringRunner:
 
         def next_pass(failures: int) -> None:
             state["mirror_only"] = kinds == {"ForeignCluster"}
-            # A timer (resync, timeout), a spec change, the kubeconfig Secret or an error: discover again.
-            # A relist alone does not: discovery reads nothing the informers hold but that Secret.
-            state["full"] = not kinds or bool(kinds & {"spec", KUBECONFIG}) or failures > 0
+            # A timer (resync, timeout), a spec change, the kubeconfig Secret, Liqo's cluster-ID ConfigMap or an
+            # error: discover again. A relist alone does not.
+            state["full"] = not kinds or bool(kinds & {"spec", KUBECONFIG, LIQO_IDENTITY}) or failures > 0
 
         try:
             await keep_reconciling(

@@ -72,6 +72,7 @@ class Outcome:
     observation: status_compute.Observation | None = None
     error: PeeringError | None = None
     reverse: bool = False  # the reverse direction is on, or still being removed: its objects wake the peering
+    liqo_namespaces: tuple[str, str] | None = None  # Liqo's namespace on the consumer and the provider (spec)
 
 
 class PeeringService:
@@ -155,6 +156,7 @@ class PeeringService:
         created_anything = bool(status.get("remoteClusterID"))
         spec: LiqoPeeringSpec | None = None
         minted: CredentialsObservation | None = None
+        version_check: discovery.VersionCheck | None = None
         try:
             try:
                 spec = parse_spec(body.get("spec") or {})
@@ -163,17 +165,21 @@ class PeeringService:
                     f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
                 ) from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
+            outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             if spec.credentials.mint:
                 outcome.minted_secret = naming.minted_secret(name)
             elif self.protect_secrets:  # before anything exists that unpeering would need it for
                 protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
-            # Discovery and the duplicate check come before any minting: a duplicate never binds its own
-            # user in place of the first peering's on the provider (the minted names are the consumer's).
+            # Discovery, the duplicate and version checks come before any minting: a duplicate never binds its
+            # own user in place of the first peering's on the provider (the minted names are the consumer's).
             remote = outcome.remote = self._discovery_client(body, spec)
-            if known is not None and known.error is None and known.remote is remote and known.ctx is not None:
-                ctx = known.ctx
-            else:
-                ctx = self._discover(namespace, name, meta, spec, remote)
+            reused = known.ctx if known is not None and known.error is None and known.remote is remote else None
+            discovered = reused or self._discover(namespace, name, meta, spec, remote)
+            # Before anything is made on either cluster (tenant namespaces included): a pair that cannot peer.
+            version_check = discovery.check_versions(discovered, spec, status)
+            if version_check.refusal is not None:
+                raise version_check.refusal
+            ctx = reused or self._tenancy(discovered, remote)
             remote, found = self._remote_client(body, spec, ctx.consumer.cluster_id)  # protects what unpeering needs
             outcome.remote = remote
             minted = found.observation
@@ -217,6 +223,8 @@ class PeeringService:
             created_anything=created_anything,
             credentials=_redacted(minted) if minted is not None else None,
             bidirectional=bool(spec and spec.bidirectional),
+            versions=version_check.versions if version_check else None,
+            version_notices=version_check.notices if version_check else None,
         )
         transient = error is not None and error.transient
         new_status = self._write_status(body, status, obs)
@@ -229,19 +237,20 @@ class PeeringService:
     def _discover(
         self, namespace: str, name: str, meta: dict[str, Any], spec: LiqoPeeringSpec, remote: ClusterClient
     ) -> PeeringContext:
-        """Both clusters' IDs and CIDRs, the duplicate check, and both tenant namespaces (made if absent)."""
+        """Both clusters' IDs, CIDRs and versions, and the duplicate check (no tenant namespaces yet)."""
         consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
         provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
         logs.bind_peering(namespace, name, provider.cluster_id)
         self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
-        owner = naming.owner_labels(namespace, name)
-        ctx = PeeringContext(
-            namespace,
-            name,
-            consumer,
-            provider,
-            consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, provider.cluster_id, owner),
-            provider_tenant_ns=discovery.ensure_tenant_namespace(remote, consumer.cluster_id, owner),
+        return PeeringContext(namespace, name, consumer, provider)
+
+    def _tenancy(self, found: PeeringContext, remote: ClusterClient) -> PeeringContext:
+        """Both tenant namespaces (made if absent), and the operator's access to the consumer's."""
+        owner = found.owner
+        ctx = dataclasses.replace(
+            found,
+            consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, found.provider.cluster_id, owner),
+            provider_tenant_ns=discovery.ensure_tenant_namespace(remote, found.consumer.cluster_id, owner),
         )
         if self.tenant_access is not None:
             discovery.ensure_tenant_access(self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner)

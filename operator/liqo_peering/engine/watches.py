@@ -24,6 +24,8 @@ from liqo_peering.liqo.context import PeeringContext
 Wake = Callable[[Hashable, str], None]  # (peering key, kind of the object that changed)
 # What a wake says when the kubeconfig Secret changed, or when an informer (re)listed (anything may have).
 KUBECONFIG, RELISTED = "kubeconfig", "relisted"
+# Liqo's cluster-ID ConfigMap changed on either cluster (such as its version label, on an upgrade of Liqo).
+LIQO_IDENTITY = "liqo-identity"
 HEALTH_CHANGED = "health"  # the provider went down or came back (the probe)
 SECRETS = "secrets"  # a Secret of a LiqoPeeringSet's namespace changed
 
@@ -60,6 +62,7 @@ def peering_routes(
     namespaced_tenant_reads: bool = False,
     minted_secret: str | None = None,
     reverse: bool = False,
+    liqo_namespaces: tuple[str, str] | None = None,
 ) -> list[Route]:
     """What wakes a peering: its kubeconfig Secret (and the minted one); once its context is known, its stage
     objects on both clusters, the ForeignCluster, the nonce Secrets, the virtual Node and the virtual kubelet's Pods.
@@ -69,7 +72,8 @@ def peering_routes(
     cover the one tenant namespace this consumer has there. ``namespaced_tenant_reads``: the operator
     may read Pods only inside tenant namespaces (watchNamespaces mode), so that informer is per namespace.
     ``reverse``: the reverse direction of a bidirectional peering is on (or being removed); its objects
-    wake the peering too (reverse_routes).
+    wake the peering too (reverse_routes). ``liqo_namespaces``: Liqo's namespace on the consumer and on the
+    provider, from the spec, for a peering stopped before its context is known.
     """
     namespace, secret_name = secret
     routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name, wake_as=KUBECONFIG)]
@@ -78,6 +82,14 @@ def peering_routes(
     if remote is not None:
         # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
         routes.append(Route(remote, Scope(r.HEALTH), wake_as=HEALTH_CHANGED))
+    if ctx is not None:
+        liqo_namespaces = (ctx.consumer.liqo_namespace, ctx.provider.liqo_namespace)
+    if remote is not None and liqo_namespaces is not None:
+        # Which Liqo runs on each side: an upgrade of either is discovered again, also for a peering refused
+        # for its Liqo versions (engine/discovery.check_versions).
+        for client, liqo_ns in zip((local, remote), liqo_namespaces, strict=True):
+            scope = Scope(r.CONFIGMAP, liqo_ns, labels=naming.CLUSTER_ID_CONFIGMAP_SELECTOR)
+            routes.append(Route(client, scope, wake_as=LIQO_IDENTITY))
     if ctx is None or remote is None:
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns

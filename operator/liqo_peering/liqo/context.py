@@ -6,16 +6,19 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from liqo_peering.liqo import naming
+from liqo_peering.liqo.versions import LiqoVersion
 
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """What Liqo says about one cluster: its ID and CIDRs."""
+    """What Liqo says about one cluster: its ID and CIDRs, and which Liqo and Kubernetes it runs."""
 
     cluster_id: str
     pod_cidrs: tuple[str, ...]
     external_cidr: str
     liqo_namespace: str = "liqo"
+    liqo_version: LiqoVersion = field(default_factory=LiqoVersion)
+    kubernetes_version: str | None = None
 
 
 @dataclass(frozen=True)

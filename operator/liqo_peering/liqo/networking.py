@@ -8,6 +8,7 @@ from typing import Any
 from liqo_peering.api.model import NetworkingSpec
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
+from liqo_peering.liqo.versions import LiqoVersion
 
 # Liqo's API server proxy listens here (its chart's proxy Service).
 API_SERVER_PROXY_PORT = 8118
@@ -23,13 +24,24 @@ def configuration(ctx: PeeringContext, described: ClusterInfo, namespace: str) -
     }
 
 
-def configuration_ready(obj: dict[str, Any]) -> bool:
-    """v1.2+: NetworkCIDRsConfigured=True for the current generation; older Liqo: status.remote set."""
+def configuration_ready(obj: dict[str, Any], version: LiqoVersion | None = None) -> bool:
+    """Whether Liqo accepted the Configuration, as the Liqo of its cluster judges it.
+
+    v1.2+: NetworkCIDRsConfigured=True for the current generation. Up to v1.1: both the pod and the external
+    CIDR remapped in status.remote (liqoctl's IsConfigurationStatusSet). A version nobody can tell: the
+    condition when there is one, else the older rule.
+    """
     status = obj.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "NetworkCIDRsConfigured":
-            return cond.get("status") == "True" and cond.get("observedGeneration") == obj["metadata"].get("generation")
-    return bool(status.get("remote"))
+    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "NetworkCIDRsConfigured"), None)
+    newer = version.at_least(1, 2) if version is not None else None
+    if newer or (newer is None and cond is not None):
+        return (
+            cond is not None
+            and cond.get("status") == "True"
+            and cond.get("observedGeneration") == obj["metadata"].get("generation")
+        )
+    cidr = (status.get("remote") or {}).get("cidr") or {}
+    return bool((cidr.get("pod") or [None])[0] and (cidr.get("external") or [None])[0])
 
 
 def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:

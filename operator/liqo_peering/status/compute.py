@@ -21,6 +21,20 @@ from liqo_peering.status.conditions import (
 )
 from liqo_peering.status.foreigncluster import module_condition
 
+# Conditions about the Liqo versions of the two clusters (liqo/versions.py decides them): present, with
+# status True, while they hold; gone when they no longer do.
+VERSION_CONDITIONS = ("LiqoVersionSkew", "LiqoVersionUntested")
+# The skew reason that lets a peering Ready before its sides diverged carry on through later passes.
+SKEW_WHILE_READY = "AppearedWhileReady"
+
+
+@dataclass(frozen=True)
+class VersionNotice:
+    type: str  # one of VERSION_CONDITIONS
+    reason: str
+    message: str
+    warn: bool = True  # a Warning Event when it appears or its reason changes
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -44,6 +58,10 @@ class Observation:
     # it is still being removed (shown), or that it is gone ("disabled": its condition goes); no result
     # leaves its condition as it was (the pass did not get that far).
     bidirectional: bool = False
+    # Which Liqo and Kubernetes each cluster runs (status.versions); None: not discovered in this pass.
+    versions: dict[str, Any] | None = None
+    # The version conditions; None: not judged in this pass (they stay as they were).
+    version_notices: tuple[VersionNotice, ...] | None = None
 
 
 # status.stage is the Stage column of `kubectl get lp -o wide`: "<step>: <state>" or "ready", never a
@@ -134,6 +152,7 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
             stage_states[stage] = (str(old.get("status")), str(old.get("reason")), str(old.get("message")))
 
     conditions = _credentials_condition(prev, conditions, obs, events)
+    conditions = _version_conditions(conditions, obs, events)
 
     ready = obs.error_reason is None and all(s[0] == "True" for s in stage_states.values())
     # The timeout clock restarts when the spec changes and when a ready peering degrades.
@@ -206,7 +225,37 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
         minted = prev.get("credentials")  # minting failed this pass: what was minted before still holds
     if minted is not None or prev.get("credentials") is not None:
         status["credentials"] = minted  # None removes it (a merge patch)
+    if obs.versions is not None:
+        status["versions"] = obs.versions
     return status, events
+
+
+def _version_conditions(
+    conditions: list[dict[str, Any]], obs: Observation, events: list[EventSpec]
+) -> list[dict[str, Any]]:
+    """LiqoVersionSkew and LiqoVersionUntested as judged in this pass; a Warning Event when one appears or its
+    reason changes (so a peering at rest stays quiet)."""
+    if obs.version_notices is None:
+        return conditions
+    wanted = {notice.type: notice for notice in obs.version_notices}
+    for ctype in VERSION_CONDITIONS:
+        notice = wanted.get(ctype)
+        if notice is None:
+            conditions = remove_condition(conditions, ctype)
+            continue
+        old = get_condition(conditions, ctype)
+        if notice.warn and (old is None or old.get("reason") != notice.reason):
+            events.append(EventSpec("Warning", ctype, notice.message))
+        conditions = set_condition(
+            conditions, make_condition(ctype, True, notice.reason, notice.message, obs.generation, obs.now)
+        )
+    return conditions
+
+
+def skew_tolerated(status: dict[str, Any] | None) -> bool:
+    """Whether a version skew found now finds the peering established: Ready, or already carrying on."""
+    skew = get_condition((status or {}).get("conditions"), VERSION_CONDITIONS[0])
+    return is_ready(status) or (skew is not None and skew.get("reason") == SKEW_WHILE_READY)
 
 
 def _credentials_condition(
