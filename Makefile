@@ -2,12 +2,15 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: venv tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak docs docs-serve
+.PHONY: venv lock tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak docs docs-serve
 # Real nodes per cluster for `make clusters-up` (0: control planes only, as the fast suites use them).
 NODES ?= 0
 
-venv:            ## Python virtualenv with the operator and dev tools
+venv:            ## Python virtualenv with the operator and dev tools, at the versions uv.lock pins
 	hack/venv.sh
+
+lock:            ## Re-lock the dependencies (uv.lock) after editing pyproject.toml, then update the venv
+	hack/venv.sh lock
 
 tools:           ## Build the Kubernetes components, etcd, helm, CoreDNS into the cache (idempotent)
 	hack/build-tools.sh

@@ -36,9 +36,9 @@ if [[ ! -f $base_archive ]]; then
     echo "built $python_image in $((SECONDS - step))s"
 fi
 
-# The operator: everything the Dockerfile's context holds (.dockerignore: pyproject.toml and operator/).
+# The operator: everything the Dockerfile's context holds (.dockerignore: pyproject.toml, uv.lock and operator/).
 operator_key=$(hash_of Dockerfile .dockerignore <(echo "$base_key") \
-    <(find pyproject.toml operator -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' \
+    <(find pyproject.toml uv.lock operator -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' \
         | LC_ALL=C sort | xargs sha256sum))
 operator_ref=localhost/liqo-peering-operator:$operator_key
 operator_archive=$cache/operator-$operator_key.tar
@@ -50,7 +50,7 @@ if [[ ! -f $operator_archive ]]; then
     trap 'rm -rf "$store"' EXIT
     buildah=(buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs)
     "${buildah[@]}" pull --quiet "docker-archive:$base_archive" >/dev/null
-    # pip in the build stage fetches the dependencies from the index: the host's network and, where the
+    # pip in the build stage fetches the dependencies (uv.lock's versions and hashes) from the index: the host's network and, where the
     # host reaches it through a TLS-intercepting proxy, the host's CA bundle, which pip is told to trust
     # (both mounted for the build's RUN steps only, not part of the image).
     printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$store/pip.conf"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import structlog
@@ -15,8 +16,19 @@ import structlog
 _remote_cluster_ids: dict[str, str] = {}
 
 
+@contextmanager
+def peering_pass(namespace: str, name: str, remote_cluster_id: str | None = None) -> Iterator[None]:
+    """One pass of a peering: its lines carry the peering (and its remote cluster ID, once known, see
+    ``bind_peering``); after it, both fields are as they were, so no later line on this thread carries them.
+    Threads the pass starts get a copy of this context (``contextvars.copy_context().run``)."""
+    with structlog.contextvars.bound_contextvars(peering=f"{namespace}/{name}", remote_cluster_id=None):
+        bind_peering(namespace, name, remote_cluster_id)
+        yield
+
+
 def bind_peering(namespace: str, name: str, remote_cluster_id: str | None = None) -> None:
-    """Put the peering (and its remote cluster ID, once known) on every line logged from this context."""
+    """Put the peering (and its remote cluster ID, once known) on every line logged from this context; within
+    a pass (``peering_pass``), until it ends."""
     peering = f"{namespace}/{name}"
     if remote_cluster_id:
         _remote_cluster_ids[peering] = remote_cluster_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -12,9 +13,14 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import peeringuser as pu
 from testenv import audit
+from testenv import kube as k
+from testenv.kube import Kube
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
 from testenv.localk8s import tool_path
 from testenv.operator_support import (
@@ -375,6 +381,96 @@ def test_second_peering_to_the_same_provider_is_refused(case: PeeringCase) -> No
     cond = case.peerings.wait_reason(ns, "again", "DuplicatePeering")
     assert f"{ns}/{NAME}" in cond["message"]
     assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
+
+
+def _peering_user(case: PeeringCase) -> dict[str, list[tuple[str, list[str]]]]:
+    """What minting made on the provider for this consumer, by kind: (name, bound users); CSRs included."""
+    provider = Kube(case.env.provider_api)
+    selector = f"{pu.USER_LABEL}={pu.user_name(case.env.consumer_id)}"
+    return {
+        res.plural: sorted((o["metadata"]["name"], pu.bound_users(o)) for o in provider.list(res, None, selector))
+        for res in (k.ROLEBINDING, k.CLUSTERROLEBINDING, k.CLUSTERROLE, k.CSR)
+    }
+
+
+MINTING_TIMEOUT = 180.0  # a pass that mints also waits for the provider's signer
+NOTHING_MINTED: dict[str, list[tuple[str, list[str]]]] = {
+    "rolebindings": [],
+    "clusterrolebindings": [],
+    "clusterroles": [],
+    "certificatesigningrequests": [],
+}
+
+
+def _secret_names(case: PeeringCase) -> set[str]:
+    return {s["metadata"]["name"] for s in Kube(case.env.peerings.api).list(k.SECRET, case.namespace)}
+
+
+def _minted_kubeconfig_allowed(case: PeeringCase, secret: str) -> bool:
+    """Whether the provider grants the minted credential what it is for: its tenant namespace."""
+    stored = Kube(case.env.peerings.api).get(k.SECRET, secret, case.namespace)
+    assert stored is not None, secret
+    config = yaml.safe_load(base64.b64decode(stored["data"][pu.KUBECONFIG_KEY]))
+    api = k8s_config.new_client_from_config_dict(config)
+    try:
+        k8s.CoreV1Api(api).read_namespace(tenant_ns(case.env.provider_api, case.env.consumer_id))
+    except ApiException as exc:
+        if exc.status in (401, 403):
+            return False
+        raise
+    finally:
+        api.close()
+    return True
+
+
+def test_a_duplicate_with_minted_credentials_leaves_the_first_ones_identity(case: PeeringCase) -> None:
+    """Two peerings to one provider, both minting: the second is refused before it mints, so the provider's
+    bindings keep naming the first one's user, which goes on reconciling with its own certificate; once both
+    are deleted, nothing either made is left."""
+    env, ns = case.env, case.namespace
+    case.peerings.create(ns, NAME, spec(credentials={"mint": True}))
+    status = case.peerings.wait_status(ns, NAME, "ready", timeout=MINTING_TIMEOUT)
+    user, secret = status["credentials"]["user"], status["credentials"]["secretName"]
+    prefix = pu.user_name(env.consumer_id)
+    first_only = {
+        "rolebindings": [(f"{prefix}-liqo-ns-reader", [user]), (f"{prefix}-tenant-ns-writer", [user])],
+        "clusterrolebindings": [(f"{prefix}-revoke", [user])],
+        "clusterroles": [(f"{prefix}-revoke", [])],
+        "certificatesigningrequests": [],  # deleted once issued
+    }
+    assert _peering_user(case) == first_only
+
+    case.peerings.create(ns, "again", spec(credentials={"mint": True}))
+    cond = case.peerings.wait_reason(ns, "again", "DuplicatePeering", timeout=MINTING_TIMEOUT)
+    assert f"{ns}/{NAME}" in cond["message"]
+    assert not (case.peerings.status(ns, "again").get("credentials") or {}).get("user")
+    names = _secret_names(case)
+    assert naming.minted_secret("again") not in names and secret in names
+    assert _peering_user(case) == first_only
+
+    # The first goes on with its own certificate: a spec change is reconciled.
+    case.peerings.patch(ns, NAME, {"spec": {"timeout": "3m"}})
+    wait_for(
+        "the first peering to reconcile its spec change",
+        lambda: (lambda s: s.get("observedGeneration") == 2 and s.get("peerStatus") == "ready")(
+            case.peerings.status(ns, NAME)
+        ),
+        timeout=MINTING_TIMEOUT,
+    )
+    assert case.peerings.status(ns, NAME)["credentials"]["user"] == user
+    assert _minted_kubeconfig_allowed(case, secret)
+
+    case.peerings.delete(ns, "again")  # unpeering the duplicate revokes nothing of the first's
+    case.peerings.wait_gone(ns, "again", timeout=MINTING_TIMEOUT)
+    assert _peering_user(case) == first_only
+    assert _minted_kubeconfig_allowed(case, secret)
+
+    case.peerings.delete(ns, NAME)
+    case.peerings.wait_gone(ns, NAME, timeout=MINTING_TIMEOUT)
+    # The bindings go with the revoke ClusterRole, removed by the provider's garbage collector.
+    wait_for("the minted user's objects to be gone", lambda: _peering_user(case) == NOTHING_MINTED, timeout=30)
+    names = _secret_names(case)
+    assert not names & {secret, naming.minted_secret("again")}, names
 
 
 def test_operator_killed_mid_establishing_resumes_without_duplicates(case: PeeringCase) -> None:

@@ -206,6 +206,9 @@ class FakeClusterClient(ClusterClient):
         return copy.deepcopy(new)
 
     # -- the ClusterClient API ------------------------------------------------------------------
+    def close(self) -> None:
+        """No connections to release."""
+
     def read_path(self, path: str) -> Any | None:
         self.path_reads.append(path)
         return copy.deepcopy(self.paths.get(path))

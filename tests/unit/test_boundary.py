@@ -79,8 +79,10 @@ def service(monkeypatch: pytest.MonkeyPatch, **stages: Any) -> tuple[PeeringServ
         now=lambda: NOW,
         protect_secrets=False,
     )
-    monkeypatch.setattr(svc, "_remote_client", lambda body, spec: (provider, Credentials()))
+    monkeypatch.setattr(svc, "_discovery_client", lambda body, spec: provider)
+    monkeypatch.setattr(svc, "_remote_client", lambda body, spec, *_: (provider, Credentials()))
     monkeypatch.setattr(svc, "_discover", lambda *_: CTX)
+    monkeypatch.setattr(svc, "_tenancy", lambda found, remote: found)
     monkeypatch.setattr(service_module.networking, "reconcile", stages.get("networking", ready("networking")))
     monkeypatch.setattr(
         service_module.authentication, "reconcile", stages.get("authentication", ready("authentication"))

@@ -80,4 +80,18 @@ def test_runtime_stage_has_no_build_or_dev_tools() -> None:
 def test_dockerignore_keeps_the_context_small() -> None:
     lines = (REPO / ".dockerignore").read_text().splitlines()
     assert "*" in lines
-    assert {"!pyproject.toml", "!operator/"} <= set(lines)
+    assert {"!pyproject.toml", "!uv.lock", "!operator/"} <= set(lines)
+
+
+def test_dependencies_come_from_the_lock_with_their_hashes() -> None:
+    """A new release of a dependency (urllib3 under clients/interrupt.py) never reaches the image unlocked."""
+    text = DOCKERFILE.read_text()
+    build = text[: text.rindex("FROM ")]
+    copies = [a for kind, a in instructions() if kind == "COPY"]
+    assert any("uv.lock" in a.split() for a in copies), copies
+    assert "uv export --frozen" in build and "--require-hashes" in build
+    venv = (REPO / "hack" / "venv.sh").read_text()
+    uv_version = re.search(r"^UV_VERSION=(\S+)$", venv, re.M)
+    assert uv_version is not None and f'"uv=={uv_version[1]}"' in build, "the image's uv is hack/venv.sh's"
+    runtime = text[text.rindex("FROM ") :]
+    assert "-r /wheels/pins.txt" in runtime and "--no-deps" in runtime

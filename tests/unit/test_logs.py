@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
 
 import pytest
 import structlog
+import yaml
 
 from liqo_peering import logs
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.events import EventRecorder
+from liqo_peering.engine import service as service_module
+from liqo_peering.engine.direction import PeeringRun
+from liqo_peering.engine.discovery import KubeconfigPolicy
+from liqo_peering.engine.kinds import Peerings
+from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
+from liqo_peering.engine.service import PeeringService
+from liqo_peering.kubeconfig import RemoteKubeconfig
+from liqo_peering.liqo import resources as r
+from liqo_peering.metrics import Metrics
+from liqo_peering.stages import StageResult
+from unit.fakes import FakeClusterClient
+from unit.test_runner import Hub
+from unit.test_stage_steps import liqo_installed
 
 
 class JsonLog:
@@ -79,3 +98,95 @@ def test_a_traceback_is_in_the_json_line_and_scrubbed(log: JsonLog) -> None:
     line = log.lines()[-1]
     assert "Traceback" in line["exception"] and "RuntimeError: token [REDACTED] refused" in line["exception"]
     assert "s3cr3t" not in json.dumps(line)
+
+
+# -- one pass, one peering's context --------------------------------------------------------------------------
+PORTS = {"first": 6443, "second": 6444}  # each peering's provider, told apart by its kubeconfig's server
+
+
+def _kubeconfig(port: int) -> str:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "p", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "p", "context": {"cluster": "p", "user": "u"}}],
+        "current-context": "p",
+    }
+    return base64.b64encode(yaml.safe_dump(config).encode()).decode()
+
+
+class _Providers:
+    def __init__(self) -> None:
+        self.clients: dict[str, FakeClusterClient] = {}
+        for name, port in PORTS.items():
+            self.clients[str(port)] = client = FakeClusterClient("provider")
+            liqo_installed(client, f"{name}-provider-id", pod_cidrs=("10.2.0.0/16",), external="10.3.0.0/16")
+
+    def get(self, key: Any, kubeconfig: RemoteKubeconfig) -> FakeClusterClient:
+        return self.clients[kubeconfig.server.rsplit(":", 1)[1]]
+
+
+class _Events:
+    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        return body
+
+
+def _stage(stage: str) -> Any:
+    """A stage that only logs, with the peering whose run it is."""
+
+    def run(run: PeeringRun, *_: Any) -> StageResult:
+        structlog.get_logger("liqo_peering.stage").info(f"{stage} checked", run_of=run.ctx.peering_name)
+        return StageResult.ready(stage, "ok")
+
+    return run
+
+
+def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outlives_it(
+    log: JsonLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two passes on one pool thread, a line logged on it in between: every line of a pass (authentication's
+    from a thread of its own) names that pass's peering and its provider, the one in between none, and no
+    line of the second names the first."""
+    for stage in ("networking", "authentication", "offloading"):
+        monkeypatch.setattr(getattr(service_module, stage), "reconcile", _stage(stage))
+    local = FakeClusterClient("consumer")
+    liqo_installed(local, "consumer-id", pod_cidrs=("10.0.0.0/16",), external="10.1.0.0/16")
+    for name, port in PORTS.items():
+        secret = {"metadata": {"name": f"kc-{name}", "namespace": "team-a"}, "data": {"kubeconfig": _kubeconfig(port)}}
+        local.add(r.SECRET, secret)
+        spec = {"remoteKubeconfigSecretRef": {"name": f"kc-{name}"}}
+        local.add(r.LIQOPEERING, {"metadata": {"name": name, "namespace": "team-a"}, "spec": spec})
+    svc = PeeringService(
+        local,
+        EventRecorder(cast(ClusterClient, _Events())),
+        Metrics(),
+        KubeconfigPolicy(),
+        remotes=cast(Any, _Providers()),
+    )
+    runner = Runner([Peerings(svc, resync_interval=60.0)], cast(Any, Hub()), Wakeups())
+    runner.pool.shutdown()
+    runner.pool = cast(Any, ThreadPoolExecutor(max_workers=1))  # one pool thread: both passes run on it
+    other = structlog.get_logger("liqo_peering.other")
+
+    async def scenario() -> None:
+        await runner.in_thread(runner.one_pass, ObjectKey("LiqoPeering", "team-a", "first"))
+        await runner.in_thread(lambda: other.info("between the passes"))
+        await runner.in_thread(runner.one_pass, ObjectKey("LiqoPeering", "team-a", "second"))
+
+    log.start()
+    try:
+        asyncio.run(scenario())
+    finally:
+        runner.pool.shutdown()
+    lines = log.lines()
+    between = next(i for i, line in enumerate(lines) if line["event"] == "between the passes")
+    assert "peering" not in lines[between] and "remote_cluster_id" not in lines[between]
+    for name, part in (("first", lines[:between]), ("second", lines[between + 1 :])):
+        staged = {line["event"] for line in part if "run_of" in line}
+        assert staged == {"networking checked", "authentication checked", "offloading checked"}, part
+        for line in part:
+            assert line["peering"] == f"team-a/{name}", line
+            assert line.get("remote_cluster_id") in (None, f"{name}-provider-id"), line
+        assert all(line["remote_cluster_id"] == f"{name}-provider-id" for line in part if "run_of" in line)
+    assert not any("first" in json.dumps(line) for line in lines[between + 1 :])

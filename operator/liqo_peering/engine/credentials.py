@@ -45,6 +45,46 @@ class Credentials:
     minted_secret: str | None = None  # the minted Secret's name, watched like the bootstrap one
 
 
+def discovery_kubeconfig(
+    local: ClusterClient,
+    peering: dict[str, Any],
+    spec: LiqoPeeringSpec,
+    policy: KubeconfigPolicy,
+    now: datetime,
+    protect: bool = True,
+) -> RemoteKubeconfig:
+    """The kubeconfig discovery and the duplicate check reach the provider with, before anything is minted:
+    the minted one while it is in use, else the bootstrap Secret's (also while renewal is due: the minted
+    certificate may have expired), else the minted one still (renewal blocked). Mints nothing."""
+    namespace, name = peering["metadata"]["namespace"], peering["metadata"]["name"]
+    if not spec.credentials.mint:
+        return discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
+    secret_name = naming.minted_secret(name)
+    state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))
+    bootstrap_ref = f"{namespace}/{spec.remote_kubeconfig_secret_ref.name}"
+    present = _find_secret(local, namespace, spec.remote_kubeconfig_secret_ref.name) is not None
+    observed = CredentialsObservation(f"{namespace}/{secret_name}", bootstrap_ref, bootstrap_present=present)
+    if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
+        protection.protect(local, namespace, spec.remote_kubeconfig_secret_ref.name)
+    minted = _load(state, policy)
+    try:
+        if minted is not None and (pu.next_step(state, now) == "use" or not present):
+            return minted
+        if present:
+            return discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
+        raise _bootstrap_missing(namespace, name, spec)
+    except PeeringError as exc:
+        raise MintingFailed(exc, observed) from None
+
+
+def _bootstrap_missing(namespace: str, name: str, spec: LiqoPeeringSpec) -> SecretNotFound:
+    return SecretNotFound(
+        f"LiqoPeering {namespace}/{name}: Secret {namespace}/{spec.remote_kubeconfig_secret_ref.name} not found;"
+        f" it must hold a kubeconfig of the provider able to mint the least-privilege credential"
+        f" (spec.credentials.mint), under key {spec.remote_kubeconfig_secret_ref.key!r}"
+    )
+
+
 def provider_credentials(
     local: ClusterClient,
     peering: dict[str, Any],
@@ -53,8 +93,11 @@ def provider_credentials(
     now: datetime,
     connect: Connect = connect_remote,
     protect: bool = True,
+    consumer_id: str | None = None,
 ) -> Credentials:
-    """The kubeconfig this pass reaches the provider with; minting, renewing or finishing either first.
+    """The kubeconfig this pass reaches the provider with; minting, renewing or finishing either first. A pass
+    calls it only after discovery and the duplicate check (``discovery_kubeconfig``), which give
+    ``consumer_id``: a duplicate peering never mints, so never rebinds the first one's identity.
 
     ``protect`` (kubeconfig Secret protection): the Secret unpeering would need keeps the finalizer, the
     bootstrap one until a credential is minted, then the minted one; the bootstrap Secret is released."""
@@ -75,13 +118,9 @@ def provider_credentials(
         if pu.next_step(state, now) != "use":
             if present:
                 bootstrap = discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
-                state = _mint(local, peering, spec, bootstrap, state, now, connect)
+                state = _mint(local, peering, spec, bootstrap, state, now, connect, consumer_id)
             elif state.kubeconfig is None:
-                raise SecretNotFound(
-                    f"LiqoPeering {namespace}/{name}: Secret {bootstrap_ref} not found; it must hold a kubeconfig of"
-                    f" the provider able to mint the least-privilege credential (spec.credentials.mint), under key"
-                    f" {spec.remote_kubeconfig_secret_ref.key!r}"
-                )
+                raise _bootstrap_missing(namespace, name, spec)
             # else: due for renewal without a bootstrap Secret: the condition says so; it still works meanwhile
         assert state.kubeconfig is not None and state.cert is not None
         kubeconfig = load_remote_kubeconfig(
@@ -140,12 +179,13 @@ def _mint(
     state: pu.MintState,
     now: datetime,
     connect: Connect,
+    consumer_id: str | None,
 ) -> pu.MintState:
     """Run the minting steps until the minted kubeconfig is in use, with a client of the bootstrap kubeconfig
     that lives for this call only."""
     meta = peering["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    consumer_id = discovery.cluster_id(local, spec.liqo_namespace)
+    consumer_id = consumer_id or discovery.cluster_id(local, spec.liqo_namespace)
     client = connect(bootstrap)
     try:
         issued = False
@@ -311,13 +351,16 @@ def revoke(
     peering: dict[str, Any],
     spec: LiqoPeeringSpec,
     policy: KubeconfigPolicy,
-    consumer_id: str,
+    consumer_id: str | None,
     connect: Connect = connect_remote,
 ) -> list[str]:
     """Revoke the minted identity, as `liqoctl delete peering-user` does, and delete its Secret; returns what
     remains. With the bootstrap Secret, its kubeconfig deletes everything; without it, the identity deletes
     its own revoke ClusterRole, whose dependents (its every binding) the garbage collector then removes.
-    Done once the provider refuses the minted credential."""
+    Done once the provider refuses the minted credential.
+
+    The minted Secret is found by the peering's name, so this works whether or not the status holds the
+    cluster IDs; ``consumer_id`` None (never written to status): the one in the minted user's name."""
     meta = peering["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     secret_name = naming.minted_secret(name)
@@ -325,15 +368,20 @@ def revoke(
     if secret is None:
         return []
     state = pu.MintState.of(secret)
+    consumer_id = consumer_id or pu.consumer_of(state.user or state.pending_user or state.retired_user or "")
+    if consumer_id is None:  # no user named yet: nothing was made on the provider
+        _delete_minted_secret(local, namespace, secret_name)
+        return []
+    owner = naming.owner_labels(namespace, name)
     minted = _load(state, policy)
     present = local.get(r.SECRET, spec.remote_kubeconfig_secret_ref.name, namespace) is not None
     bootstrap = discovery.read_remote_kubeconfig(local, namespace, name, spec, policy) if present else None
     if not state.revoking:  # a later pass must not unpeer again with a credential that no longer works
         local.merge_patch(r.SECRET, secret_name, namespace, pu.revoking_patch())
     if bootstrap is not None:
-        _delete_identity(connect, bootstrap, consumer_id)
+        _delete_identity(connect, bootstrap, consumer_id, owner)
     elif minted is not None:
-        _delete_identity(connect, minted, consumer_id)
+        _delete_identity(connect, minted, consumer_id, owner)
     if minted is not None and not _refused(connect, minted, consumer_id):
         return [f"the minted identity {state.user} on the provider (its RoleBindings being garbage-collected)"]
     if minted is None and bootstrap is None:
@@ -344,6 +392,11 @@ def revoke(
     _delete_minted_secret(local, namespace, secret_name)
     log.info(f"revoked the minted provider credential {state.user} and deleted Secret {namespace}/{secret_name}")
     return []
+
+
+def has_minted(local: ClusterClient, namespace: str, peering: str) -> bool:
+    """Whether the peering has a minted Secret (a minting begun, done, or being revoked)."""
+    return local.get(r.SECRET, naming.minted_secret(peering), namespace) is not None
 
 
 def revoking(local: ClusterClient, namespace: str, peering: str) -> bool:
@@ -397,16 +450,32 @@ def _load(state: pu.MintState, policy: KubeconfigPolicy) -> RemoteKubeconfig | N
         return None
 
 
-def _delete_identity(connect: Connect, kubeconfig: RemoteKubeconfig, consumer_id: str) -> None:
-    """Delete the revoke ClusterRole (the garbage collector takes its bindings) and any CSR left."""
+def _delete_identity(connect: Connect, kubeconfig: RemoteKubeconfig, consumer_id: str, owner: dict[str, str]) -> None:
+    """Delete the revoke ClusterRole (the garbage collector takes its bindings) and any CSR left, when they are
+    this peering's: their names are the consumer's, and another peering's (or liqoctl's) stay."""
     client = connect(kubeconfig)
     try:
-        with contextlib.suppress(ClusterForbidden):  # the minted identity, already without its rights
-            client.delete(r.CLUSTER_ROLE, pu.revoke_role_name(consumer_id))
-        with contextlib.suppress(ClusterForbidden):  # the minted identity may not: deleted once issued anyway
-            client.delete(r.CSR, pu.user_name(consumer_id))
+        for res, obj_name in ((r.CLUSTER_ROLE, pu.revoke_role_name(consumer_id)), (r.CSR, pu.user_name(consumer_id))):
+            # Forbidden: the minted identity, already without its rights, or never allowed the CSR (deleted
+            # once issued anyway).
+            with contextlib.suppress(ClusterForbidden):
+                if _ours(client, res, obj_name, owner):
+                    client.delete(res, obj_name)
     finally:
         client.close()
+
+
+def _ours(client: ClusterClient, res: r.Resource, name: str, owner: dict[str, str]) -> bool:
+    """Whether the provider's object is labelled as this peering's. One the client may not read counts as
+    ours: the minted identity may only delete its own revoke ClusterRole, which its bindings name."""
+    try:
+        found = client.get(res, name)
+    except ClusterForbidden:
+        return True
+    if found is None:
+        return False
+    labels = (found.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in owner.items())
 
 
 def _refused(connect: Connect, minted: RemoteKubeconfig, consumer_id: str) -> bool:
@@ -430,6 +499,6 @@ def _revoke_switched_off(
     if _find_secret(local, meta["namespace"], secret_name, f"{pu.CREDENTIALS_LABEL}={pu.MINTED}") is None:
         return
     consumer_id = discovery.cluster_id(local, spec.liqo_namespace)
-    _delete_identity(connect, bootstrap, consumer_id)
+    _delete_identity(connect, bootstrap, consumer_id, naming.owner_labels(meta["namespace"], meta["name"]))
     _delete_minted_secret(local, meta["namespace"], secret_name)
     log.info(f"spec.credentials.mint is off: revoked the minted credential and deleted Secret {secret_name}")

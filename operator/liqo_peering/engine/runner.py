@@ -16,6 +16,7 @@ be written anyway).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -196,7 +197,9 @@ class Runner:
                 self._locks.pop(key, None)
 
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+        # In a copy of the caller's context: what a pass binds for its log lines stays out of the pool thread.
+        call = contextvars.copy_context().run
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call, fn, *args)
 
     # -- the loop ----------------------------------------------------------------------------------------
     async def run(self, key: ObjectKey, stopped: Any) -> None:

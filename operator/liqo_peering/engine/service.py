@@ -9,6 +9,7 @@ lock, the last observations) and the watch hub decides what wakes a peering.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 from collections.abc import Callable
@@ -103,13 +104,21 @@ class PeeringService:
         self.remotes = remotes if remotes is not None else RemoteClients()
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
+        """The provider client discovery and the duplicate check use: nothing is minted yet."""
+        meta = body["metadata"]
+        kubeconfig = credentials.discovery_kubeconfig(
+            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets
+        )
+        return self.remotes.get((meta["namespace"], meta["name"]), kubeconfig)
+
     def _remote_client(
-        self, body: dict[str, Any], spec: LiqoPeeringSpec
+        self, body: dict[str, Any], spec: LiqoPeeringSpec, consumer_id: str
     ) -> tuple[ClusterClient, credentials.Credentials]:
         """The provider client of this pass: the Secret's kubeconfig, or the credential minted with it."""
         meta = body["metadata"]
         found = credentials.provider_credentials(
-            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets
+            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets, consumer_id=consumer_id
         )
         return self.remotes.get((meta["namespace"], meta["name"]), found.kubeconfig), found
 
@@ -133,6 +142,10 @@ class PeeringService:
 
     # -- reconcile ---------------------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+        with logs.peering_pass(namespace, name):
+            return self._reconcile(namespace, name, known)
+
+    def _reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         """One pass. ``known``: the last pass, when it succeeded and nothing but Liqo's objects changed since;
         its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
         none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
@@ -164,9 +177,9 @@ class PeeringService:
                 outcome.minted_secret = naming.minted_secret(name)
             elif self.protect_secrets:  # before anything exists that unpeering would need it for
                 protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
-            remote, found = self._remote_client(body, spec)  # minting protects the Secret unpeering needs
-            outcome.remote = remote
-            minted = found.observation
+            # Discovery, the duplicate and version checks come before any minting: a duplicate never binds its
+            # own user in place of the first peering's on the provider (the minted names are the consumer's).
+            remote = outcome.remote = self._discovery_client(body, spec)
             reused = known.ctx if known is not None and known.error is None and known.remote is remote else None
             discovered = reused or self._discover(namespace, name, meta, spec, remote)
             # Before anything is made on either cluster (tenant namespaces included): a pair that cannot peer.
@@ -174,6 +187,9 @@ class PeeringService:
             if version_check.refusal is not None:
                 raise version_check.refusal
             ctx = reused or self._tenancy(discovered, remote)
+            remote, found = self._remote_client(body, spec, ctx.consumer.cluster_id)  # protects what unpeering needs
+            outcome.remote = remote
+            minted = found.observation
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
             logs.bind_peering(namespace, name, ctx.provider.cluster_id)
             created_anything = True
@@ -280,6 +296,10 @@ class PeeringService:
         return ctx
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
+        with logs.peering_pass(namespace, name):
+            return self._refresh_mirror(namespace, name, last)
+
+    def _refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
         """Only the ForeignCluster changed: re-mirror it onto the last reconcile's observations.
 
         Two API reads and at most one write, so Liqo's view reaches the status well within a second.
@@ -372,8 +392,10 @@ class PeeringService:
         """Run each job in a thread of its own (and ``main`` on this one meanwhile); their results by stage."""
         results: dict[str, StageResult] = {}
         workers = [
-            threading.Thread(
-                target=lambda stage=stage, fn=fn: results.update({stage: guarded(stage, fn)}), name=f"stage-{stage}"
+            threading.Thread(  # each in a copy of this pass's context: its lines name the peering
+                target=contextvars.copy_context().run,
+                args=(lambda stage=stage, fn=fn: results.update({stage: guarded(stage, fn)}),),
+                name=f"stage-{stage}",
             )
             for stage, fn in jobs.items()
         ]
@@ -407,6 +429,10 @@ class PeeringService:
 
     # -- teardown ---------------------------------------------------------------------------------
     def teardown(self, body: dict[str, Any]) -> list[str]:
+        with logs.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
+            return self._teardown(body)
+
+    def _teardown(self, body: dict[str, Any]) -> list[str]:
         """One unpeering pass; returns what remains. Raises PeeringError while the provider is unreachable."""
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]
@@ -414,7 +440,8 @@ class PeeringService:
         force = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
         local_id, remote_id = status.get("localClusterID"), status.get("remoteClusterID")
         if not local_id or not remote_id:
-            return []  # nothing was ever created for this peering
+            # Not peered, but a pass may have minted before its status was written: found by the peering's name.
+            return self._revoke_undiscovered(body, force)
         spec = parse_spec(body.get("spec") or {})
         if not force and credentials.revoking(self.local, namespace, name):
             # Unpeered already, and the minted identity on its way out: its credential no longer works.
@@ -448,6 +475,17 @@ class PeeringService:
             return []
         # Last, as `liqoctl delete peering-user` follows `liqoctl unpeer`: the minted identity, if any.
         return credentials.revoke(self.local, body, spec, self.policy, local_id)
+
+    def _revoke_undiscovered(self, body: dict[str, Any], force: bool) -> list[str]:
+        """Teardown without cluster IDs in status: only a minted identity (and its Secret) may exist."""
+        meta = body["metadata"]
+        if not credentials.has_minted(self.local, meta["namespace"], meta["name"]):
+            return []  # nothing was ever created for this peering
+        if force:
+            credentials.forget(self.local, body)
+            return []
+        spec = parse_spec(body.get("spec") or {})
+        return credentials.revoke(self.local, body, spec, self.policy, None)
 
     def _teardown_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
         """Unpeer with the minted credential when there is one (the bootstrap Secret may be gone), else with

@@ -64,6 +64,15 @@ def common_name(consumer_id: str, suffix: str) -> str:
     return f"{user_name(consumer_id)}-{suffix}"
 
 
+def consumer_of(cn: str) -> str | None:
+    """The consumer cluster ID in a CN made by ``common_name``; None for any other name."""
+    prefix = user_name("")
+    if not cn.startswith(prefix) or "-" not in cn[len(prefix) :]:
+        return None
+    consumer, _, _suffix = cn[len(prefix) :].rpartition("-")
+    return consumer or None
+
+
 def reader_binding_name(consumer_id: str) -> str:
     return f"{user_name(consumer_id)}-liqo-ns-reader"
 

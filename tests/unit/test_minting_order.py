@@ -1,0 +1,230 @@
+"""spec.credentials.mint: nothing is minted before discovery and the duplicate check, and teardown finds a
+minted identity by the peering's name, whether or not its status holds the cluster IDs."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.events import EventRecorder
+from liqo_peering.engine import credentials
+from liqo_peering.engine import service as service_module
+from liqo_peering.engine.discovery import KubeconfigPolicy
+from liqo_peering.engine.service import PeeringService
+from liqo_peering.errors import ClusterForbidden, PeeringError
+from liqo_peering.kubeconfig import RemoteKubeconfig
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import peeringuser as pu
+from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.context import ClusterInfo
+from liqo_peering.metrics import Metrics
+from liqo_peering.status.conditions import get_condition
+from unit.fakes import FakeClusterClient
+from unit.test_stage_steps import liqo_installed
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NS = "team-a"
+BOOTSTRAP = "provider-admin"
+CONSUMER_ID, PROVIDER_ID = "consumer-id", "provider-id"
+KUBECONFIG = yaml.safe_dump(
+    {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "p", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "admin", "user": {"token": "bootstrap-token"}}],
+        "contexts": [{"name": "p", "context": {"cluster": "p", "user": "admin"}}],
+        "current-context": "p",
+    }
+).encode()
+
+
+class _Events:
+    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        return body
+
+
+class _Remotes:
+    """Every provider kubeconfig reaches the one fake provider."""
+
+    def __init__(self, provider: FakeClusterClient) -> None:
+        self.provider = provider
+
+    def get(self, key: Any, kubeconfig: RemoteKubeconfig) -> FakeClusterClient:
+        return self.provider
+
+    def release(self, key: Any) -> None:
+        pass
+
+
+def _peering(name: str, created: str, *, mint: bool, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec = {"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": mint}}
+    meta = {"name": name, "namespace": NS, "uid": f"uid-{name}", "creationTimestamp": created, "generation": 1}
+    return {"metadata": meta, "spec": spec, "status": status or {}}
+
+
+def _clusters() -> tuple[FakeClusterClient, FakeClusterClient, PeeringService]:
+    local, provider = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    liqo_installed(local, CONSUMER_ID, pod_cidrs=("10.0.0.0/16",), external="10.1.0.0/16")
+    liqo_installed(provider, PROVIDER_ID, pod_cidrs=("10.2.0.0/16",), external="10.3.0.0/16")
+    local.add(r.SECRET, {"metadata": {"name": BOOTSTRAP, "namespace": NS}, "data": {"kubeconfig": _b64(KUBECONFIG)}})
+    svc = PeeringService(
+        local,
+        EventRecorder(cast(ClusterClient, _Events())),
+        Metrics(),
+        KubeconfigPolicy(),
+        now=lambda: NOW,
+        remotes=cast(Any, _Remotes(provider)),
+    )
+    return local, provider, svc
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The order of discovery's and the credential step's calls; the credential step ends the pass."""
+    seen: list[str] = []
+    cluster_info = service_module.discovery.cluster_info
+
+    def discovering(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
+        seen.append(f"discover {client.side}")
+        return cluster_info(client, liqo_namespace)
+
+    def minting(*_: Any, **__: Any) -> credentials.Credentials:
+        seen.append("mint")
+        raise PeeringError("stop here", reason="Stop")
+
+    monkeypatch.setattr(service_module.discovery, "cluster_info", discovering)
+    monkeypatch.setattr(service_module.credentials, "provider_credentials", minting)
+    return seen
+
+
+def test_minting_comes_after_discovery_of_both_clusters(calls: list[str]) -> None:
+    local, _, svc = _clusters()
+    local.add(r.LIQOPEERING, _peering("first", "2026-01-01T00:00:00Z", mint=True))
+    svc.reconcile(NS, "first")
+    assert calls == ["discover consumer", "discover provider", "mint"]
+
+
+def test_a_duplicate_never_mints_nor_writes_to_the_provider(calls: list[str]) -> None:
+    local, provider, svc = _clusters()
+    first = _peering("first", "2026-01-01T00:00:00Z", mint=True, status={"remoteClusterID": PROVIDER_ID})
+    local.add(r.LIQOPEERING, first)
+    local.add(r.LIQOPEERING, _peering("second", "2026-01-02T00:00:00Z", mint=True))
+    provider.writes.clear()
+
+    outcome = svc.reconcile(NS, "second")
+
+    assert outcome.error is not None and outcome.error.reason == "DuplicatePeering"
+    assert calls == ["discover consumer", "discover provider"]
+    assert provider.writes == []
+    # On the consumer: the duplicate's own status (and its bootstrap Secret's protection), nothing of the first's.
+    touched = {(plural, name) for _, (plural, _, name) in local.writes}
+    assert touched <= {("liqopeerings", "second"), ("secrets", BOOTSTRAP)}, touched
+    assert local.get(r.SECRET, naming.minted_secret("second"), NS) is None
+    status = local.obj(r.LIQOPEERING, "second", NS)["status"]
+    ready = get_condition(status["conditions"], "Ready")
+    assert ready is not None and ready["reason"] == "DuplicatePeering"
+
+
+class _Refusing(FakeClusterClient):
+    """The provider as a credential without rights sees it."""
+
+    def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        raise ClusterForbidden("may not get", side="provider")
+
+
+def _identity(provider: FakeClusterClient, peering: str) -> None:
+    """The minted user's revoke ClusterRole and CSR on the provider, labelled as ``peering``'s."""
+    owner = naming.owner_labels(NS, peering)
+    provider.add(r.CLUSTER_ROLE, pu.revoke_role(CONSUMER_ID, owner))
+    key = ed25519.Ed25519PrivateKey.generate()
+    cn = pu.common_name(CONSUMER_ID, "0" * 32)
+    provider.add(r.CSR, pu.csr(CONSUMER_ID, pu.csr_request(key, cn), None, owner))
+
+
+def _minting_begun(local: FakeClusterClient, body: dict[str, Any]) -> str:
+    """The minted Secret as a minting cut short leaves it (key and CN stored), protected; returns the CN."""
+    name = naming.minted_secret(body["metadata"]["name"])
+    secret = pu.secret(NS, name, body, naming.owner_labels(NS, body["metadata"]["name"]))
+    cn = pu.common_name(CONSUMER_ID, "0" * 32)
+    patch = pu.begin_patch(cn, pu.private_key_pem(ed25519.Ed25519PrivateKey.generate()))
+    secret["metadata"]["annotations"] = patch["metadata"]["annotations"]
+    secret["metadata"]["finalizers"] = [naming.KUBECONFIG_IN_USE]
+    secret["data"] = patch["data"]
+    local.add(r.SECRET, secret)
+    return cn
+
+
+@pytest.mark.parametrize("status", [{}, {"localClusterID": CONSUMER_ID}], ids=["no-ids", "consumer-id-only"])
+def test_teardown_without_cluster_ids_revokes_the_minted_identity_and_releases_its_secret(
+    monkeypatch: pytest.MonkeyPatch, status: dict[str, Any]
+) -> None:
+    """Deleted after minting but before a pass wrote the cluster IDs: the identity goes from the provider and
+    the minted Secret is released (not left Terminating on its finalizer)."""
+    local, provider, svc = _clusters()
+    body = local.add(r.LIQOPEERING, _peering("first", "2026-01-01T00:00:00Z", mint=True, status=status))
+    _minting_begun(local, body)
+    _identity(provider, "first")
+    revoke = credentials.revoke
+
+    def revoking(
+        local: ClusterClient, peering: dict[str, Any], spec: Any, policy: KubeconfigPolicy, consumer_id: str | None
+    ) -> list[str]:  # the provider reached through the fake
+        return revoke(local, peering, spec, policy, consumer_id, connect=lambda _: provider)
+
+    monkeypatch.setattr(service_module.credentials, "revoke", revoking)
+
+    assert svc.teardown(body) == []
+
+    assert provider.get(r.CLUSTER_ROLE, pu.revoke_role_name(CONSUMER_ID)) is None
+    assert provider.get(r.CSR, pu.user_name(CONSUMER_ID)) is None
+    assert local.get(r.SECRET, naming.minted_secret("first"), NS) is None
+
+
+def test_teardown_of_a_peering_that_never_minted_touches_nothing() -> None:
+    local, provider, svc = _clusters()
+    body = local.add(r.LIQOPEERING, _peering("second", "2026-01-02T00:00:00Z", mint=True))
+    local.writes.clear()
+    provider.writes.clear()
+    assert svc.teardown(body) == []
+    assert local.writes == [] and provider.writes == []
+
+
+def test_revoking_leaves_another_peerings_identity_of_the_same_names() -> None:
+    """The minted names on the provider are the consumer's: only objects labelled as this peering's go."""
+    local, provider, _ = _clusters()
+    body = local.add(r.LIQOPEERING, _peering("second", "2026-01-02T00:00:00Z", mint=True))
+    _minting_begun(local, body)
+    _identity(provider, "first")
+    spec = service_module.parse_spec(body["spec"])
+
+    assert credentials.revoke(local, body, spec, KubeconfigPolicy(), CONSUMER_ID, connect=lambda _: provider) == []
+
+    role = provider.get(r.CLUSTER_ROLE, pu.revoke_role_name(CONSUMER_ID))
+    assert role is not None and role["metadata"]["labels"][naming.PEERING_NAME] == "first"
+    assert provider.get(r.CSR, pu.user_name(CONSUMER_ID)) is not None
+    assert local.get(r.SECRET, naming.minted_secret("second"), NS) is None
+
+
+def test_the_minted_identity_may_delete_its_revoke_role_without_reading_it() -> None:
+    """Without the bootstrap Secret, the minted credential revokes itself: it may delete, not get."""
+    provider = _Refusing("provider")
+    _identity(provider, "first")
+    kubeconfig = RemoteKubeconfig(config={}, context_name="c", server="https://127.0.0.1:6443")
+    credentials._delete_identity(lambda _: provider, kubeconfig, CONSUMER_ID, naming.owner_labels(NS, "first"))
+    assert (r.CLUSTER_ROLE.plural, None, pu.revoke_role_name(CONSUMER_ID)) in provider.deleted
+
+
+def test_the_consumer_id_is_read_back_from_the_minted_user() -> None:
+    assert pu.consumer_of(pu.common_name("a-b-c", "f" * 32)) == "a-b-c"
+    assert pu.consumer_of("someone-else") is None
+    assert pu.consumer_of(pu.user_name("")) is None
