@@ -9,21 +9,4 @@
 # A no-op (a few dpkg queries) when everything is installed already.
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins nftables buildah mmdebstrap git redis-server)
-missing=()
-for p in "${packages[@]}"; do
-    if ! dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$p")
-    fi
-done
-if [[ ${#missing[@]} -eq 0 ]]; then
-    exit 0
-fi
-sudo=()
-if [[ $(id -u) != 0 ]]; then sudo=(sudo); fi
-echo "installing ${missing[*]} (apt)"
-start=$SECONDS
-"${sudo[@]}" apt-get update -qq
-# No recommends: fuse-overlayfs and friends are for rootless builds; everything here runs as root.
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "installed ${missing[*]} in $((SECONDS - start))s"
+exec "$(dirname "$0")/apt-install.sh" containerd runc containernetworking-plugins nftables buildah mmdebstrap git redis-server
