@@ -347,3 +347,18 @@ def test_readiness_waits_for_the_informers_on_this_cluster_only(watched: tuple[L
     cluster.fail_lists = 0
     assert wakes.wait_for("a")  # listed: synced
     assert health.readiness_problems() == []
+
+
+def test_an_informer_of_one_name_serves_no_list(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    """A cluster-wide informer of the Secrets of one name (Liqo's nonce) holds no other Secret: a list of a
+    namespace's Secrets asks the server, or a kubeconfig Secret beside it would read as absent."""
+    cluster, wakes, hub = watched
+    nonce = {"metadata": {"namespace": "team-a", "name": "nonce"}}
+    cluster.objects = [nonce]
+    scope = Scope(r.SECRET, fields="metadata.name=nonce")
+    hub.set_routes("a", [Route(cast(ClusterClient, cluster), scope, namespace="team-a")])
+    assert wakes.wait_for("a")
+    cluster.objects = [nonce, {"metadata": {"namespace": "team-a", "name": "provider-kubeconfig"}}]
+    assert cluster.get(r.SECRET, "nonce", "team-a") == nonce and cluster.calls == []  # by name: the cache
+    names = {s["metadata"]["name"] for s in cluster.find(r.SECRET, "team-a")}
+    assert names == {"nonce", "provider-kubeconfig"} and cluster.calls[-1][0] == "GET"  # a list: the server

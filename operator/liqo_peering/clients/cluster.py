@@ -159,7 +159,7 @@ class ClusterClient:
     ) -> list[dict[str, Any]]:
         faults.at(self.side, "list", res.plural)
         if not fields:
-            for informer in self._covering(res, namespace, labels):
+            for informer in self._covering(res, namespace, labels, by_name=False):
                 return [
                     obj
                     for obj in informer.cached_items()
@@ -365,8 +365,12 @@ class ClusterClient:
             if informer in self._informers:
                 self._informers.remove(informer)
 
-    def _covering(self, res: Resource, namespace: str | None, labels: str | None = None) -> list[Any]:
-        """Synced informers of ``res`` whose scope holds every object a read of (namespace, labels) can see."""
+    def _covering(
+        self, res: Resource, namespace: str | None, labels: str | None = None, by_name: bool = True
+    ) -> list[Any]:
+        """Synced informers of ``res`` whose scope holds every object a read of (namespace, labels) can see.
+        An informer scoped by fields (one name) serves reads by name, whose miss asks the API server, and
+        never a list (``by_name=False``): the namespace's other objects are not in it."""
         with self._informers_lock:
             informers = list(self._informers)
         return [
@@ -376,7 +380,7 @@ class ClusterClient:
             and i.scope.res == res
             and (i.scope.namespace is None or i.scope.namespace == namespace)
             and (labels is None or selector_within(i.scope.labels, labels))
-            and (i.scope.fields is None or labels is None)
+            and (i.scope.fields is None or (labels is None and by_name))
         ]
 
     def _remember(self, res: Resource, obj: Any) -> dict[str, Any]:
