@@ -162,8 +162,9 @@ def env(
             print(f"\ntest_flux_helmrelease: Flux up, tests and teardown took {time.monotonic() - started:.1f}s")
 
 
-# The chart's CRDs, which uninstalling keeps (helm.sh/resource-policy: keep, crds.keep defaults to true).
-KEPT_CRDS = (CRD_NAME, SET_CRD_NAME)
+# The chart's CRDs, which uninstalling keeps (helm.sh/resource-policy: keep, crds.keep defaults to true), and
+# kopf's peering CRDs, which come from the chart's crds/ and which Helm never deletes.
+KEPT_CRDS = (CRD_NAME, SET_CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
 
 
 def _clean_up(env: Env) -> None:
