@@ -209,7 +209,7 @@ def test_ha_render(helm: Path) -> None:
     with_crds = render(helm, "ha.enabled=true", "replicaCount=2", extra=["--include-crds"])
     assert {d["metadata"]["name"] for d in find(with_crds, "CustomResourceDefinition")} == crds | KOPF_CRDS
     (peering,) = find(docs, "ClusterKopfPeering")
-    assert "annotations" not in peering["metadata"]
+    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     # Disruptions leave a replica, and the replicas prefer different nodes.
     (pdb,) = find(docs, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
