@@ -14,9 +14,9 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the two lanes: main
-# then nodes against liqo, which take about as long (each tier's time is in its log's last line; the tiers
+# against liqo then nodes, which take about as long (each tier's time is in its log's last line; the tiers
 # spend most of it waiting for clusters and Liqo, so two lanes use two cores). Rebalance with TEST_LANES.
-LANES=${TEST_LANES:-main,nodes liqo}
+LANES=${TEST_LANES:-main liqo,nodes}
 mkdir -p .local
 rm -rf .local/reliability
 
