@@ -339,3 +339,16 @@ class FakeClusterClient(ClusterClient):
                 del self.store[key]
                 self.writes.append(("delete", key))
         return True
+
+
+class Hub:
+    """A watch hub that only keeps the routes each object was given."""
+
+    def __init__(self) -> None:
+        self.routes: dict[Any, list[Any]] = {}
+
+    def set_routes(self, key: Any, routes: list[Any]) -> None:
+        self.routes[key] = routes
+
+    def drop(self, key: Any) -> None:
+        self.routes.pop(key, None)

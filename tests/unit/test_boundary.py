@@ -26,7 +26,7 @@ from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
 from liqo_peering.stages import StageResult
-from unit.fakes import FakeClusterClient
+from unit.fakes import FakeClusterClient, Hub
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NS, NAME = "team-a", "to-provider"
@@ -167,17 +167,6 @@ def test_run_stages_reports_a_raising_authentication_thread(monkeypatch: pytest.
 
 
 # == the runner's boundary: what escapes a pass ============================================================
-
-
-class Hub:
-    def __init__(self) -> None:
-        self.routes: dict[Any, list[Any]] = {}
-
-    def set_routes(self, key: Any, routes: list[Any]) -> None:
-        self.routes[key] = routes
-
-    def drop(self, key: Any) -> None:
-        self.routes.pop(key, None)
 
 
 KEY = ObjectKey("LiqoPeering", NS, NAME)

@@ -27,8 +27,7 @@ from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
 from liqo_peering.stages import StageResult
-from unit.fakes import FakeClusterClient
-from unit.test_runner import Hub
+from unit.fakes import FakeClusterClient, Hub
 from unit.test_stage_steps import liqo_installed
 
 

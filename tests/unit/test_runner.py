@@ -27,7 +27,7 @@ from liqo_peering.errors import (
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.stages import StageResult
-from unit.fakes import FakeClusterClient
+from unit.fakes import FakeClusterClient, Hub
 
 
 class Service:
@@ -53,17 +53,6 @@ class Service:
 
     def release(self, namespace: str, name: str) -> None:
         self.released.append((namespace, name))
-
-
-class Hub:
-    def __init__(self) -> None:
-        self.routes: dict[Any, list[Any]] = {}
-
-    def set_routes(self, key: Any, routes: list[Any]) -> None:
-        self.routes[key] = routes
-
-    def drop(self, key: Any) -> None:
-        self.routes.pop(key, None)
 
 
 KEY = ObjectKey("LiqoPeering", "ns", "p")
