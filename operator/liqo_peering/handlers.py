@@ -92,7 +92,7 @@ async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **
     raw = dict(body)
     memo.metrics.track(raw["metadata"], raw.get("status") or {})  # its deletion time, until it is forgotten
     try:
-        remaining = await runner.in_thread(runner.teardown, peering(namespace, name), raw)
+        remaining = await runner.unpeer(peering(namespace, name), raw)
         if not remaining:
             await runner.in_thread(service.release_secret, namespace, protection.secret_of(raw), name)
     except PeeringError as exc:
@@ -126,7 +126,7 @@ async def set_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any)
 @kopf.on.delete(GROUP, VERSION, SET_PLURAL, registry=registry)  # type: ignore[arg-type]
 async def set_deleted(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    remaining = await runner.in_thread(runner.teardown, peering_set(namespace, name), dict(body))
+    remaining = await runner.unpeer(peering_set(namespace, name), dict(body))
     if remaining:
         raise kopf.TemporaryError(f"waiting for LiqoPeerings {', '.join(remaining[:5])}", delay=1)
     memo.metrics.forget_set(body["metadata"]["namespace"], body["metadata"]["name"])

@@ -317,3 +317,64 @@ def test_the_operators_own_cluster_failing_is_raised_not_reported(
         results = svc._run_stages(run)
         assert results["networking"].state == "error" and "offloading" not in results
     assert own_cluster_unavailable(error) is outage
+
+
+# -- unpeering: each teardown pass as soon as what the last one waits for changes ----------------------------
+BODY = {"metadata": {"namespace": "ns", "name": "p"}}
+
+
+def unpeering_runner(results: list[list[str]], watched: bool) -> tuple[Runner, Service, Hub]:
+    """A runner whose teardown passes return ``results`` in turn; ``watched``: the service knows the tenant
+    namespaces (an unpeering pass found them), so the teardown has objects to watch."""
+    run, svc, hub = runner()
+    passes = iter(results)
+
+    def teardown(body: dict[str, Any]) -> list[str]:
+        svc.calls.append("teardown")
+        return next(passes)
+
+    svc.teardown = teardown  # type: ignore[method-assign]
+    ctx = PeeringContext(
+        "ns", "p", ClusterInfo("consumer-id", (), ""), ClusterInfo("provider-id", (), ""), "tenant-c", "tenant-p"
+    )
+    found = service_module.Unpeering(FakeClusterClient("provider"), ctx, reverse=False)
+    svc.unpeering = lambda namespace, name: found if watched else None  # type: ignore[attr-defined]
+    return run, svc, hub
+
+
+def test_an_unpeering_pass_follows_the_event_it_waits_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("liqo_peering.engine.runner.UNPEER_SAFETY_NET", 3600.0)  # only an event can wake it
+    run, svc, hub = unpeering_runner([["ResourceSlice t/p"], ["VirtualNode t/p"], []], watched=True)
+
+    async def scenario() -> list[str]:
+        unpeering = asyncio.ensure_future(run.unpeer(KEY, BODY))
+        for _ in range(2):
+            while not hub.routes.get(KEY) or run.wakeups.pending(KEY):
+                await asyncio.sleep(0.01)
+            passes = svc.calls.count("teardown")
+            run.wakeups(KEY, "ResourceSlice")  # the informer saw the deletion (from its thread)
+            while svc.calls.count("teardown") == passes:
+                await asyncio.sleep(0.01)
+        return await asyncio.wait_for(unpeering, 30)
+
+    assert asyncio.run(scenario()) == []
+    assert svc.calls == ["teardown"] * 3
+    assert KEY not in hub.routes and svc.released == [("ns", "p")]  # done: everything of it forgotten
+
+
+def test_unpeering_watches_what_each_phase_deletes_on_both_clusters() -> None:
+    run, _, hub = unpeering_runner([["ResourceSlice t/p"]], watched=True)
+    assert asyncio.run(run.unpeer(KEY, BODY, window=0.0)) == ["ResourceSlice t/p"]  # one pass, then kopf again
+    assert not hub.routes.get(KEY)  # the window ended before any wait: nothing watched yet
+    run, _, hub = unpeering_runner([["ResourceSlice t/p"], ["Tenant t/c"]], watched=True)
+    assert asyncio.run(run.unpeer(KEY, BODY, window=0.05)) == ["Tenant t/c"]
+    kinds = {(route.client.side, route.scope.res.kind) for route in hub.routes[KEY]}
+    assert {("consumer", "ResourceSlice"), ("consumer", "VirtualNode"), ("consumer", "Identity")} <= kinds
+    assert {("provider", "Tenant"), ("provider", "Configuration"), ("provider", "GatewayServer")} <= kinds
+    assert all(route.namespace in ("tenant-c", "tenant-p") for route in hub.routes[KEY])
+
+
+def test_an_unpeering_with_nothing_to_watch_passes_again_after_a_short_poll() -> None:
+    run, svc, hub = unpeering_runner([["Tenant t/c"], ["Tenant t/c"], []], watched=False)
+    assert asyncio.run(asyncio.wait_for(run.unpeer(KEY, BODY), 30)) == []
+    assert svc.calls == ["teardown"] * 3 and not hub.routes.get(KEY)

@@ -13,7 +13,15 @@ from typing import Any
 from liqo_peering.engine.peeringset import SetOutcome, SetService
 from liqo_peering.engine.runner import ObjectKey
 from liqo_peering.engine.service import Outcome, PeeringService
-from liqo_peering.engine.watches import HEALTH_CHANGED, KUBECONFIG, LIQO_IDENTITY, Route, peering_routes, set_routes
+from liqo_peering.engine.watches import (
+    HEALTH_CHANGED,
+    KUBECONFIG,
+    LIQO_IDENTITY,
+    Route,
+    peering_routes,
+    set_routes,
+    teardown_routes,
+)
 from liqo_peering.errors import InternalError, PeeringError
 from liqo_peering.liqo import resources as r
 
@@ -86,6 +94,12 @@ class Peerings:
     def teardown(self, body: dict[str, Any]) -> list[str]:
         return self.service.teardown(body)
 
+    def teardown_routes(self, key: ObjectKey) -> list[Route]:
+        found = self.service.unpeering(key.namespace, key.name)
+        if found is None:
+            return []
+        return teardown_routes(self.service.local, found.remote, found.ctx, reverse=found.reverse)
+
     def forget(self, key: ObjectKey) -> None:
         self.service.release(key.namespace, key.name)
         with self._guard:
@@ -117,6 +131,10 @@ class PeeringSets:
 
     def teardown(self, body: dict[str, Any]) -> list[str]:
         return self.service.teardown(body)
+
+    def teardown_routes(self, key: ObjectKey) -> list[Route]:
+        """Its LiqoPeerings' deletion."""
+        return set_routes(self.service.local, key.namespace, key.name)
 
     def forget(self, key: ObjectKey) -> None:
         """A set keeps nothing between passes."""

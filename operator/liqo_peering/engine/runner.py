@@ -30,6 +30,9 @@ from liqo_peering.health import TrackedPool
 
 log = structlog.get_logger("liqo_peering.runner")
 MAX_PASSES = 72  # concurrent passes (threads): a pass mostly waits on the API servers
+UNPEER_WINDOW = 30.0  # seconds of teardown passes per call of the delete handler
+UNPEER_POLL = 1.0  # between teardown passes while nothing is watched
+UNPEER_SAFETY_NET = 10.0  # between teardown passes without an event: a wake-up lost is late, never missed
 T = TypeVar("T")
 
 
@@ -83,6 +86,10 @@ class Kind(Protocol):
         ...
 
     def teardown(self, body: dict[str, Any]) -> list[str]: ...
+
+    def teardown_routes(self, key: ObjectKey) -> list[Route]:
+        """What wakes the object's next teardown pass: what the last one deleted and waits for."""
+        ...
 
     def forget(self, key: ObjectKey) -> None:
         """The object is gone: drop what its kind keeps for it."""
@@ -187,6 +194,32 @@ class Runner:
             self.forget(key)
         return remaining
 
+    async def unpeer(self, key: ObjectKey, body: dict[str, Any], window: float = UNPEER_WINDOW) -> list[str]:
+        """Teardown passes, each as soon as what the last one waits for changes (its informers' events), for up
+        to ``window`` seconds; what remains then (empty: done). The delete handler returns to kopf after each
+        window, so that a change of the object itself (a force-delete annotation) reaches the next one.
+        Without routes (nothing watched yet), a pass follows the last one after UNPEER_POLL seconds."""
+        kind = self.kinds[key.kind]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + window
+        trigger = self.wakeups.open(key)  # the object's loop, if it still runs, has been stopped by its deletion
+        remaining: list[str] = []
+        try:
+            while True:
+                trigger.clear()
+                self.wakeups.take(key)  # what woke it does not matter: the pass reads everything again
+                remaining = await self.in_thread(self.teardown, key, body)
+                left = deadline - loop.time()
+                if not remaining or left <= 0:
+                    return remaining
+                routes = kind.teardown_routes(key)
+                self.hub.set_routes(key, routes)
+                await wait(trigger, _NEVER, min(UNPEER_SAFETY_NET if routes else UNPEER_POLL, left))
+                await asyncio.sleep(kind.debounce)
+        finally:
+            # Its routes stay while something remains (kopf calls again); the last pass forgets them.
+            self.wakeups.close(key, trigger)
+
     def forget(self, key: ObjectKey) -> None:
         # Under the object's lock, so that no pass of it sets routes or takes a client in between. A pass
         # still waiting for the lock then finds the object gone and changes nothing.
@@ -246,3 +279,13 @@ async def wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:
     finally:
         waiter.cancel()
         stopper.cancel()
+
+
+class _Never:
+    """A ``stopped`` flag that is never set."""
+
+    async def wait(self) -> None:
+        await asyncio.Event().wait()
+
+
+_NEVER = _Never()

@@ -3,8 +3,9 @@ unpeering pass; nothing else.
 
 Everything here is synchronous (the runner calls it from a worker thread, one call per peering at a
 time) and derives its state from the clusters, so an operator restarted at any point continues where
-the last one stopped. It keeps no state between calls: the runner holds the per-peering state (its
-lock, the last observations) and the watch hub decides what wakes a peering.
+the last one stopped. It keeps no state between calls but its provider clients and what each unpeering
+found (which objects the next unpeering pass waits for): the runner holds the per-peering state (its lock,
+the last observations) and the watch hub decides what wakes a peering.
 """
 
 from __future__ import annotations
@@ -65,6 +66,16 @@ def _redacted(obs: CredentialsObservation) -> CredentialsObservation:
     return dataclasses.replace(obs, error_message=redact(obs.error_message))
 
 
+@dataclass(frozen=True)
+class Unpeering:
+    """What an unpeering pass found: the provider client (None: this cluster only), the peering's cluster IDs
+    and tenant namespaces, and whether a reverse direction is removed too."""
+
+    remote: ClusterClient | None
+    ctx: PeeringContext
+    reverse: bool
+
+
 @dataclass
 class Outcome:
     """What the runner needs after a pass: when to look again, what to watch, what was observed."""
@@ -102,6 +113,8 @@ class PeeringService:
         self.tenant_access = tenant_access
         self.now = now
         self.remotes = remotes if remotes is not None else RemoteClients()
+        self._guard = threading.Lock()
+        self._unpeering: dict[tuple[str, str], Unpeering] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
@@ -125,6 +138,13 @@ class PeeringService:
     def release(self, namespace: str, name: str) -> None:
         """The peering is gone: let go of its provider client."""
         self.remotes.release((namespace, name))
+        with self._guard:
+            self._unpeering.pop((namespace, name), None)
+
+    def unpeering(self, namespace: str, name: str) -> Unpeering | None:
+        """What the last unpeering pass of the peering found, if one ran."""
+        with self._guard:
+            return self._unpeering.get((namespace, name))
 
     def _check_duplicate(self, namespace: str, name: str, created: str, remote_id: str) -> None:
         mine = (created, namespace, name)
@@ -459,10 +479,13 @@ class PeeringService:
             consumer_tenant_ns=consumer_ns,
             provider_tenant_ns=provider_ns,
         )
+        reverse = spec.bidirectional or status_compute.has_reverse(status)
+        with self._guard:
+            self._unpeering[(namespace, name)] = Unpeering(remote, ctx, reverse)
         # liqoctl unpeer's order for a bidirectional peering: one direction first, keeping the network the
         # other one uses; then the other, no longer bidirectional, with the network last. The reverse
         # direction goes first, as it is the one this peering added on top of the forward one.
-        if spec.bidirectional or status_compute.has_reverse(status):
+        if reverse:
             left = teardown.run(self.local, remote, ctx, bidirectional=True, local_only=force, reverse=True)
             if left:
                 return left

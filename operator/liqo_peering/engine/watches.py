@@ -173,6 +173,37 @@ def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringCont
     return routes
 
 
+def teardown_routes(
+    local: ClusterClient, remote: ClusterClient | None, ctx: PeeringContext, *, reverse: bool = False
+) -> list[Route]:
+    """What wakes an unpeering: the objects it deletes and waits for, in the informers a peering uses (shared
+    with any peering still running), so that each phase follows the last one's deletion as it happens.
+    ``remote`` is None when only this cluster is cleaned (force-delete). Liqo's ControlPlane kubeconfig Secret
+    of the Identity is watched too: unpeering ends only once Liqo has released it."""
+    provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
+    if not tenant_ns:
+        return []  # no tenant namespace here: nothing of the peering was made, nothing to wait for
+    routes = [
+        Route(local, Scope(res, labels=naming.REMOTE_CLUSTER_ID), namespace=tenant_ns)
+        for res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, r.GATEWAY_CLIENT, r.PUBLIC_KEY, r.CONFIGURATION)
+    ]
+    routes += [
+        Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"), namespace=tenant_ns),
+        Route(local, Scope(r.SECRET, tenant_ns, labels=naming.control_plane_secrets(provider)), namespace=tenant_ns),
+    ]
+    if remote is None or not ctx.provider_tenant_ns:
+        return routes
+    remote_ns = ctx.provider_tenant_ns
+    routes.append(
+        Route(remote, Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=remote_ns)
+    )
+    for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.TENANT):
+        routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
+    if reverse:
+        routes += reverse_routes(local, remote, ctx)
+    return routes
+
+
 def set_routes(local: ClusterClient, namespace: str, name: str) -> list[Route]:
     """What wakes a LiqoPeeringSet: any Secret of its namespace (a label change may start or end a match,
     so no selector can narrow it), and its LiqoPeerings (their status, their deletion). The LiqoPeering
