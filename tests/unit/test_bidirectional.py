@@ -183,13 +183,22 @@ def test_reverse_offloading_asks_the_consumer_from_the_provider() -> None:
     assert r.RESOURCE_SLICE.kind not in consumer.kinds()
 
     slice_["status"] = {
-        "conditions": [{"type": "Authentication", "status": "Accepted"}, {"type": "Resources", "status": "Denied"}]
+        "conditions": [
+            {"type": "Authentication", "status": "Accepted"},
+            {
+                "type": "Resources",
+                "status": "Denied",
+                "reason": "ResourceSliceResourcesDenied",
+                "message": "ResourceSlice resources denied",
+            },
+        ]
     }
     with pytest.raises(ResourceSliceDenied) as err:
         reverse.offload(rev)
     assert err.value.message == (
-        f"the consumer Denied ResourceSlice {P_NS}/consumer-id on the provider (Resources); ask for fewer resources"
-        " in spec.reverse.offloading.resources or check the consumer's Liqo resource plugin"
+        f"the consumer Denied ResourceSlice {P_NS}/consumer-id on the provider (Resources); Resources Denied"
+        " (ResourceSliceResourcesDenied: ResourceSlice resources denied): ask for fewer resources in"
+        " spec.reverse.offloading.resources, or free some on the consumer"
     )
 
 

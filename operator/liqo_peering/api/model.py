@@ -376,6 +376,97 @@ class PeeringVersions(_Model):
     provider: ClusterVersions = Field(default_factory=ClusterVersions, description="The provider cluster.")
 
 
+class ClusterCIDRs(_Model):
+    pod_cidrs: list[str] = Field(
+        default_factory=list, alias="podCIDRs", description="The cluster's pod CIDRs (Liqo's Configuration spec)."
+    )
+    external_cidrs: list[str] = Field(
+        default_factory=list, alias="externalCIDRs", description="The cluster's external CIDRs."
+    )
+    remapped_pod_cidrs: list[str] = Field(
+        default_factory=list,
+        alias="remappedPodCIDRs",
+        description="What the other cluster remaps the pod CIDRs to, when they clash with its own (the"
+        " Configuration's status); absent until Liqo has written it.",
+    )
+    remapped_external_cidrs: list[str] = Field(
+        default_factory=list,
+        alias="remappedExternalCIDRs",
+        description="What the other cluster remaps the external CIDRs to.",
+    )
+
+
+class NetworkStatus(_Model):
+    consumer: ClusterCIDRs | None = Field(
+        default=None, description="This cluster's CIDRs, as the provider's Configuration describes them."
+    )
+    provider: ClusterCIDRs | None = Field(
+        default=None, description="The provider's CIDRs, as this cluster's Configuration describes them."
+    )
+
+
+class GatewayStatus(_Model):
+    server: Literal["Provider", "Consumer"] = Field(
+        description="The cluster whose gateway serves; the other cluster's gateway client dials it."
+    )
+    addresses: list[str] = Field(
+        default_factory=list,
+        description="The addresses the gateway client dials (its GatewayClient's endpoint: the server's published"
+        " one, or spec.networking.gatewayClient's override), else those the GatewayServer publishes.",
+    )
+    port: int | None = Field(default=None, description="The port the gateway client dials.")
+    protocol: str | None = Field(default=None, description="The tunnel's transport protocol, such as UDP.")
+
+
+class ResourceSliceCondition(_Model):
+    """A ResourceSlice condition, as Liqo wrote it."""
+
+    type: str = Field(description="Authentication or Resources.")
+    status: str = Field(description="Accepted or Denied.")
+    reason: str | None = Field(default=None, description="Liqo's reason, such as ResourceSliceResourcesAccepted.")
+    message: str | None = Field(default=None, description="Liqo's message.")
+
+
+class ResourceSliceStatus(_Model):
+    name: str = Field(description="The ResourceSlice's name, in the tenant namespace.")
+    action: Literal["Consuming", "Providing"] = Field(
+        description="Consuming: this cluster asks the provider for resources; Providing: the reverse direction of"
+        " a bidirectional peering, the provider asking this cluster (as liqoctl info says it)."
+    )
+    class_: str | None = Field(default=None, alias="class", description="The ResourceSlice's class.")
+    requested: dict[str, str] = Field(
+        default_factory=dict, description="The resources asked for (empty lets the provider decide)."
+    )
+    granted: dict[str, str] = Field(
+        default_factory=dict, description="The resources the provider granted (the slice's status)."
+    )
+    accepted: bool = Field(
+        description="Whether the provider accepted it: Liqo has written its conditions and each says Accepted."
+    )
+    conditions: list[ResourceSliceCondition] = Field(
+        default_factory=list, description="Liqo's conditions (Authentication, Resources) with its reasons."
+    )
+
+
+class VirtualNodeStatus(_Model):
+    name: str = Field(description="The virtual node's name (its VirtualNode and Node).")
+    resource_slice: str | None = Field(default=None, description="The ResourceSlice it was made from.")
+    ready: bool = Field(description="Whether its Node is Ready.")
+    message: str | None = Field(default=None, description="Why it is not Ready.")
+    resources: dict[str, str] = Field(
+        default_factory=dict, description="Its resources (the VirtualNode's spec.resourceQuota.hard)."
+    )
+
+
+class ApiServerStatus(_Model):
+    address: str | None = Field(
+        default=None, description="The provider's API server address in the ControlPlane Identity."
+    )
+    proxy_url: str | None = Field(
+        default=None, alias="proxyURL", description="The proxy Liqo reaches it through, when there is one."
+    )
+
+
 class LiqoPeeringStatus(_Model):
     peer_status: PeerStatus | None = Field(default=None, description="no_peers, establishing, ready, error or timeout.")
     observed_generation: int | None = Field(default=None, description="The generation this status describes.")
@@ -406,6 +497,25 @@ class LiqoPeeringStatus(_Model):
     )
     versions: PeeringVersions | None = Field(
         default=None, description="Which Liqo and Kubernetes each cluster runs, as last discovered."
+    )
+    network: NetworkStatus | None = Field(
+        default=None,
+        description="Each cluster's pod and external CIDRs and what the other cluster remaps them to, from Liqo's"
+        " network Configurations (absent without networking).",
+    )
+    gateway: GatewayStatus | None = Field(
+        default=None, description="The tunnel's gateways: which cluster serves, and the endpoint the client dials."
+    )
+    resource_slices: list[ResourceSliceStatus] | None = Field(
+        default=None,
+        description="Each ResourceSlice of the peering: requested and granted resources, and whether the provider"
+        " accepted it, with Liqo's reasons.",
+    )
+    virtual_nodes: list[VirtualNodeStatus] | None = Field(
+        default=None, description="Each virtual node made for the provider on this cluster, and whether it is Ready."
+    )
+    api_server: ApiServerStatus | None = Field(
+        default=None, description="The provider's API server address (and proxy) the ControlPlane Identity uses."
     )
 
 

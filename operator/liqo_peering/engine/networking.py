@@ -115,9 +115,14 @@ def reconcile(p: PeeringRun) -> StageResult:
     }
     failed = [side for side, state in states.items() if state == "Error"]
     if failed:
+        # Name the endpoint the client dials (Liqo's Connection does not): that is what could not be reached.
+        dialed = networking.endpoint_text((client.get("spec") or {}).get("endpoint"))
         raise ConnectionFailed(
-            f"the Connection on the {' and '.join(failed)} cluster is in Error: the tunnel cannot be established;"
-            f" check that the gateway endpoint is reachable (spec.networking.gatewayServer / gatewayClient)"
+            f"the Connection on the {' and '.join(failed)} cluster is in Error: the gateway client on the"
+            f" {p.consumer.side} cannot establish the tunnel to the gateway server on the {p.provider.side} at"
+            f" {dialed}; check that this endpoint is reachable from the {p.consumer.side}'s gateway"
+            f" (spec.networking.gatewayServer: Service type and port; spec.networking.gatewayClient: address and"
+            f" port, when the server's published address is not the one to dial)"
         )
     if all(state == "Connected" for state in states.values()):
         return StageResult.ready(STAGE, "the tunnel is Connected on both clusters")

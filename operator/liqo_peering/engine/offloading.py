@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import ResourceSliceDenied
 from liqo_peering.liqo import naming, offloading
@@ -27,13 +29,8 @@ def reconcile(p: PeeringRun) -> StageResult:
         return StageResult.disabled(STAGE, "no ResourceSlice requested")
     slice_ = p.consumer.ensure(r.RESOURCE_SLICE, offloading.resource_slice(ctx, spec))
     conds = offloading.slice_conditions(slice_)
-    denied = [t for t in ("Authentication", "Resources") if conds.get(t) == "Denied"]
-    if denied:
-        raise ResourceSliceDenied(
-            f"the {p.provider.side} Denied ResourceSlice {ns}/{name} on the {p.consumer.side} ({' and '.join(denied)});"
-            f" ask for fewer resources in {p.offloading_field}.resources or check the {p.provider.side}'s Liqo"
-            f" resource plugin"
-        )
+    if "Denied" in conds.values():
+        raise ResourceSliceDenied(_denial(p, slice_))
     if conds.get("Authentication") != "Accepted" or conds.get("Resources") != "Accepted":
         return StageResult.waiting(
             STAGE, "WaitingForResourceSlice", f"waiting for the {p.provider.side} to accept the ResourceSlice"
@@ -70,3 +67,20 @@ def _node_ready_checks_network(p: PeeringRun) -> bool:
     selector = f"{naming.REMOTE_CLUSTER_ID}={p.provider_id}"
     conns = p.consumer.find(r.CONNECTION, p.ctx.consumer_tenant_ns, labels=selector)
     return offloading.node_ready_checks_network(consumer, networking, connection_state(conns) == "Connected")
+
+
+def _denial(p: PeeringRun, slice_: dict[str, Any]) -> str:
+    """Liqo's reasons for the denial, and the fix for each. The provider's Tenant for this consumer (read from
+    the cache the authentication stage keeps) tells a cordoned or drained tenant from a lack of resources."""
+    ctx = p.ctx
+    tenant = p.provider.get(r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+    where = offloading.Denial(
+        namespace=ctx.consumer_tenant_ns,
+        name=ctx.provider.cluster_id,
+        provider=p.provider.side,
+        consumer=p.consumer.side,
+        consumer_id=ctx.consumer.cluster_id,
+        field=p.offloading_field,
+        tenant_condition=((tenant or {}).get("spec") or {}).get("tenantCondition"),
+    )
+    return offloading.denial_message(slice_, where) or "the ResourceSlice is Denied"

@@ -29,6 +29,7 @@ from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine import (
     authentication,
     credentials,
+    detail,
     discovery,
     networking,
     offloading,
@@ -179,6 +180,7 @@ class PeeringService:
         stages: dict[str, StageResult] = {}
         error: PeeringError | None = None
         mirror = None
+        shown: dict[str, Any] | None = None  # what liqoctl info peer shows (status/detail.py)
         ids: tuple[str | None, str | None] = (None, None)
         created_anything = bool(status.get("remoteClusterID"))
         spec: LiqoPeeringSpec | None = None
@@ -215,7 +217,9 @@ class PeeringService:
             created_anything = True
             outcome.ctx = ctx
             removing = not spec.bidirectional and status_compute.has_reverse(status)
-            stages = self._run_stages(PeeringRun(spec, self.local, remote, ctx), removing)
+            run = PeeringRun(spec, self.local, remote, ctx)
+            stages = self._run_stages(run, removing)
+            shown = detail.observe(run, reverse.run_of(run) if spec.bidirectional else None)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
@@ -255,6 +259,7 @@ class PeeringService:
             bidirectional=bool(spec and spec.bidirectional),
             versions=version_check.versions if version_check else None,
             version_notices=version_check.notices if version_check else None,
+            detail=shown,
         )
         transient = error is not None and error.transient
         new_status = self._write_status(body, status, obs)

@@ -165,3 +165,13 @@ def _primary(cidrs: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None
     """The first CIDR of a Configuration field (a list since Liqo v1.0, a string before)."""
     first = cidrs[0] if isinstance(cidrs, list) and cidrs else cidrs
     return ipaddress.ip_network(first, strict=False) if isinstance(first, str) and first else None
+
+
+def endpoint_text(endpoint: dict[str, Any] | None) -> str:
+    """A gateway endpoint as people write it, ``address:port/protocol``, several addresses joined."""
+    endpoint = endpoint or {}
+    addresses = [a for a in endpoint.get("addresses") or [] if isinstance(a, str) and a] or ["<no address>"]
+    port, protocol = endpoint.get("port"), endpoint.get("protocol")
+    hosts = [f"[{a}]" if ":" in a else a for a in addresses]  # an IPv6 address before its port
+    text = ", ".join(f"{h}:{port}" if port else h for h in hosts)
+    return f"{text}/{protocol}" if protocol else text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from liqo_peering.api.model import OffloadingSpec
@@ -77,3 +78,70 @@ def node_ready_checks_network(consumer: LiqoVersion, networking: bool, connected
     kubelet treats networking as disabled until it has seen the ForeignCluster, so its Node turns Ready before
     the network check: then the tunnel itself must be Connected. Unknown versions are taken as v1.2."""
     return not networking or connected or consumer.at_least(1, 2) is not False
+
+
+# Liqo's reasons for a Denied ResourceSlice condition (remoteresourceslice-controller on the provider):
+# Authentication: an invalid certificate request, the slice outside the consumer's tenant namespace, or
+# credentials it could not issue. Resources, built-in class: the consumer's Tenant cordoned or drained; on Liqo
+# after v1.2.0, also a provider that turned its built-in `default` class off. A resource plugin serving another
+# class denies with reasons of its own.
+AUTHENTICATION_DENIED = "ResourceSliceAuthenticationDenied"
+RESOURCES_DENIED = "ResourceSliceResourcesDenied"
+DEFAULT_CLASS_DISABLED = "DefaultResourceSliceClassDisabled"
+BUILT_IN_CLASSES = ("", "default")
+
+
+@dataclass(frozen=True)
+class Denial:
+    """Where a denied ResourceSlice is, and who the clusters are, for the message (``field``: where the spec sets
+    this direction's offloading, such as spec.offloading)."""
+
+    namespace: str
+    name: str
+    provider: str  # the provider's side, as messages name it ("provider", or "consumer" in the reverse direction)
+    consumer: str
+    consumer_id: str
+    field: str
+    tenant_condition: str | None = None  # the provider's Tenant for this consumer: Active, Cordoned or Drained
+
+
+def _denied_fix(cond: dict[str, Any], cls: str, d: Denial) -> str:
+    """The fix that matches one Denied condition, from its type and Liqo's reason."""
+    reason = str(cond.get("reason") or "")
+    if cond.get("type") == "Authentication":
+        return (
+            f"the {d.provider} refused the slice's certificate request, or could not issue its credentials: its"
+            f" Events on the {d.provider}'s copy of the ResourceSlice (InvalidCSR, AuthParamsFailed) say which;"
+            f" check that the {d.provider} still holds this {d.consumer}'s Tenant and that Liqo runs there"
+        )
+    if reason == DEFAULT_CLASS_DISABLED:
+        return (
+            f"the {d.provider}'s Liqo has its built-in `default` ResourceSlice class turned off: set"
+            f" {d.field}.resourceSliceClass to a class the {d.provider} serves (its administrator knows which)"
+        )
+    if d.tenant_condition in ("Cordoned", "Drained"):
+        return (
+            f"the {d.provider} has {d.tenant_condition.lower()} this {d.consumer}'s Tenant, so it grants nothing new:"
+            f" set the Tenant's spec.tenantCondition back to Active on the {d.provider} (`liqoctl uncordon tenant"
+            f" {d.consumer_id}` there, for a cordoned one)"
+        )
+    plugin = "" if cls in BUILT_IN_CLASSES else f"; the {d.provider}'s Liqo resource plugin for class {cls!r} decides"
+    return f"ask for fewer resources in {d.field}.resources, or free some on the {d.provider}{plugin}"
+
+
+def denial_message(obj: dict[str, Any], d: Denial) -> str | None:
+    """Why the provider denied a ResourceSlice, quoting Liqo's condition reason and message, with the fix that
+    matches each; None when no condition is Denied."""
+    conds = ((obj.get("status") or {}).get("conditions")) or []
+    denied = [c for c in conds if isinstance(c, dict) and c.get("status") == "Denied"]
+    if not denied:
+        return None
+    cls = str((obj.get("spec") or {}).get("class") or "")
+    said = []
+    for cond in sorted(denied, key=lambda c: str(c.get("type"))):
+        quoted = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
+        said.append(f"{cond.get('type')} Denied ({quoted or 'no reason given'}): {_denied_fix(cond, cls, d)}")
+    return (
+        f"the {d.provider} Denied ResourceSlice {d.namespace}/{d.name} on the {d.consumer}"
+        f" ({' and '.join(str(c.get('type')) for c in denied)}); " + "; ".join(said)
+    )

@@ -63,6 +63,9 @@ class Observation:
     versions: dict[str, Any] | None = None
     # The version conditions; None: not judged in this pass (they stay as they were).
     version_notices: tuple[VersionNotice, ...] | None = None
+    # What `liqoctl info peer` shows, from Liqo's objects (status/detail.py): the status fields it names, None
+    # for a field to remove; None as a whole: not read in this pass (the fields stay as they were).
+    detail: dict[str, Any] | None = None
     # False: the pass failed before it saw the clusters (the runner reports it): the stages' conditions, the
     # credentials and Liqo's view stay as the last pass that saw them left them.
     seen: bool = True
@@ -235,6 +238,9 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
         status["credentials"] = minted  # None removes it (a merge patch)
     if obs.versions is not None:
         status["versions"] = obs.versions
+    if obs.detail is not None:
+        # A field to remove is written as None only while the status still has it: at rest, nothing changes.
+        status.update({k: v for k, v in obs.detail.items() if v is not None or prev.get(k) is not None})
     return status, events
 
 
