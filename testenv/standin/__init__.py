@@ -56,7 +56,8 @@ Limits (what it does NOT do):
 Fault injection, per cluster and changeable while running: ConfigMap `liqo-standin-faults` in the Liqo
 namespace. A knob applies to objects on that cluster; when unset there, the other cluster's value applies.
 - `delay: "<seconds>"`: react to each object only that long after first seeing it;
-- `resourceslice: Denied` (Resources=Denied) | `AuthDenied` (Authentication=Denied) | `Accepted` (default);
+- `resourceslice: Denied` (Resources=Denied) | `DefaultClassDisabled` (Resources=Denied, the reason of a provider
+  that turned the `default` class off) | `AuthDenied` (Authentication=Denied) | `Accepted` (default);
 - `connection: Error` | `Connecting` (stuck) | `Never` (no Connection at all; an existing one is removed);
 - `tenant: Never`: Tenants never get a status (authentication hangs);
 - `virtualnode: Never`: no VirtualNode/Node for accepted slices (existing ones are removed);

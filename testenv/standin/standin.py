@@ -815,19 +815,25 @@ class StandIn:
             if fault == "AuthDenied":
                 auth, auth_msg = "Denied", "Denied by liqo-standin fault injection"
             res_status, res_msg = "Accepted", "The requested resources are available"
+            # Liqo's reasons (its remoteresourceslice controller); the messages are the stand-in's.
+            res_reason = f"ResourceSliceResources{res_status}"
             if fault == "Denied":
                 res_status, res_msg = "Denied", "Denied by liqo-standin fault injection"
+                res_reason = "ResourceSliceResourcesDenied"
+            elif fault == "DefaultClassDisabled":  # a provider on Liqo after v1.2.0 that turned the class off
+                res_status, res_reason = "Denied", "DefaultResourceSliceClassDisabled"
+                res_msg = "the default ResourceSlice class is disabled on the provider (liqo-standin fault injection)"
             conds = [
                 {
                     "type": "Authentication",
                     "status": auth,
-                    "reason": f"Authentication{auth}",
+                    "reason": f"ResourceSliceAuthentication{auth}",
                     "message": auth_msg,
                 },
                 {
                     "type": "Resources",
                     "status": res_status,
-                    "reason": f"Resources{res_status}",
+                    "reason": res_reason,
                     "message": res_msg,
                 },
             ]

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
-from testenv import audit
+from testenv import audit, liqo_info
 from testenv import kube as k
 from testenv.kube import Kube
 from testenv.liqo_env.pytest_plugin import LIQO_SETTINGS
@@ -109,6 +109,30 @@ def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: Peer
     reasons = {e.reason for e in case.peerings.events(ns, NAME)}
     assert {"PeeringReady", "NetworkReady", "AuthenticationReady", "OffloadingReady"} <= reasons
 
+    # What `liqoctl info peer` shows is in the status, as the stand-in's objects on both clusters say it.
+    wait_for(
+        "the status to show the CIDRs, gateway, ResourceSlice, virtual node and API server of Liqo's objects",
+        lambda: (
+            liqo_info.from_status(case.peerings.status(ns, NAME))
+            == liqo_info.from_liqo(consumer, provider, env.consumer_id, env.provider_id)
+        ),
+        timeout=30,
+    )
+    status = case.peerings.status(ns, NAME)
+    assert status["network"]["provider"]["podCIDRs"] == [LIQO_SETTINGS["provider"][1]]
+    assert status["network"]["consumer"]["externalCIDRs"] == [LIQO_SETTINGS["consumer"][2]]
+    assert status["gateway"] == {
+        "server": "Provider",
+        "addresses": server["status"]["endpoint"]["addresses"],
+        "port": server["status"]["endpoint"]["port"],
+        "protocol": "UDP",
+    }
+    (shown,) = status["resourceSlices"]
+    assert (shown["name"], shown["action"], shown["accepted"]) == (env.provider_id, "Consuming", True)
+    assert shown["requested"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"} == shown["granted"]
+    assert [v["name"] for v in status["virtualNodes"] if v["ready"]] == [env.provider_id]
+    assert status["apiServer"]["address"] == identity["spec"]["authParams"]["apiServer"]
+
 
 def test_networking_disabled_and_no_virtual_node(case: PeeringCase) -> None:
     env, ns = case.env, case.namespace
@@ -122,6 +146,9 @@ def test_networking_disabled_and_no_virtual_node(case: PeeringCase) -> None:
     rs = get(env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id)
     assert rs and rs["metadata"]["annotations"]["liqo.io/create-virtual-node"] == "false"
     assert items(env.peerings.api, "offloading.liqo.io", "virtualnodes", c_ns) == []
+    status = case.peerings.status(ns, NAME)  # no network to show, and no virtual node
+    assert "network" not in status and "gateway" not in status and "virtualNodes" not in status
+    assert [s["accepted"] for s in status["resourceSlices"]] == [True]
 
 
 def test_resources_update_reaches_the_resource_slice(case: PeeringCase) -> None:
@@ -277,8 +304,33 @@ def test_resource_slice_denied_is_an_error(case: PeeringCase) -> None:
     case.standin.set_faults("both", resourceslice="Denied")
     case.peerings.create(case.namespace, NAME, spec())
     cond = case.peerings.wait_reason(case.namespace, NAME, "ResourceSliceDenied", timeout=90)
-    assert "spec.offloading.resources" in cond["message"]
-    assert case.peerings.status(case.namespace, NAME)["peerStatus"] == "error"
+    # Liqo's reason and message are quoted, with the fix that matches them.
+    assert "(ResourceSliceResourcesDenied: Denied by liqo-standin fault injection)" in cond["message"]
+    assert "ask for fewer resources in spec.offloading.resources" in cond["message"]
+    status = case.peerings.status(case.namespace, NAME)
+    assert status["peerStatus"] == "error"
+    (shown,) = status["resourceSlices"]
+    assert (
+        shown["accepted"] is False
+        and {"type": "Resources", "status": "Denied"}.items()
+        <= next(c for c in shown["conditions"] if c["type"] == "Resources").items()
+    )
+    # A provider on Liqo after v1.2.0 that turned its built-in default class off: set another class.
+    case.standin.set_faults("both", resourceslice="DefaultClassDisabled")
+    cond = wait_for(
+        "the Ready message to quote DefaultResourceSliceClassDisabled",
+        lambda: next(
+            (
+                c
+                for c in case.peerings.status(case.namespace, NAME).get("conditions") or []
+                if c["type"] == "Ready" and "DefaultResourceSliceClassDisabled" in c["message"]
+            ),
+            None,
+        ),
+        timeout=60,
+    )
+    assert (cond["reason"], cond["status"]) == ("ResourceSliceDenied", "False")
+    assert "set spec.offloading.resourceSliceClass to a class the provider serves" in cond["message"]
 
 
 def test_missing_secret_and_key(case: PeeringCase) -> None:

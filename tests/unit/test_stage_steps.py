@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import LiqoPeeringSpec
-from liqo_peering.engine import authentication, discovery, networking, offloading
+from liqo_peering.engine import authentication, detail, discovery, networking, offloading
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import (
     ConnectionFailed,
@@ -707,7 +707,12 @@ def virtual_node(local: FakeClusterClient, kubelet: str, node: str) -> None:
     local.add(
         r.VIRTUAL_NODE,
         {
-            "metadata": {"name": "provider-id", "namespace": C_NS},
+            "metadata": {
+                "name": "provider-id",
+                "namespace": C_NS,
+                "labels": {naming.REMOTE_CLUSTER_ID: "provider-id", "liqo.io/resourceslice-name": "provider-id"},
+            },
+            "spec": {"clusterID": "provider-id", "resourceQuota": {"hard": {"cpu": "1", "memory": "1Gi"}}},
             "status": {"conditions": [{"type": "VirtualKubelet", "status": kubelet}, {"type": "Node", "status": node}]},
         },
     )
@@ -916,6 +921,66 @@ def test_a_ready_peering_is_quiet_at_rest_while_liqo_rewrites_its_objects() -> N
         for client in (local, remote):
             _liqo_writes_everything_back(client)
     assert {k: o["metadata"].get("generation") for k, o in {**local.store, **remote.store}.items()} == generations
+
+
+def test_the_status_detail_is_read_from_the_objects_of_the_peering_and_quiet_at_rest() -> None:
+    """What liqoctl info peer shows, read by the engine from both clusters: the same on every pass at rest,
+    and no write for it."""
+    p = make_run(make_spec(offloading={"resources": {"cpu": "1", "memory": "1Gi"}}))
+    local, remote = fakes(p)
+    networking_to_ready(p)
+    local.obj(r.CONFIGURATION, "provider-id", C_NS)["status"]["remote"] = {"cidr": {"pod": ["10.99.0.0/16"]}}
+    authentication_to_ready(p, None)
+    offloading.reconcile(p)
+    accept_slice(local)
+    local.obj(r.RESOURCE_SLICE, "provider-id", C_NS)["status"]["resources"] = {"cpu": "1", "memory": "1Gi"}
+    virtual_node(local, "Running", "Running")
+    virtual_kubelet(local)
+    # A copy Liqo replicated in from the provider (the reverse direction's slice) is not this cluster's own.
+    replica_labels = {naming.REMOTE_CLUSTER_ID: "provider-id", detail.REPLICATED: "true"}
+    local.add(r.RESOURCE_SLICE, {"metadata": {"name": "consumer-id", "namespace": C_NS, "labels": replica_labels}})
+    writes = (len(local.writes), len(remote.writes))
+
+    shown = detail.observe(p, None)
+    assert shown == detail.observe(p, None)
+    assert (len(local.writes), len(remote.writes)) == writes
+    assert shown["network"] == {
+        "provider": {
+            "podCIDRs": list(CTX.provider.pod_cidrs),
+            "externalCIDRs": [CTX.provider.external_cidr],
+            "remappedPodCIDRs": ["10.99.0.0/16"],
+        },
+        "consumer": {"podCIDRs": list(CTX.consumer.pod_cidrs), "externalCIDRs": [CTX.consumer.external_cidr]},
+    }
+    assert shown["gateway"] == {"server": "Provider", **SERVER_ENDPOINT}
+    assert [(s["name"], s["action"], s["accepted"], s.get("granted")) for s in shown["resourceSlices"]] == [
+        ("provider-id", "Consuming", True, {"cpu": "1", "memory": "1Gi"})
+    ]
+    assert shown["virtualNodes"] == [
+        {
+            "name": "provider-id",
+            "ready": True,
+            "resourceSlice": "provider-id",
+            "resources": {"cpu": "1", "memory": "1Gi"},
+        }
+    ]
+    assert shown["apiServer"] == {"address": AUTH_PARAMS["apiServer"]}
+
+    # Without networking there is no network or gateway to show.
+    off = make_run(make_spec(networking={"enabled": False}))
+    off_local, off_remote = fakes(off)
+    off_local.store, off_remote.store = local.store, remote.store
+    assert detail.observe(off, None)["network"] is None and detail.observe(off, None)["gateway"] is None
+
+
+def test_a_connection_error_names_the_endpoint_the_client_dials() -> None:
+    p = make_run(make_spec(networking={"gatewayClient": {"address": "203.0.113.7", "port": 4000}}))
+    local, _ = fakes(p)
+    networking_to_ready(p)
+    local.obj(r.CONNECTION, "conn-provider-id", C_NS)["status"]["value"] = "Error"
+    with pytest.raises(ConnectionFailed) as err:
+        networking.reconcile(p)
+    assert "gateway server on the provider at 203.0.113.7:4000/UDP" in err.value.message
 
 
 def test_the_fake_shows_a_write_war_when_an_apply_sends_what_liqo_drops() -> None:
