@@ -33,7 +33,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from testenv import audit, inventory, real_pair
+from testenv import audit, inventory, liqo_info, real_pair
 from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.leakscan import LeakScan
 from testenv.liqo_install import LiqoInstall, install_kind
@@ -352,6 +352,50 @@ class TestPeeredWithRealLiqo:
         nonces = core_p.list_namespaced_secret(p_ns, label_selector="liqo.io/nonce=true").items
         assert len(nonces) == 1 and (nonces[0].data or {}).get("nonce")
 
+    def test_status_shows_what_liqoctl_info_peer_shows(self, peered: tuple[RealEnv, str]) -> None:
+        """The status answers what `liqoctl info peer` answers, as Liqo's own objects on both clusters say it:
+        the CIDRs and their remaps, the gateway endpoint, the slice's granted resources, the virtual node's
+        readiness and the API server address."""
+        env, ns = peered
+        c_ns, p_ns = tenant_ns(env.consumer_api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
+        wait_for(
+            "the LiqoPeering's status to show what Liqo's objects on both clusters say",
+            lambda: (
+                liqo_info.from_status(env.peerings.status(ns, NAME))
+                == liqo_info.from_liqo(env.consumer_api, env.provider_api, env.consumer_id, env.provider_id)
+            ),
+            timeout=60,
+        )
+        status = env.peerings.status(ns, NAME)
+        # Networking: each side's Configuration, written by the operator, remapped by Liqo's IPAM.
+        c_conf = get(env.consumer_api, "networking.liqo.io", "configurations", c_ns, env.provider_id) or {}
+        assert status["network"]["provider"]["podCIDRs"] == c_conf["spec"]["remote"]["cidr"]["pod"]
+        assert status["network"]["provider"]["remappedPodCIDRs"] == c_conf["status"]["remote"]["cidr"]["pod"]
+        p_conf = get(env.provider_api, "networking.liqo.io", "configurations", p_ns, env.consumer_id) or {}
+        assert status["network"]["consumer"]["externalCIDRs"] == p_conf["spec"]["remote"]["cidr"]["external"]
+        # The gateway: the endpoint Liqo's gateway server published on the provider, which the client dials.
+        server = get(env.provider_api, "networking.liqo.io", "gatewayservers", p_ns, env.consumer_id) or {}
+        published = server["status"]["endpoint"]
+        assert status["gateway"]["server"] == "Provider"
+        shown_gateway = (status["gateway"]["addresses"], status["gateway"]["port"])
+        assert shown_gateway == (published["addresses"], published["port"])
+        # The slice: what the spec asked for, what the provider's Liqo granted, with its reasons.
+        (shown,) = status["resourceSlices"]
+        assert (shown["name"], shown["action"], shown["accepted"]) == (env.provider_id, "Consuming", True)
+        assert shown["requested"] == {"cpu": "2", "memory": "4Gi"}
+        assert {"cpu": "2", "memory": "4Gi"}.items() <= shown["granted"].items(), shown
+        assert {c["reason"] for c in shown["conditions"]} == {
+            "ResourceSliceAuthenticationAccepted",
+            "ResourceSliceResourcesAccepted",
+        }
+        assert [(v["name"], v["ready"]) for v in status["virtualNodes"]] == [(env.provider_id, True)]
+        # The API server address of the ControlPlane Identity: the provider's own.
+        identity = get(
+            env.consumer_api, "authentication.liqo.io", "identities", c_ns, f"controlplane-{env.provider_id}"
+        )
+        assert identity and status["apiServer"]["address"] == identity["spec"]["authParams"]["apiServer"]
+        assert env.pair["provider"].server in status["apiServer"]["address"]
+
     def test_namespace_offloading_and_pod_reflection(self, peered: tuple[RealEnv, str]) -> None:
         env, _ = peered
         ns = "rl-offloaded"
@@ -575,7 +619,18 @@ def test_timeout_while_connections_are_withheld_then_ready(rcase: tuple[RealEnv,
         # moment: the status may say AdmissionDenied on the way, truthfully, before the tunnel's error.
         ready = env.peerings.wait_reason(ns, NAME, "ConnectionError", timeout=120)
         assert env.peerings.status(ns, NAME)["peerStatus"] == "error"
-        assert "check that the gateway endpoint is reachable" in ready["message"], ready
+        # The message names the endpoint that could not be reached: the gateway client's, on the consumer.
+        client = get(
+            env.consumer_api,
+            "networking.liqo.io",
+            "gatewayclients",
+            tenant_ns(env.consumer_api, env.provider_id),
+            env.provider_id,
+        )
+        assert client, "no GatewayClient on the consumer"
+        endpoint = client["spec"]["endpoint"]
+        assert f"{endpoint['addresses'][0]}:{endpoint['port']}/" in ready["message"], (endpoint, ready)
+        assert "check that this endpoint is reachable" in ready["message"], ready
         conns = {
             side: [c.get("status", {}).get("value") for c in items(api, "networking.liqo.io", "connections", where)]
             for side, api, where in (
