@@ -1237,6 +1237,19 @@ def test_bidirectional_peering_both_ways_over_one_network(
     p_ns = tenant_ns(env.provider_api, cid)
     back = get(env.provider_api, "authentication.liqo.io", "resourceslices", p_ns, cid)
     assert back and back["spec"]["resources"] == {"cpu": "1", "memory": "1Gi"}, back
+    # The status shows both slices, each as Liqo says it: this cluster's own, and the provider's, accepted here.
+
+    def slices_shown() -> list[tuple[str, str, bool, dict[str, str]]]:
+        shown = env.peerings.status(ns, NAME).get("resourceSlices") or []
+        return sorted((s["name"], s["action"], s["accepted"], s.get("requested") or {}) for s in shown)
+
+    wait_for(
+        "the status to show the Consuming and the Providing ResourceSlice, both accepted",
+        lambda: (
+            slices_shown() == [(cid, "Providing", True, {"cpu": "1", "memory": "1Gi"}), (pid, "Consuming", True, {})]
+        ),
+        timeout=30,
+    )
     wait_for(
         "Liqo's ForeignClusters to say ConsumerAndProvider on both sides",
         lambda: _roles(env) == {"consumer": "ConsumerAndProvider", "provider": "ConsumerAndProvider"},
@@ -1258,6 +1271,9 @@ def test_bidirectional_peering_both_ways_over_one_network(
     status = wait_for("the reverse direction to be removed", off, timeout=120)
     took_off = time.monotonic() - started_off
     assert _directions(env) == forward
+    wait_for(
+        "the Providing ResourceSlice to leave the status", lambda: slices_shown() == [(pid, "Consuming", True, {})]
+    )
     assert {key: uid for key, uid in object_uids(env).items() if "foreignclusters" not in key} == uids
     for t in ("NetworkReady", "AuthenticationReady", "OffloadingReady"):  # never flipped meanwhile
         now = next(c for c in status["conditions"] if c["type"] == t)
