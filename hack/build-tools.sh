@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components (control plane, and kube-scheduler, kubelet, kube-proxy for local
-# clusters with nodes), etcd, helm, CoreDNS and promtool from their published Go modules (wrapper modules in
-# hack/tools/<tool>/) into a cache outside the repo:
+# clusters with nodes; the control plane of the oldest supported Kubernetes too), etcd, helm, CoreDNS and
+# promtool from their published Go modules (wrapper modules in hack/tools/<tool>/) into a cache outside
+# the repo:
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
 # Builds run one at a time on purpose: each `go build` already uses every core.
@@ -23,22 +24,29 @@ require_version hack/tools/etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION"
 require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
 require_version hack/tools/coredns github.com/coredns/coredns "v$COREDNS_VERSION"
 require_version hack/tools/promtool github.com/prometheus/prometheus "v$PROMTOOL_VERSION"
-staging="v0.${KUBERNETES_VERSION#*.}"
-if grep -E '^\s*k8s\.io/[a-z-]+ => ' hack/tools/kubernetes/go.mod | grep -vq " $staging\$"; then
-    echo "error: hack/tools/kubernetes/go.mod replaces a staging module with a version other than $staging" >&2
-    exit 1
-fi
+require_version hack/tools/kubernetes-floor k8s.io/kubernetes "v$KUBERNETES_FLOOR_VERSION"
+require_staging() { # <module dir> <kubernetes version>
+    local staging="v0.${2#*.}"
+    if grep -E '^\s*k8s\.io/[a-z-]+ => ' "$1/go.mod" | grep -vq " $staging\$"; then
+        echo "error: $1/go.mod replaces a staging module with a version other than $staging" >&2
+        exit 1
+    fi
+}
+require_staging hack/tools/kubernetes "$KUBERNETES_VERSION"
+require_staging hack/tools/kubernetes-floor "$KUBERNETES_FLOOR_VERSION"
 
 # Kubernetes: stamp the version that /version reports (upstream: hack/lib/version.sh).
-k8s_major=${KUBERNETES_VERSION%%.*}
-k8s_minor=${KUBERNETES_VERSION#*.}
-k8s_minor=${k8s_minor%%.*}
-k8s_ldflags=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    k8s_ldflags+=" -X $pkg.gitVersion=v$KUBERNETES_VERSION -X $pkg.gitMajor=$k8s_major"
-    k8s_ldflags+=" -X $pkg.gitMinor=$k8s_minor -X $pkg.gitTreeState=clean"
-    k8s_ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+k8s_version_ldflags() { # <kubernetes version>
+    local major=${1%%.*} minor=${1#*.} pkg flags=""
+    minor=${minor%%.*}
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        flags+=" -X $pkg.gitVersion=v$1 -X $pkg.gitMajor=$major"
+        flags+=" -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+        flags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    done
+    echo "$flags"
+}
+k8s_ldflags=$(k8s_version_ldflags "$KUBERNETES_VERSION")
 k8s_out=$cache_dir/kubernetes-$KUBERNETES_VERSION
 build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$k8s_out/kube-apiserver" "$k8s_ldflags"
 build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -49,6 +57,13 @@ for cmd in kube-scheduler kubelet kube-proxy; do
 done
 # kubectl, for the demo and the `kubectl wait` checks: a module of its own (see hack/tools/kubectl/tools.go).
 build hack/tools/kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_out/kubectl" "$k8s_ldflags"
+# The oldest Kubernetes the chart supports: its control plane only (tests/e2e/test_kubernetes_floor.py
+# runs no nodes). A module of its own, hack/tools/kubernetes-floor, built with the installed Go.
+floor_ldflags=$(k8s_version_ldflags "$KUBERNETES_FLOOR_VERSION")
+floor_out=$cache_dir/kubernetes-$KUBERNETES_FLOOR_VERSION
+for cmd in kube-apiserver kube-controller-manager; do
+    build hack/tools/kubernetes-floor "k8s.io/kubernetes/cmd/$cmd" "$floor_out/$cmd" "$floor_ldflags"
+done
 
 build hack/tools/etcd . "$cache_dir/etcd-$ETCD_VERSION/etcd" ""
 
