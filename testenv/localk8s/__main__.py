@@ -1,4 +1,4 @@
-"""CLI: `python -m testenv.localk8s up --dir DIR [--nodes N] NAME...` / `... down --dir DIR` /
+"""CLI: `python -m testenv.localk8s up --dir DIR [--nodes N] [--kubernetes-version V] NAME...` / `... down --dir DIR` /
 `... load --dir DIR ARCHIVE...` (docker-archives into every node of the clusters in DIR) /
 `... archive ROOTFS.tar REF OUT.tar CONFIG-JSON [--base LAYER.tar]...` (a root filesystem tarball as a
 docker-archive, on top of the --base layers if any, for hack/build-images.sh and build-liqo-images.sh)."""
@@ -30,16 +30,18 @@ def down(base_dir: Path) -> None:
     shutil.rmtree(base_dir, ignore_errors=True)
 
 
-def up(base_dir: Path, names: list[str], nodes: int = 0) -> None:
+def up(base_dir: Path, names: list[str], nodes: int = 0, kubernetes_version: str | None = None) -> None:
     existing = {c.name: c for c in recorded_clusters(base_dir)}
-    if set(existing) == set(names) and all(c.is_running() and c.nodes == nodes for c in existing.values()):
+    if set(existing) == set(names) and all(
+        c.is_running() and c.nodes == nodes and c.kubernetes_version == kubernetes_version for c in existing.values()
+    ):
         print(f"already up: {', '.join(names)} (use `down` first for fresh clusters)")
         clusters = existing
     else:
         # Anything else (other names or nodes, a dead process, a crashed earlier `up`): start clean.
         down(base_dir)
         started = time.monotonic()
-        clusters = start_clusters(names, base_dir, nodes=nodes)
+        clusters = start_clusters(names, base_dir, nodes=nodes, kubernetes_version=kubernetes_version)
         print(f"started {', '.join(names)} in {time.monotonic() - started:.1f}s")
     for name, cluster in clusters.items():
         target = base_dir / f"{name}.kubeconfig"
@@ -64,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     p_up = sub.add_parser("up", help="start clusters (reused if already up) and write DIR/<name>.kubeconfig")
     p_up.add_argument("--dir", type=Path, required=True)
     p_up.add_argument("--nodes", type=int, default=0, help="real nodes per cluster (default 0: control planes only)")
+    p_up.add_argument(
+        "--kubernetes-version",
+        help="the control plane's release: hack/versions.env KUBERNETES_VERSION (default) or KUBERNETES_FLOOR_VERSION",
+    )
     p_up.add_argument("names", nargs="+")
     p_down = sub.add_parser("down", help="stop every cluster recorded in DIR and remove DIR")
     p_down.add_argument("--dir", type=Path, required=True)
@@ -80,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "up":
-        up(args.dir, args.names, args.nodes)
+        up(args.dir, args.names, args.nodes, args.kubernetes_version)
     elif args.command == "load":
         load(args.dir, args.archives)
     elif args.command == "archive":

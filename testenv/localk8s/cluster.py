@@ -44,7 +44,7 @@ from .images import pause_image
 from .network import Lan, ensure_inotify_instances
 from .node import Node, NodeSpec
 from .ports import free_port, is_listening
-from .tools import tool_path
+from .tools import kubernetes_versions, tool_path
 
 STATE_FILE = "cluster.json"
 PROCESSES = ("kube-controller-manager", "kube-apiserver", "etcd")
@@ -127,6 +127,7 @@ class LocalCluster:
         index: int = 0,
         pod_cidr: str = "10.244.0.0/16",
         egress: bool = False,
+        kubernetes_version: str | None = None,
     ) -> None:
         if not _NAME.match(name):
             raise ValueError(f"cluster name {name!r} must be a short DNS label")
@@ -142,6 +143,9 @@ class LocalCluster:
         # With nodes: the API server dials into the cluster (webhooks, aggregated APIs, kubelets) through
         # an egress proxy in node 0's network namespace (egress.py), so Services are reachable from it.
         self.egress = egress and nodes > 0
+        # The Kubernetes release its control plane runs (hack/versions.env: KUBERNETES_VERSION by default,
+        # KUBERNETES_FLOOR_VERSION for the oldest supported one); None is the default.
+        self.kubernetes_version = kubernetes_version
         self._init_paths()
         self._allocate_ports()
 
@@ -219,6 +223,7 @@ class LocalCluster:
             "index": self.index,
             "pod_cidr": self.pod_cidr,
             "egress": self.egress,
+            "kubernetes_version": self.kubernetes_version,
         }
         (self.workdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
@@ -234,6 +239,7 @@ class LocalCluster:
         cluster.index = state.get("index", 0)
         cluster.pod_cidr = state.get("pod_cidr", "10.244.0.0/16")
         cluster.egress = state.get("egress", False)
+        cluster.kubernetes_version = state.get("kubernetes_version")
         cluster._init_paths()
         cluster.etcd_client_port = state["etcd_client_port"]
         cluster.etcd_peer_port = state["etcd_peer_port"]
@@ -294,7 +300,8 @@ class LocalCluster:
         proves the controller manager's token and service-account controllers are running.
         """
         # Fail fast, before touching anything.
-        binaries = {p: tool_path(p) for p in PROCESSES + (NODE_BINARIES if self.nodes else ())}
+        versions = kubernetes_versions(self.kubernetes_version)
+        binaries = {p: tool_path(p, versions) for p in PROCESSES + (NODE_BINARIES if self.nodes else ())}
         deadline = time.monotonic() + timeout
         if self.workdir.exists():
             self.stop(keep_lan=True)
@@ -713,11 +720,18 @@ def _default_service_account_exists(client: kubernetes.client.ApiClient) -> bool
 
 
 def start_clusters(
-    names: list[str], base_dir: Path, timeout: float | None = None, nodes: int = 0, egress: bool = False
+    names: list[str],
+    base_dir: Path,
+    timeout: float | None = None,
+    nodes: int = 0,
+    egress: bool = False,
+    kubernetes_version: str | None = None,
 ) -> dict[str, LocalCluster]:
     """Start one cluster per name, in parallel, under base_dir/<name>; all or none come up. With `nodes`,
     each gets that many nodes, all on one LAN of their own (default timeout: 120 s, 300 s with nodes); with
-    `egress` too, their API servers reach Services and Pods through node 0 (egress.py)."""
+    `egress` too, their API servers reach Services and Pods through node 0 (egress.py). `kubernetes_version`
+    picks the control plane's release (default: hack/versions.env KUBERNETES_VERSION; only the versions
+    there are built)."""
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate cluster names: {names}")
     base_dir.mkdir(parents=True, exist_ok=True)
@@ -737,6 +751,7 @@ def start_clusters(
             index=i,
             pod_cidr=f"10.{244 + i}.0.0/16",
             egress=egress,
+            kubernetes_version=kubernetes_version,
         )
         for i, name in enumerate(names)
     }

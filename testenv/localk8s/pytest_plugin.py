@@ -2,7 +2,9 @@
 
 - `local_clusters`: control planes only (no nodes): the fast suites;
 - `node_clusters`: each with one real node (containerd, kubelet, kube-proxy, CoreDNS), on a LAN of their
-  own, with the images `make images` built loaded into the consumer's node.
+  own, with the images `make images` built loaded into the consumer's node;
+- `floor_clusters` (module): control planes of the oldest Kubernetes the chart supports
+  (hack/versions.env KUBERNETES_FLOOR_VERSION), gone at the end of the module that asked for them.
 
 Enable with `pytest_plugins = ["testenv.localk8s.pytest_plugin"]` in a conftest.py.
 The clusters are torn down at the end of the session, on failures, on Ctrl-C, on SIGTERM
@@ -26,6 +28,7 @@ import pytest
 
 from .cluster import LocalCluster, start_clusters
 from .images import Image, ImagesMissingError, built_images
+from .tools import read_versions
 
 CLUSTER_NAMES = ["consumer", "provider"]
 
@@ -66,7 +69,7 @@ def _install_sigterm_handler() -> None:
 
 
 @contextlib.contextmanager
-def _session_clusters(nodes: int) -> Iterator[dict[str, LocalCluster]]:
+def _session_clusters(nodes: int, kubernetes_version: str | None = None) -> Iterator[dict[str, LocalCluster]]:
     _install_sigterm_handler()
     base_dir = Path(tempfile.mkdtemp(prefix="localk8s-"))
     # Registered before starting: start_clusters cleans up after itself on failure, but an
@@ -74,7 +77,7 @@ def _session_clusters(nodes: int) -> Iterator[dict[str, LocalCluster]]:
     with _live_lock:
         _live[base_dir] = []
     try:
-        clusters = start_clusters(CLUSTER_NAMES, base_dir, nodes=nodes)
+        clusters = start_clusters(CLUSTER_NAMES, base_dir, nodes=nodes, kubernetes_version=kubernetes_version)
         with _live_lock:
             _live[base_dir] = list(clusters.values())
         yield clusters
@@ -86,6 +89,14 @@ def _session_clusters(nodes: int) -> Iterator[dict[str, LocalCluster]]:
 def local_clusters() -> Iterator[dict[str, LocalCluster]]:
     """{"consumer": LocalCluster, "provider": LocalCluster}, fresh for this test session."""
     with _session_clusters(nodes=0) as clusters:
+        yield clusters
+
+
+@pytest.fixture(scope="module")
+def floor_clusters() -> Iterator[dict[str, LocalCluster]]:
+    """{"consumer", "provider"} on the oldest Kubernetes the chart supports (KUBERNETES_FLOOR_VERSION), without
+    nodes; module-scoped, so that they do not outlive the tests that use them."""
+    with _session_clusters(nodes=0, kubernetes_version=read_versions()["KUBERNETES_FLOOR_VERSION"]) as clusters:
         yield clusters
 
 

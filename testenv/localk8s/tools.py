@@ -69,6 +69,18 @@ def cache_dir() -> Path:
     return cache_root() / "tools"
 
 
+def kubernetes_versions(kubernetes_version: str | None = None) -> dict[str, str]:
+    """hack/versions.env, with the Kubernetes components' version replaced by `kubernetes_version` (one of
+    KUBERNETES_VERSION and KUBERNETES_FLOOR_VERSION: hack/build-tools.sh builds no other)."""
+    versions = read_versions()
+    if kubernetes_version is None:
+        return versions
+    built = {versions["KUBERNETES_VERSION"], versions["KUBERNETES_FLOOR_VERSION"]}
+    if kubernetes_version not in built:
+        raise ValueError(f"Kubernetes {kubernetes_version} is not built; hack/versions.env pins {sorted(built)}")
+    return {**versions, "KUBERNETES_VERSION": kubernetes_version}
+
+
 def tool_path(name: str, versions: dict[str, str] | None = None) -> Path:
     """Path of a cached binary; raises ToolMissingError (with the fix) if it was not built."""
     if name not in TOOLS:
