@@ -302,6 +302,25 @@ class OperatorEnv:
         self.operator.start()
 
 
+def liqo_objects_left(env: OperatorEnv, c_ns: str, p_ns: str) -> list[str]:
+    """A peering's Liqo objects still on either cluster (its tenant namespaces there)."""
+    where = [
+        (env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns),
+        (env.peerings.api, "offloading.liqo.io", "virtualnodes", c_ns),
+        (env.peerings.api, "authentication.liqo.io", "identities", c_ns),
+        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
+        (env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns),
+        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
+        (env.peerings.api, "networking.liqo.io", "configurations", c_ns),
+        (env.provider_api, "networking.liqo.io", "configurations", p_ns),
+    ]
+    return [
+        f"{plural}/{o['metadata']['name']} in {ns}"
+        for api, group, plural, ns in where
+        for o in items(api, group, plural, ns)
+    ]
+
+
 @dataclass
 class PeeringCase:
     env: OperatorEnv

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from admission_cases import admission_failures
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -29,6 +30,7 @@ from testenv.operator_support import (
     custom,
     get,
     items,
+    liqo_objects_left,
     operator_writes,
     provider_down,
     provider_hung,
@@ -195,7 +197,7 @@ def test_delete_unpeers_both_sides(case: PeeringCase) -> None:
     c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
     case.peerings.delete(ns, NAME)
     case.peerings.wait_gone(ns, NAME)
-    assert _liqo_objects_left(env, c_ns, p_ns) == []
+    assert liqo_objects_left(env, c_ns, p_ns) == []
 
     # Every line about this peering names it and, from the moment its remote is known, the remote cluster
     # ID: kopf's own lines about the object (handlers, deletion) included.
@@ -261,26 +263,7 @@ def test_the_kubeconfig_secret_is_kept_while_in_use_so_deleting_everything_at_on
         "the namespace deleted", lambda: not core.list_namespace(field_selector=f"metadata.name={whole}").items, 90
     )
     print(f"BENCH namespace with a Ready LiqoPeering deleted (unpeered) in {time.monotonic() - started:.1f}s")
-    assert _liqo_objects_left(env, c_ns, p_ns) == []
-
-
-def _liqo_objects_left(env: Any, c_ns: str, p_ns: str) -> list[str]:
-    """A peering's Liqo objects still on either cluster (its tenant namespaces there)."""
-    where = [
-        (env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns),
-        (env.peerings.api, "offloading.liqo.io", "virtualnodes", c_ns),
-        (env.peerings.api, "authentication.liqo.io", "identities", c_ns),
-        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
-        (env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns),
-        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
-        (env.peerings.api, "networking.liqo.io", "configurations", c_ns),
-        (env.provider_api, "networking.liqo.io", "configurations", p_ns),
-    ]
-    return [
-        f"{plural}/{o['metadata']['name']} in {ns}"
-        for api, group, plural, ns in where
-        for o in items(api, group, plural, ns)
-    ]
+    assert liqo_objects_left(env, c_ns, p_ns) == []
 
 
 def test_timeout_is_reported_then_ready_once_things_complete(case: PeeringCase) -> None:
@@ -562,30 +545,8 @@ def test_operator_killed_mid_establishing_resumes_without_duplicates(case: Peeri
 
 
 def test_admission_rejects_invalid_specs_naming_the_field(case: PeeringCase) -> None:
-    bad = {
-        "nodePort": (spec(networking={"gatewayServer": {"serviceType": "ClusterIP", "nodePort": 30000}}), "nodePort"),
-        "lbip": (
-            spec(networking={"gatewayServer": {"serviceType": "NodePort", "loadBalancerIP": "1.2.3.4"}}),
-            "loadBalancerIP",
-        ),
-        "inband": (spec(networking={"enabled": False}, authentication={"inBand": True}), "inBand"),
-        "vnode": (spec(offloading={"createResourceSlice": False, "createVirtualNode": True}), "createVirtualNode"),
-        "port": (spec(networking={"gatewayServer": {"port": 70000}}), "port"),
-        "duration": (spec(timeout="five minutes"), "timeout"),
-        "quantity": (spec(offloading={"resources": {"cpu": "lots"}}), "cpu"),
-        "secretref": ({"timeout": "1m"}, "remoteKubeconfigSecretRef"),
-        "deletebootstrap": (spec(credentials={"deleteBootstrapSecret": True}), "deleteBootstrapSecret"),
-        "lifetime": (spec(credentials={"mint": True, "certificateLifetime": "5m"}), "certificateLifetime"),
-        "lifetime-no-mint": (spec(credentials={"certificateLifetime": "1h"}), "certificateLifetime"),
-    }
-    for name, (body, field) in bad.items():
-        try:
-            case.peerings.create(case.namespace, f"bad-{name.lower()}", body)
-        except ApiException as exc:
-            assert exc.status == 422, exc.body
-            assert field in str(exc.body), exc.body
-        else:
-            raise AssertionError(f"spec {name} was accepted: {body}")
+    # Every CEL rule of both CRDs, and some OpenAPI checks (tests/e2e/admission_cases.py).
+    assert admission_failures(case.peerings.api, case.namespace) == []
 
 
 def kubectl(case: PeeringCase, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,221 @@
+"""Specs the API server must refuse, one for each CEL rule of the two CRDs (and a few of their OpenAPI
+checks), each naming the field at fault. test_peering sends them to the current Kubernetes,
+test_kubernetes_floor to the oldest the chart supports: the rules hold on both.
+
+Every request is a server-side dry run: nothing is stored, even a spec that should have been refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from liqo_peering.api import model, peeringset
+from liqo_peering.api.crdgen import CRD_FILE, SET_CRD_FILE
+from liqo_peering.api.model import GROUP, VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILES = {model.KIND: ROOT / CRD_FILE, peeringset.KIND: ROOT / SET_CRD_FILE}
+PLURALS = {model.KIND: model.PLURAL, peeringset.KIND: peeringset.PLURAL}
+SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}}
+SELECTOR = {"matchLabels": {"peer": "yes"}}
+GATEWAY = "networking.gatewayServer"
+# Where the API server says a rule on the whole object (no fieldPath) failed.
+WHOLE_OBJECT = "<nil>"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A spec the API server refuses: `field` is where the refusal points (details.causes[].field); `rule`,
+    the CEL rule's message, or None for an OpenAPI check (pattern, maximum, required)."""
+
+    kind: str
+    name: str
+    spec: dict[str, Any]
+    field: str
+    rule: str | None = None
+
+
+def peering(**spec: Any) -> dict[str, Any]:
+    return {**SECRET_REF, **spec}
+
+
+def peering_set(template: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    return {"selector": SELECTOR, "template": template or {}, **spec}
+
+
+def rules(kind: str) -> Iterator[tuple[str, str]]:
+    """(field, message) of every CEL rule in a CRD's schema; field is where a refusal points."""
+
+    def walk(node: Any, path: str) -> Iterator[tuple[str, str]]:
+        if not isinstance(node, dict):
+            return
+        for rule in node.get("x-kubernetes-validations", []):
+            where = (path + rule.get("fieldPath", "")).lstrip(".")
+            yield where or WHOLE_OBJECT, rule["message"]
+        for name, child in (node.get("properties") or {}).items():
+            yield from walk(child, f"{path}.{name}")
+        yield from walk(node.get("items"), f"{path}[0]")
+
+    crd = yaml.safe_load(CRD_FILES[kind].read_text())
+    yield from walk(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], "")
+
+
+def _cel_cases(kind: str, wrap: str) -> list[Invalid]:
+    """The rules a LiqoPeering's spec and a LiqoPeeringSet's template share; `wrap` is the template's path."""
+    prefix = f"spec.{wrap}." if wrap else "spec."
+
+    def case(name: str, spec: dict[str, Any], field: str, rule: str) -> Invalid:
+        body = peering_set(spec) if wrap else peering(**spec)
+        return Invalid(kind, name, body, prefix + field, rule)
+
+    return [
+        case(
+            "nodeport",
+            {"networking": {"gatewayServer": {"serviceType": "ClusterIP", "nodePort": 30000}}},
+            f"{GATEWAY}.nodePort",
+            "nodePort can only be set when serviceType is NodePort",
+        ),
+        case(
+            "lbip",
+            {"networking": {"gatewayServer": {"serviceType": "NodePort", "loadBalancerIP": "1.2.3.4"}}},
+            f"{GATEWAY}.loadBalancerIP",
+            "loadBalancerIP can only be set when serviceType is LoadBalancer",
+        ),
+        case(
+            "inband",
+            {"networking": {"enabled": False}, "authentication": {"inBand": True}},
+            "authentication.inBand",
+            "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
+        ),
+        case(
+            "proxyurl",
+            {"authentication": {"proxyURL": "http://[::1"}},
+            "authentication.proxyURL",
+            "proxyURL must be a URL such as http://proxy.example:8118",
+        ),
+        case(
+            "vnode",
+            {"offloading": {"createResourceSlice": False, "createVirtualNode": True}},
+            "offloading.createVirtualNode",
+            "createVirtualNode needs createResourceSlice: virtual nodes come from ResourceSlices",
+        ),
+        case(
+            "reverse-vnode",
+            {"reverse": {"offloading": {"createResourceSlice": False, "createVirtualNode": True}}},
+            "reverse.offloading.createVirtualNode",
+            "createVirtualNode needs createResourceSlice: virtual nodes come from ResourceSlices",
+        ),
+        case(
+            "deletebootstrap",
+            {"credentials": {"deleteBootstrapSecret": True}},
+            "credentials.deleteBootstrapSecret",
+            "deleteBootstrapSecret needs mint: without minted credentials the bootstrap Secret is the credential",
+        ),
+        case(
+            "lifetime",
+            {"credentials": {"mint": True, "certificateLifetime": "5m"}},
+            "credentials.certificateLifetime",
+            "certificateLifetime needs mint, and from 10m (the shortest certificate Kubernetes issues) to 87600h",
+        ),
+        case(
+            "lifetime-no-mint",
+            {"credentials": {"certificateLifetime": "1h"}},
+            "credentials.certificateLifetime",
+            "certificateLifetime needs mint, and from 10m (the shortest certificate Kubernetes issues) to 87600h",
+        ),
+    ]
+
+
+INVALID: list[Invalid] = [
+    *_cel_cases("LiqoPeering", ""),
+    Invalid(
+        "LiqoPeering",
+        "port",
+        peering(networking={"gatewayServer": {"port": 70000}}),
+        "spec.networking.gatewayServer.port",
+    ),
+    Invalid("LiqoPeering", "duration", peering(timeout="five minutes"), "spec.timeout"),
+    Invalid(
+        "LiqoPeering", "quantity", peering(offloading={"resources": {"cpu": "lots"}}), "spec.offloading.resources.cpu"
+    ),
+    Invalid("LiqoPeering", "secretref", {"timeout": "1m"}, "spec.remoteKubeconfigSecretRef"),
+    *_cel_cases("LiqoPeeringSet", "template"),
+    Invalid(
+        "LiqoPeeringSet",
+        "a" * 64,
+        peering_set(),
+        WHOLE_OBJECT,
+        "a LiqoPeeringSet's name is at most 63 characters: its peerings carry it as a label value",
+    ),
+    Invalid(
+        "LiqoPeeringSet",
+        "empty-selector",
+        {"selector": {}},
+        "spec.selector.matchLabels",
+        "selector must name at least one label: an empty selector would take every Secret in the namespace",
+    ),
+    Invalid(
+        "LiqoPeeringSet",
+        "in-without-values",
+        {"selector": {"matchExpressions": [{"key": "peer", "operator": "In"}]}},
+        "spec.selector.matchExpressions[0].values",
+        "values must be non-empty with In and NotIn, and empty with Exists and DoesNotExist",
+    ),
+    Invalid(
+        "LiqoPeeringSet",
+        "exists-with-values",
+        {"selector": {"matchExpressions": [{"key": "peer", "operator": "Exists", "values": ["x"]}]}},
+        "spec.selector.matchExpressions[0].values",
+        "values must be non-empty with In and NotIn, and empty with Exists and DoesNotExist",
+    ),
+]
+# Accepted: what the refusals above differ from.
+VALID = [
+    Invalid("LiqoPeering", "valid", peering(credentials={"mint": True, "certificateLifetime": "24h"}), ""),
+    Invalid("LiqoPeeringSet", "valid", peering_set({"authentication": {"proxyURL": "http://proxy.example:8118"}}), ""),
+]
+
+
+def uncovered_rules() -> list[tuple[str, str, str]]:
+    """(kind, field, message) of every CEL rule no case in INVALID trips."""
+    covered = {(c.kind, c.field, c.rule) for c in INVALID if c.rule}
+    return [(kind, f, m) for kind in CRD_FILES for f, m in rules(kind) if (kind, f, m) not in covered]
+
+
+def _dry_run_create(api: k8s.ApiClient, namespace: str, case: Invalid) -> None:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": case.kind, "metadata": {"name": case.name}, "spec": case.spec}
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURALS[case.kind], body, dry_run="All"
+    )
+
+
+def admission_failures(api: k8s.ApiClient, namespace: str) -> list[str]:
+    """Send every case to the API server; what did not go as expected (empty when all did)."""
+    failures = [f"CEL rule not tried: {kind} {field}: {message}" for kind, field, message in uncovered_rules()]
+    for case in VALID:
+        try:
+            _dry_run_create(api, namespace, case)
+        except ApiException as exc:
+            failures.append(f"{case.kind} {case.spec} was refused: {exc.body}")
+    for case in INVALID:
+        try:
+            _dry_run_create(api, namespace, case)
+        except ApiException as exc:
+            body = json.loads(exc.body)
+            causes = (body.get("details") or {}).get("causes") or []
+            matching = [
+                c for c in causes if c.get("field", "") == case.field and (case.rule or "") in c.get("message", "")
+            ]
+            if exc.status != 422 or not matching:
+                failures.append(f"{case.kind}/{case.name}: want 422 at {case.field!r} ({case.rule}); got {exc.body}")
+        else:
+            failures.append(f"{case.kind}/{case.name} was accepted: {case.spec}")
+    return failures
