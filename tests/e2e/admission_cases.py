@@ -209,7 +209,7 @@ def admission_failures(api: k8s.ApiClient, namespace: str) -> list[str]:
         try:
             _dry_run_create(api, namespace, case)
         except ApiException as exc:
-            body = json.loads(exc.body)
+            body = json.loads(exc.body or "{}")
             causes = (body.get("details") or {}).get("causes") or []
             matching = [
                 c for c in causes if c.get("field", "") == case.field and (case.rule or "") in c.get("message", "")
