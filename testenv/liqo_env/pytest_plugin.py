@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,8 +75,9 @@ class LiqoClusters:
 
 def with_liqo(clusters: dict[str, LocalCluster]) -> LiqoClusters:
     lc = LiqoClusters(clusters=dict(clusters))
-    for name in LIQO_SETTINGS:
-        lc.install(name)
+    # Both clusters at once: most of an install is waiting on its API server (rendering, CRDs Established).
+    with ThreadPoolExecutor(max_workers=len(LIQO_SETTINGS)) as pool:
+        list(pool.map(lc.install, LIQO_SETTINGS))
     return lc
 
 
