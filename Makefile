@@ -5,6 +5,9 @@ PY := .venv/bin/python
 .PHONY: venv lock tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak docs docs-serve
 # Real nodes per cluster for `make clusters-up` (0: control planes only, as the fast suites use them).
 NODES ?= 0
+# The control planes' Kubernetes for `make clusters-up` (empty: KUBERNETES_VERSION; or hack/versions.env's
+# KUBERNETES_FLOOR_VERSION, control planes only).
+KUBERNETES ?=
 
 venv:            ## Python virtualenv with the operator and dev tools, at the versions uv.lock pins
 	hack/venv.sh
@@ -21,9 +24,10 @@ runtime:         ## containerd, runc, CNI plugins, nftables, buildah, mmdebstrap
 images: venv     ## The operator image from the Dockerfile (on a base built from Debian), loaded into running nodes
 	hack/build-images.sh
 
-clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig (NODES=1: a real node each)
+clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig (NODES=1: a real node each; KUBERNETES=1.29.15: the floor)
 	if [[ $(NODES) != 0 ]]; then hack/install-node-runtime.sh; fi
-	PYTHONPATH=. $(PY) -m testenv.localk8s up --dir .local/clusters --nodes $(NODES) consumer provider
+	PYTHONPATH=. $(PY) -m testenv.localk8s up --dir .local/clusters --nodes $(NODES) \
+		$(if $(KUBERNETES),--kubernetes-version $(KUBERNETES)) consumer provider
 
 clusters-down:   ## Stop the local clusters, leaving nothing behind
 	PYTHONPATH=. $(PY) -m testenv.localk8s down --dir .local/clusters
