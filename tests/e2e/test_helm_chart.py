@@ -309,6 +309,13 @@ def test_tenant_access_policy_with_watch_namespaces(helm: Path) -> None:
     assert not find(
         render(helm, "watchNamespaces={team-a}", "rbac.tenantAccessPolicy=false"), "ValidatingAdmissionPolicy"
     )
+    # admissionregistration.k8s.io/v1 is served from Kubernetes 1.30: on the 1.29 floor the chart leaves it out.
+    assert not find(
+        render(helm, "watchNamespaces={team-a}", extra=["--kube-version", "1.29.15"]), "ValidatingAdmissionPolicy"
+    )
+    assert find(
+        render(helm, "watchNamespaces={team-a}", extra=["--kube-version", "1.30.0"]), "ValidatingAdmissionPolicy"
+    )
 
 
 def test_crd_toggles(helm: Path) -> None:
