@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Liqo's images, built here from the Liqo Go module pinned in hack/versions.env (no registry is
-# reachable): one per image Liqo's Helm chart references (deployments/liqo in the module), laid out as
+# Liqo's images, built here from the Liqo Go module of LIQO_VERSION (the environment's, else
+# hack/versions.env's; no registry is reachable): one per image Liqo's Helm chart references (deployments/liqo in the module), laid out as
 # Liqo's build/liqo/Dockerfile lays them out: the component's static binary at /usr/bin/<component>,
 # /usr/bin/liqo-component linked to it as the entrypoint, /workspace the working directory. Their bases
 # are made here from Debian's packages (hack/images/liqo-base.sh): `net` (Liqo's Dockerfile adds
@@ -8,11 +8,14 @@
 # cert-creator image: the metric agent's init container runs /usr/bin/openssl), `static` (the others).
 #
 # The binaries come from hack/build-liqo.sh. Images are cached as docker-archives under
-#   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/images/liqo-<component>-<hash>.tar
-# keyed by the Liqo version, the recipe (this file, the base's recipe) and the binary's hash; their refs
-# are localhost/liqotech/<image>:v<version>-<hash>. .local/liqo-images.json lists them for this checkout
-# (testenv.liqo_chart reads it). Nothing of Liqo is copied into the repository.
-# A warm run (nothing changed) takes seconds. Usage: hack/build-liqo-images.sh
+#   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/images/liqo-<component>-v<version>-<hash>.tar
+# keyed by the Liqo version, the recipe (this file, the base's recipe) and the binaries' hash; their refs
+# are localhost/liqotech/<image>:v<version>-<hash>. .local/liqo-images-<version>.json lists them for this
+# checkout (testenv.liqo_chart reads it). Up to v1.1.x Liqo's WireGuard gateway executes
+# /usr/bin/wireguard-go (v1.2.0 embeds it): the gateway/wireguard image of the versions whose wrapper
+# module pins golang.zx2c4.com/wireguard has that binary too, as Liqo's build/liqo/Dockerfile builds it.
+# Nothing of Liqo is copied into the repository.
+# A warm run (nothing changed) takes seconds. Usage: [LIQO_VERSION=<v>] hack/build-liqo-images.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -24,7 +27,13 @@ source hack/versions.env
 cache=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}
 images=$cache/images
 bin_dir=$cache/tools/liqo-$LIQO_VERSION
+manifest=.local/liqo-images-$LIQO_VERSION.json
 mkdir -p "$images" .local
+# The binaries an image holds besides its component's, by component.
+declare -A extra_binaries=()
+if grep -q '"golang.zx2c4.com/wireguard"' "hack/tools/liqo/v$LIQO_VERSION/tools.go" 2>/dev/null; then
+    extra_binaries[wireguard]=wireguard-go
+fi
 
 # component  image (its name under ghcr.io/liqotech/ in the chart's values)  base
 components=(
@@ -48,7 +57,9 @@ step=$SECONDS
 binaries=()
 for c in "${components[@]}"; do
     read -r component _ _ <<<"$c"
-    [[ -x $bin_dir/$component ]] || binaries+=("$component")
+    for bin in "$component" ${extra_binaries[$component]:-}; do
+        [[ -x $bin_dir/$bin ]] || binaries+=("$bin")
+    done
 done
 if [[ ${#binaries[@]} -gt 0 ]]; then
     hack/build-liqo.sh "${binaries[@]}"
@@ -74,19 +85,23 @@ done
 
 # One image: the base's root filesystem as its lower layer (shared by the images on that base), and as its
 # upper one the component's binary at /usr/bin/<component> with /usr/bin/liqo-component linked to it (none
-# for cert-creator). Staged and packed only when not cached.
+# for cert-creator), and its extra binaries at /usr/bin/<binary>. Staged and packed only when not cached.
 make_image() {
     local name=$1 base=$2 component=$3 config=$4 key=$5
+    shift 5
     local ref=localhost/liqotech/$name:v$LIQO_VERSION-$key
-    local out=$images/liqo-${name//\//-}-$key.tar
+    local out=$images/liqo-${name//\//-}-v$LIQO_VERSION-$key.tar
     if [[ ! -f $out ]]; then
-        local step=$SECONDS extra=$work/$key layer=$work/$key.layer.tar
+        local step=$SECONDS extra=$work/$key layer=$work/$key.layer.tar bin
         mkdir -p "$extra"
         if [[ -n $component ]]; then
             mkdir -p "$extra/usr/bin"
             install -m 0755 "$bin_dir/$component" "$extra/usr/bin/$component"
             ln -s "$component" "$extra/usr/bin/liqo-component"
         fi
+        for bin in "$@"; do
+            install -m 0755 "$bin_dir/$bin" "$extra/usr/bin/$bin"
+        done
         # Files only (their directories are in the base or made by the runtime), owned by root.
         (cd "$extra" && find . ! -type d | LC_ALL=C sort) >"$layer.list"
         tar --create --file "$layer" --directory "$extra" --owner=0 --group=0 --numeric-owner --mtime=@0 \
@@ -106,19 +121,22 @@ trap 'rm -rf "$work"' EXIT
 env_path='"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]'
 for c in "${components[@]}"; do
     read -r component name base <<<"$c"
-    key=$(hash_of <(echo "$recipe_key $component $name $base") "$bin_dir/$component")
+    read -ra extra <<<"${extra_binaries[$component]:-}"
+    key=$(hash_of <(echo "$recipe_key $component $name $base ${extra[*]}") "$bin_dir/$component" \
+        "${extra[@]/#/$bin_dir/}")
     make_image "$name" "${base_archive[$base]}" "$component" \
-        "{\"Entrypoint\": [\"/usr/bin/liqo-component\"], \"WorkingDir\": \"/workspace\", $env_path}" "$key"
+        "{\"Entrypoint\": [\"/usr/bin/liqo-component\"], \"WorkingDir\": \"/workspace\", $env_path}" "$key" \
+        "${extra[@]}"
 done
 # cert-creator: build/cert-creator/Dockerfile, openssl as its entrypoint.
 make_image cert-creator "${base_archive[openssl]}" "" "{\"Entrypoint\": [\"openssl\"], $env_path}" \
     "$(hash_of <(echo "$recipe_key cert-creator"))"
 
-# Each change makes new archives: keep the three newest of each image and base (other checkouts may use
-# theirs), drop the rest.
+# Each change makes new archives: keep the three newest of each image of this version and of each base
+# (other checkouts may use theirs), drop the rest.
 for c in "${components[@]}" "cert-creator cert-creator"; do
     read -r _ name _ <<<"$c"
-    ls -t "$images/liqo-${name//\//-}"-????????????????.tar | tail -n +4 | xargs -r rm -f
+    ls -t "$images/liqo-${name//\//-}-v$LIQO_VERSION"-????????????????.tar | tail -n +4 | xargs -r rm -f
 done
 for kind in static net openssl; do
     ls -t "$images/.liqo-base-$kind"-????????????????.rootfs.tar | tail -n +4 | xargs -r rm -f
@@ -132,6 +150,6 @@ done
         echo "  ${entries[$i]}$sep"
     done
     echo "}"
-} >.local/liqo-images.json.tmp
-mv -f .local/liqo-images.json.tmp .local/liqo-images.json
-echo "Liqo's images ready in $((SECONDS - start))s: $(du -ch "${archives[@]}" | tail -1 | cut -f1) in $images (.local/liqo-images.json)"
+} >"$manifest.tmp"
+mv -f "$manifest.tmp" "$manifest"
+echo "Liqo v$LIQO_VERSION's images ready in $((SECONDS - start))s: $(du -ch "${archives[@]}" | tail -1 | cut -f1) in $images ($manifest)"

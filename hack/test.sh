@@ -13,7 +13,7 @@ phase() {
   local rc=0
   "$@" || rc=$?
   local took=$((SECONDS - start))
-  TIMES+=("$(printf '%-10s %4ds%s' "$name" "$took" "$( ((rc)) && echo " (failed: exit $rc)")")")
+  TIMES+=("$(printf '%-18s %4ds%s' "$name" "$took" "$( ((rc)) && echo " (failed: exit $rc)")")")
   echo "==> [$name] done in ${took}s (exit $rc)"
   return $rc
 }
@@ -22,19 +22,23 @@ report() {
   for t in "${TIMES[@]}"; do echo "    $t"; done
 }
 trap report EXIT
+# Every Liqo the suite runs: LIQO_VERSION (the full suite) and LIQO_MATRIX (a smoke set each, tier matrix).
+# shellcheck source=versions.env
+liqo_versions=$(source hack/versions.env && echo "$LIQO_VERSION" && for v in $LIQO_MATRIX; do
+  [[ $v == "$LIQO_VERSION" ]] || echo "$v"; done)
 
 phase venv hack/venv.sh
 phase tools hack/build-tools.sh
 if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh; fi
-# Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real).
-if [[ -x hack/build-liqo.sh ]]; then phase liqo hack/build-liqo.sh; fi
+# Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real), each version's.
+for v in $liqo_versions; do phase "liqo-$v" env LIQO_VERSION="$v" hack/build-liqo.sh; done
 # The GitOps controllers for the GitOps e2e tests: Flux's source- and kustomize-controller, Argo CD, kustomize.
 phase gitops hack/build-gitops.sh
 # The nodes' container runtime (Debian packages) and the images they run (the operator's, from the Dockerfile).
 phase runtime hack/install-node-runtime.sh
 phase images hack/build-images.sh
-# Liqo's images, from the same module (the liqochart e2e tests: Liqo's chart installed with helm).
-phase liqo-images hack/build-liqo-images.sh
+# Liqo's images, from the same modules (the liqochart e2e tests: Liqo's chart installed with helm).
+for v in $liqo_versions; do phase "liqo-images-$v" env LIQO_VERSION="$v" hack/build-liqo-images.sh; done
 phase lint hack/lint.sh
 phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
 # The documentation site, built strictly (and its generated tables checked); tests/site renders it in

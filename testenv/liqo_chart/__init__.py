@@ -1,6 +1,6 @@
-"""Liqo as users install it: `helm install liqo` of Liqo's own chart, unchanged, from the pinned Go module in
-the module cache, on local clusters with real nodes (testenv.localk8s), its images built here
-(hack/build-liqo-images.sh) and imported into the nodes' containerd.
+"""Liqo as users install it: `helm install liqo` of Liqo's own chart, unchanged, from the Go module of the
+chosen version (LIQO_VERSION by default) in the module cache, on local clusters with real nodes
+(testenv.localk8s), its images built here (hack/build-liqo-images.sh) and imported into the nodes' containerd.
 
 Only values are set (`chart_values`): the images (names and tags of the local ones, pullPolicy
 IfNotPresent), the WireGuard implementation (userspace: the test hosts' kernel need not have a WireGuard module), the
@@ -9,8 +9,10 @@ servers reach Services through node 0 (localk8s `egress`), so Liqo's admission w
 cluster: through its Service.
 
     pair = LiqoChartPair.start(base_dir)   # two clusters with a node each, images loaded, Liqo installed
+    pair = LiqoChartPair.start(base_dir, liqo_images("1.1.2"), version="1.1.2")   # another Liqo version
     pair.wait_available()                  # every Liqo Deployment and DaemonSet available
     pair = LiqoChartPair.up(base_dir)      # the two at once (stopped again if Liqo never becomes available)
+    pair.upgrade("provider", "1.2.0")      # `helm upgrade` Liqo on one side to another version's chart
     pair.stop()
 """
 
@@ -23,6 +25,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from testenv import kube as k
 from testenv.helm import run_helm
@@ -35,8 +40,7 @@ from testenv.localk8s.tools import REPO_ROOT
 
 NAMESPACE = "liqo"
 RELEASE = "liqo"
-# Written by hack/build-liqo-images.sh: {"<image>": {"ref": ..., "archive": ...}}.
-LIQO_IMAGES = REPO_ROOT / ".local" / "liqo-images.json"
+
 # Where the chart's values name each image (<prefix>.name, <prefix>.version).
 IMAGE_VALUES = {
     "liqo-controller-manager": "controllerManager.image",
@@ -59,27 +63,38 @@ DEPLOYMENT = k.Res("apps", "v1", "deployments")
 DAEMONSET = k.Res("apps", "v1", "daemonsets")
 
 
-def liqo_images() -> dict[str, Image]:
-    """The images hack/build-liqo-images.sh built for this checkout, by name (as in IMAGE_VALUES)."""
-    if not LIQO_IMAGES.is_file():
-        raise ImagesMissingError(f"{LIQO_IMAGES} is missing; run hack/build-liqo-images.sh first")
-    entries = json.loads(LIQO_IMAGES.read_text())
+def images_manifest(version: str | None = None) -> Path:
+    """Written by hack/build-liqo-images.sh for a Liqo version: {"<image>": {"ref": ..., "archive": ...}}."""
+    return REPO_ROOT / ".local" / f"liqo-images-{version or liqo_version()}.json"
+
+
+def liqo_images(version: str | None = None) -> dict[str, Image]:
+    """The images hack/build-liqo-images.sh built for this checkout and a Liqo version (LIQO_VERSION by
+    default), by name (as in IMAGE_VALUES)."""
+    version = version or liqo_version()
+    manifest = images_manifest(version)
+    build = f"LIQO_VERSION={version} hack/build-liqo-images.sh"
+    if not manifest.is_file():
+        raise ImagesMissingError(f"{manifest} is missing; run {build} first")
+    entries = json.loads(manifest.read_text())
     images = {name: Image(entry["ref"], Path(entry["archive"])) for name, entry in entries.items()}
     missing = sorted(set(IMAGE_VALUES) - set(images))
     if missing:
-        raise ImagesMissingError(f"{LIQO_IMAGES} lacks {missing}; run hack/build-liqo-images.sh again")
+        raise ImagesMissingError(f"{manifest} lacks {missing}; run {build} again")
     for image in images.values():
         if not image.archive.is_file():
-            raise ImagesMissingError(f"{image.archive} is missing; run hack/build-liqo-images.sh again")
+            raise ImagesMissingError(f"{image.archive} is missing; run {build} again")
     return images
 
 
-def chart_values(cluster: LocalCluster, cluster_id: str, images: dict[str, Image]) -> list[str]:
+def chart_values(
+    cluster: LocalCluster, cluster_id: str, images: dict[str, Image], version: str | None = None
+) -> list[str]:
     """The --set values of one cluster's install: images, WireGuard in userspace, CIDRs, cluster ID."""
     values = [
         "pullPolicy=IfNotPresent",
         # The chart has no appVersion: its labels take the tag; each image has its own version below.
-        f"tag=v{liqo_version()}",
+        f"tag=v{version or liqo_version()}",
         "networking.gatewayTemplates.wireguard.implementation=userspace",
         f"ipam.podCIDR={cluster.pod_cidr}",
         f"ipam.serviceCIDR={cluster.service_cidr}",
@@ -115,10 +130,17 @@ class Workload:
     name: str
     desired: int
     available: int
+    # Its controller has rolled out its newest spec (after a `helm upgrade`).
+    current: bool = True
 
     @property
     def ok(self) -> bool:
         return self.desired > 0 and self.available == self.desired
+
+
+def _rolled_out(obj: dict[str, Any], updated: str, want: int) -> bool:
+    status = obj.get("status") or {}
+    return status.get("observedGeneration") == obj["metadata"].get("generation") and status.get(updated, 0) == want
 
 
 def workloads(kc: Kube) -> list[Workload]:
@@ -128,7 +150,11 @@ def workloads(kc: Kube) -> list[Workload]:
         status = d.get("status") or {}
         out.append(
             Workload(
-                "Deployment", d["metadata"]["name"], d["spec"].get("replicas", 1), status.get("availableReplicas", 0)
+                "Deployment",
+                d["metadata"]["name"],
+                d["spec"].get("replicas", 1),
+                status.get("availableReplicas", 0),
+                _rolled_out(d, "updatedReplicas", d["spec"].get("replicas", 1)),
             )
         )
     for ds in kc.list(DAEMONSET, NAMESPACE):
@@ -139,6 +165,7 @@ def workloads(kc: Kube) -> list[Workload]:
                 ds["metadata"]["name"],
                 status.get("desiredNumberScheduled", 0),
                 status.get("numberAvailable", 0),
+                _rolled_out(ds, "updatedNumberScheduled", status.get("desiredNumberScheduled", 0)),
             )
         )
     return out
@@ -197,6 +224,8 @@ class LiqoChartPair:
     clusters: dict[str, LocalCluster]
     images: dict[str, Image]
     timings: dict[str, float] = field(default_factory=dict)
+    # The Liqo version installed on each side (LIQO_VERSION unless upgraded).
+    versions: dict[str, str] = field(default_factory=dict)
     # Where the Pods' logs (Liqo's components, gateways, virtual kubelets) are copied on stop.
     keep_logs: Path | None = None
     # No load balancer here: a LiqoPeering exposes the provider's gateway on its node's port.
@@ -215,13 +244,14 @@ class LiqoChartPair:
         return {side: self.cluster_id(side) for side in self.clusters}
 
     @classmethod
-    def start(cls, base_dir: Path, images: dict[str, Image] | None = None) -> LiqoChartPair:
-        """Two clusters with one node each, the images in their nodes, Liqo installed on both (not waited
-        for: see wait_available)."""
-        images = images or liqo_images()
+    def start(cls, base_dir: Path, images: dict[str, Image] | None = None, version: str | None = None) -> LiqoChartPair:
+        """Two clusters with one node each, the images in their nodes, Liqo (`version`, LIQO_VERSION by
+        default) installed on both (not waited for: see wait_available)."""
+        version = version or liqo_version()
+        images = images or liqo_images(version)
         started = time.monotonic()
         clusters = start_clusters(list(CLUSTERS), base_dir, nodes=1, egress=True)
-        pair = cls(base_dir, clusters, images)
+        pair = cls(base_dir, clusters, images, versions=dict.fromkeys(CLUSTERS, version))
         try:
             pair.timings["clusters"] = time.monotonic() - started
             pair.timings["images"] = load_images(list(clusters.values()), images)
@@ -232,9 +262,11 @@ class LiqoChartPair:
         return pair
 
     @classmethod
-    def up(cls, base_dir: Path, images: dict[str, Image] | None = None, timeout: float = 240) -> LiqoChartPair:
+    def up(
+        cls, base_dir: Path, images: dict[str, Image] | None = None, timeout: float = 240, version: str | None = None
+    ) -> LiqoChartPair:
         """start, then wait_available; the pair is stopped again if Liqo does not become available."""
-        pair = cls.start(base_dir, images)
+        pair = cls.start(base_dir, images, version)
         try:
             pair.wait_available(timeout)
         except BaseException:
@@ -252,26 +284,49 @@ class LiqoChartPair:
         started = time.monotonic()
 
         def install(side: str) -> str:
-            cluster = self.clusters[side]
-            args = ["install", RELEASE, str(chart_dir()), "--namespace", NAMESPACE, "--create-namespace"]
-            for value in chart_values(cluster, self.cluster_id(side), self.images):
-                args += ["--set", value]
-            return run_helm(*args, kubeconfig=cluster.kubeconfig, timeout=300)
+            return self.helm(side, "install", self.versions[side], self.images)
 
         with ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
             for f in [pool.submit(install, side) for side in self.clusters]:
                 f.result()
         self.timings["helm install"] = time.monotonic() - started
 
-    def wait_available(self, timeout: float = 240) -> dict[str, list[Workload]]:
+    def helm(self, side: str, command: str, version: str, images: dict[str, Image]) -> str:
+        """`helm install|upgrade` Liqo's chart of `version` on one side, with these images."""
+        cluster = self.clusters[side]
+        args = [command, RELEASE, str(chart_dir(version)), "--namespace", NAMESPACE, "--create-namespace"]
+        for value in chart_values(cluster, self.cluster_id(side), images, version):
+            args += ["--set", value]
+        return run_helm(*args, kubeconfig=cluster.kubeconfig, timeout=300)
+
+    def upgrade(self, side: str, version: str, images: dict[str, Image] | None = None) -> None:
+        """`helm upgrade` Liqo on one side to the chart of another version, as Liqo's docs upgrade it (its
+        images loaded into the side's node first); returns once every Liqo workload there is available.
+
+        Helm does not upgrade a chart's crds/: Liqo's upgrade guide applies the new CRDs first, done here
+        too (server-side, as `kubectl apply --server-side`)."""
+        images = images or liqo_images(version)
+        started = time.monotonic()
+        load_images([self.clusters[side]], images)
+        kc = self.kube(side)
+        for crd in sorted((chart_dir(version) / "charts" / "liqo-crds" / "crds").glob("*.yaml")):
+            for doc in yaml.safe_load_all(crd.read_text()):
+                if doc:
+                    kc.apply(k.CRD, doc, "liqo-upgrade")
+        self.helm(side, "upgrade", version, images)
+        self.versions[side] = version
+        self.wait_available(sides=(side,))
+        self.timings[f"upgrade {side}"] = time.monotonic() - started
+
+    def wait_available(self, timeout: float = 240, sides: tuple[str, ...] = ()) -> dict[str, list[Workload]]:
         """Every Liqo Deployment and DaemonSet available on both clusters; else AssertionError with each
         Pod's state and the logs of those not ready."""
         started = time.monotonic()
         deadline = started + timeout
-        kcs = {side: self.kube(side) for side in self.clusters}
+        kcs = {side: self.kube(side) for side in sides or self.clusters}
         while True:
             state = {side: workloads(kc) for side, kc in kcs.items()}
-            if all(ws and all(w.ok for w in ws) for ws in state.values()):
+            if all(ws and all(w.ok and w.current for w in ws) for ws in state.values()):
                 self.timings["available"] = time.monotonic() - started
                 return state
             if time.monotonic() > deadline:

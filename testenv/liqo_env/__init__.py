@@ -1,6 +1,7 @@
 """Liqo's non-workload objects on a local cluster, rendered from Liqo's own Helm chart.
 
-`install_liqo()` renders the chart of the pinned Liqo version (hack/versions.env LIQO_VERSION, read from the
+`install_liqo()` renders the chart of the Liqo version chosen (LIQO_VERSION: the environment's, else
+hack/versions.env's), read from the
 Go module cache) with `helm template` and applies what a peering reads without running any Liqo pod:
 
 - the CRDs (waited until Established);
@@ -73,11 +74,24 @@ class LiqoInstall:
 
 
 def liqo_version() -> str:
-    """LIQO_VERSION from hack/versions.env (without a leading v)."""
-    for line in (REPO_ROOT / "hack" / "versions.env").read_text().splitlines():
-        if line.startswith("LIQO_VERSION="):
-            return line.split("=", 1)[1].strip().lstrip("v")
-    raise RuntimeError("LIQO_VERSION missing from hack/versions.env")
+    """LIQO_VERSION, the environment's else hack/versions.env's (without a leading v)."""
+    from testenv.localk8s.tools import read_versions
+
+    return read_versions()["LIQO_VERSION"].lstrip("v")
+
+
+def liqo_matrix() -> list[str]:
+    """LIQO_MATRIX from hack/versions.env: the other Liqo versions `make test` runs a smoke set on."""
+    from testenv.localk8s.tools import read_versions
+
+    return [v.lstrip("v") for v in read_versions()["LIQO_MATRIX"].split()]
+
+
+def upgraded_from(matrix: list[str], target: str) -> list[str]:
+    """The versions of `matrix` that the matrix tests upgrade to `target` under a live peering: those one minor
+    below it (Liqo is upgraded one minor version at a time)."""
+    major, minor = (int(x) for x in target.split(".")[:2])
+    return [v for v in matrix if tuple(int(x) for x in v.split(".")[:2]) == (major, minor - 1)]
 
 
 def module_dir(version: str | None = None) -> Path:
@@ -95,9 +109,9 @@ def module_dir(version: str | None = None) -> Path:
     return path
 
 
-def chart_dir() -> Path:
-    """Liqo's Helm chart (deployments/liqo) of the pinned version."""
-    return module_dir() / "deployments" / "liqo"
+def chart_dir(version: str | None = None) -> Path:
+    """Liqo's Helm chart (deployments/liqo) of a version (LIQO_VERSION by default)."""
+    return module_dir(version) / "deployments" / "liqo"
 
 
 def helm_binary() -> Path:

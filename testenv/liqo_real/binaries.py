@@ -1,4 +1,4 @@
-"""Where hack/build-liqo.sh caches Liqo's binaries (tools/liqo-<LIQO_VERSION>/<binary>)."""
+"""Where hack/build-liqo.sh caches Liqo's binaries (tools/liqo-<version>/<binary>, LIQO_VERSION's by default)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ def liqo_version() -> str:
     return read_versions()["LIQO_VERSION"].lstrip("v")
 
 
-def liqo_binary(name: str) -> Path:
+def liqo_binary(name: str, version: str | None = None) -> Path:
     """Cached path of a Liqo binary; raises LiqoBinaryMissingError (with the fix) when not built."""
     if name not in LIQO_BINARIES:
         raise ValueError(f"unknown Liqo binary {name!r}; known: {', '.join(LIQO_BINARIES)}")
-    path = cache_dir() / f"liqo-{liqo_version()}" / name
+    version = version or liqo_version()
+    path = cache_dir() / f"liqo-{version}" / name
     if not os.access(path, os.X_OK):
-        raise LiqoBinaryMissingError(f"{path} is missing; run hack/build-liqo.sh first")
+        raise LiqoBinaryMissingError(f"{path} is missing; run LIQO_VERSION={version} hack/build-liqo.sh first")
     return path
 
 

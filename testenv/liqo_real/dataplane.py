@@ -5,7 +5,10 @@ cluster, this stand-in:
 
 - marks the Pods of every gateway Deployment (the Deployments Liqo's WgGatewayServer/WgGatewayClient
   controllers create; recognised by the `gateway` container's `--mode`/`--gateway-uid` flags) Running
-  and Ready with a pod IP (a kubelet's job), so the Deployment becomes Available;
+  and Ready with a pod IP (a kubelet's job), so the Deployment becomes Available, and labels each
+  `networking.liqo.io/active=true` as the gateway's leader election does (Liqo's gateway templates put it on
+  the Pod from v1.1.0; v1.0.3's do not, and its WgGatewayServer controller needs exactly one such Pod,
+  pkg/gateway/label.go ForgeActiveGatewayPodLabels);
 - gives the gateway server's LoadBalancer Service an ingress address, 127.0.0.1 (a cloud LB's job);
 - creates the `Connection` the gateway pod creates (pkg/gateway/tunnel/wireguard/k8s.go EnsureConnection:
   name gw-<gateway>, label liqo.io/remote-cluster-id, owner = the GatewayServer/GatewayClient, spec.type and
@@ -30,6 +33,7 @@ from .loop import SyncLoop
 
 FAULTS_CONFIGMAP = "liqo-dataplane-faults"
 REMOTE = "liqo.io/remote-cluster-id"
+ACTIVE = "networking.liqo.io/active"  # pkg/gateway/concurrent/label.go ActiveGatewayKey
 GROUP_VERSION = "networking.liqo.io/v1beta1"
 SERVICE = k.Res("", "v1", "services")
 LB_ADDRESS = "127.0.0.1"
@@ -94,6 +98,8 @@ class DataPlaneStandIn(SyncLoop):
         for pod in self.kc.list(k.POD, ns, sel):
             if pod["metadata"].get("deletionTimestamp"):
                 continue
+            if (pod["metadata"].get("labels") or {}).get(ACTIVE) != "true":
+                self.kc.patch(k.POD, pod["metadata"]["name"], {"metadata": {"labels": {ACTIVE: "true"}}}, ns)
             conds = (pod.get("status") or {}).get("conditions") or []
             if any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
                 any_ready = True

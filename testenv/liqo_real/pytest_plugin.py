@@ -158,10 +158,11 @@ def start_real_liqo_pair(base_dir: Path, prefix: str = "rl", nodes: int = 0) -> 
     return pair
 
 
-def start_chart_pair(base_dir: Path) -> LiqoChartPair:
-    """Liqo's chart on two clusters with a node each, every Liqo workload available."""
+def start_chart_pair(base_dir: Path, version: str | None = None) -> LiqoChartPair:
+    """Liqo's chart (of `version`, LIQO_VERSION by default) on two clusters with a node each, every Liqo
+    workload available."""
     _install_sigterm_handler()
-    pair = LiqoChartPair.start(base_dir, images_or_skip(liqo_images))
+    pair = LiqoChartPair.start(base_dir, images_or_skip(lambda: liqo_images(version)), version)
     with _live_lock:
         _live.append(pair)  # before the wait: a SIGTERM meanwhile stops it too
     try:

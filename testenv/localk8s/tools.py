@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +41,15 @@ class ToolMissingError(FileNotFoundError):
     """A tool binary is not in the cache (yet)."""
 
 
-def parse_versions(text: str) -> dict[str, str]:
-    """Parse the KEY=VALUE lines of a shell env file (comments, blanks and quotes allowed)."""
+_DEFAULT = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):-([^}]*)\}$")
+
+
+def parse_versions(text: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Parse the KEY=VALUE lines of a shell env file (comments, blanks and quotes allowed).
+
+    `KEY=${KEY:-default}` takes KEY from `environ` (os.environ by default) when set there and not empty, as
+    the shell does (LIQO_VERSION=1.1.2 make demo)."""
+    environ = os.environ if environ is None else environ
     versions: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -51,12 +59,15 @@ def parse_versions(text: str) -> dict[str, str]:
         if not m:
             raise ValueError(f"cannot parse versions line: {raw!r}")
         value = m.group(2).split(" #", 1)[0].strip().strip("'\"")
+        default = _DEFAULT.match(value)
+        if default:
+            value = environ.get(default.group(1)) or default.group(2)
         versions[m.group(1)] = value
     return versions
 
 
-def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
-    return parse_versions(path.read_text())
+def read_versions(path: Path = VERSIONS_FILE, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    return parse_versions(path.read_text(), environ)
 
 
 def cache_root() -> Path:
