@@ -15,7 +15,6 @@ both sides. These tests share one peering and run in this order, after the insta
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import sys
 import tempfile
@@ -23,7 +22,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -38,8 +36,9 @@ from testenv.liqo_chart import (
     pod_report,
 )
 from testenv.liqo_install import install_kind
-from testenv.localk8s.images import Image, pause_image
+from testenv.localk8s.images import Image
 from testenv.localk8s.pytest_plugin import images_or_skip
+from testenv.offload import offload_a_pod, ready
 from testenv.operator_support import SECRET, OperatorProcess, Peerings, api_client, install_crd, wait_for
 
 pytestmark = [pytest.mark.liqochart]
@@ -133,7 +132,6 @@ def test_the_api_server_calls_liqos_webhook_through_its_service(pair: LiqoChartP
 PEERING_NS = "chart-peering"
 NAME = "provider"
 OFFLOADED_NS = "chart-offloaded"
-NAMESPACEOFFLOADING = k.Res("offloading.liqo.io", "v1beta1", "namespaceoffloadings")
 GATEWAY_SELECTOR = "networking.liqo.io/component=gateway"
 
 
@@ -200,11 +198,6 @@ def peering(pair: LiqoChartPair, tmp_path_factory: pytest.TempPathFactory) -> It
             sys.stderr.write(f"\n--- operator log: {operator.log_path}\n")
 
 
-def _ready(obj: dict[str, Any]) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
 def test_a_liqo_peering_becomes_ready_with_real_gateways(
     peering: ChartPeering, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -230,7 +223,7 @@ def test_a_liqo_peering_becomes_ready_with_real_gateways(
         assert len(pods) == 1, (side, [p["metadata"]["name"] for p in pods])
         pod = pods[0]
         assert pod["spec"]["nodeName"] == f"{side}-node-0", pod["metadata"]["name"]
-        assert pod["status"]["phase"] == "Running" and _ready(pod), pod_report(kc)
+        assert pod["status"]["phase"] == "Running" and ready(pod), pod_report(kc)
         containers = {c["name"]: c for c in pod["status"]["containerStatuses"]}
         assert set(containers) == {"gateway", "wireguard", "geneve"}, containers.keys()
         assert all(c["ready"] for c in containers.values()), containers
@@ -248,7 +241,7 @@ def test_a_liqo_peering_becomes_ready_with_real_gateways(
     # The virtual Node, registered by Liqo's virtual kubelet (a Pod on the consumer's node).
     node = peering.consumer.get(k.NODE, provider_id)
     assert node is not None and node["metadata"]["labels"]["liqo.io/type"] == "virtual-node"
-    assert _ready(node), node["status"]["conditions"]
+    assert ready(node), node["status"]["conditions"]
     vk = peering.consumer.list(
         k.POD, peering.tenant_namespace("consumer"), selector=f"liqo.io/virtual-node={provider_id}"
     )
@@ -256,100 +249,10 @@ def test_a_liqo_peering_becomes_ready_with_real_gateways(
 
 
 def test_a_deployment_is_offloaded_to_the_providers_node(peering: ChartPeering) -> None:
-    """A Deployment in a namespace offloaded with podOffloadingStrategy Remote: Liqo's webhook gives its Pod
-    the virtual node's affinity and toleration, kube-scheduler puts it on the virtual node, the virtual
-    kubelet reflects it to the provider, where kube-scheduler and the kubelet run it on the provider's node,
-    and its Running status comes back to the consumer's Pod."""
-    consumer, provider = peering.consumer, peering.provider
+    """A Deployment in a namespace offloaded with podOffloadingStrategy Remote runs on the provider's node
+    (testenv.offload)."""
     provider_id = peering.pair.cluster_id("provider")
-    image = pause_image().ref  # every node's containerd has it (its sandbox image)
-    consumer.create(k.NAMESPACE, {"metadata": {"name": OFFLOADED_NS}})
-    try:
-        consumer.create(
-            NAMESPACEOFFLOADING,
-            {
-                "apiVersion": "offloading.liqo.io/v1beta1",
-                "kind": "NamespaceOffloading",
-                "metadata": {"name": "offloading"},
-                "spec": {
-                    "namespaceMappingStrategy": "DefaultName",
-                    "podOffloadingStrategy": "Remote",
-                    "clusterSelector": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": "liqo.io/type", "operator": "In", "values": ["virtual-node"]}
-                                ]
-                            }
-                        ]
-                    },
-                },
-            },
-            OFFLOADED_NS,
-        )
-
-        def offloaded() -> str | None:
-            no = consumer.get(NAMESPACEOFFLOADING, "offloading", OFFLOADED_NS) or {}
-            st = no.get("status") or {}
-            return st.get("remoteNamespaceName") if st.get("offloadingPhase") == "Ready" else None
-
-        # Ready before the Deployment: the webhook adds the virtual node's affinity only to Pods created in
-        # a namespace Liqo already offloads.
-        remote_ns = wait_for("the NamespaceOffloading to be Ready", offloaded, timeout=120)
-        labels = {"app": "pause"}
-        consumer.create(
-            k.DEPLOYMENT,
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "pause"},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {"containers": [{"name": "pause", "image": image, "imagePullPolicy": "Never"}]},
-                    },
-                },
-            },
-            OFFLOADED_NS,
-        )
-
-        def running(kc: Kube, ns: str) -> dict[str, Any] | None:
-            pods = kc.list(k.POD, ns, selector="app=pause")
-            return pods[0] if len(pods) == 1 and (pods[0].get("status") or {}).get("phase") == "Running" else None
-
-        try:
-            local = wait_for("the Pod Running on the consumer", lambda: running(consumer, OFFLOADED_NS), 180)
-            remote = wait_for("its reflection Running on the provider", lambda: running(provider, remote_ns), 60)
-        except AssertionError as exc:
-            pods = {
-                "consumer": consumer.list(k.POD, OFFLOADED_NS),
-                "provider": provider.list(k.POD, remote_ns),
-            }
-            raise AssertionError(f"{exc}\n{pods}\n{peering.diagnostics()}") from None
-        # Scheduled by kube-scheduler (no Binding here) onto the virtual node, run by the provider's kubelet.
-        assert local["spec"]["nodeName"] == provider_id, local["spec"]
-        assert remote["spec"]["nodeName"] == "provider-node-0", remote["spec"]
-        assert remote["metadata"]["name"] == local["metadata"]["name"]
-        assert remote["spec"]["containers"][0]["image"] == image
-        assert _ready(remote) and _ready(local)
-        # The consumer's Pod shows the address the provider's Pod has (the clusters' Pod CIDRs do not
-        # overlap, so Liqo remaps nothing).
-        assert local["status"]["podIP"] == remote["status"]["podIP"], (local["status"], remote["status"])
-        shadows = provider.list(k.Res("offloading.liqo.io", "v1beta1", "shadowpods"), remote_ns)
-        assert [s["metadata"]["name"] for s in shadows] == [local["metadata"]["name"]]
-    finally:
-        with contextlib.suppress(k.KubeError):
-            consumer.delete(k.DEPLOYMENT, "pause", OFFLOADED_NS)
-        with contextlib.suppress(k.KubeError):
-            consumer.delete(NAMESPACEOFFLOADING, "offloading", OFFLOADED_NS)
-            wait_for(
-                "the NamespaceOffloading to be gone",
-                lambda: consumer.get(NAMESPACEOFFLOADING, "offloading", OFFLOADED_NS) is None,
-                timeout=90,
-            )
-        consumer.delete(k.NAMESPACE, OFFLOADED_NS)
+    offload_a_pod(peering.consumer, peering.provider, provider_id, OFFLOADED_NS, peering.diagnostics)
 
 
 def test_deleting_the_liqo_peering_unpeers_both_sides(peering: ChartPeering) -> None:
