@@ -226,6 +226,8 @@ class LiqoChartPair:
     timings: dict[str, float] = field(default_factory=dict)
     # The Liqo version installed on each side (LIQO_VERSION unless upgraded).
     versions: dict[str, str] = field(default_factory=dict)
+    # The refs of the images imported into each side's node.
+    loaded: dict[str, set[str]] = field(default_factory=dict)
     # Where the Pods' logs (Liqo's components, gateways, virtual kubelets) are copied on stop.
     keep_logs: Path | None = None
     # No load balancer here: a LiqoPeering exposes the provider's gateway on its node's port.
@@ -252,6 +254,7 @@ class LiqoChartPair:
         started = time.monotonic()
         clusters = start_clusters(list(CLUSTERS), base_dir, nodes=1, egress=True)
         pair = cls(base_dir, clusters, images, versions=dict.fromkeys(CLUSTERS, version))
+        pair.loaded = {side: {i.ref for i in images.values()} for side in CLUSTERS}
         try:
             pair.timings["clusters"] = time.monotonic() - started
             pair.timings["images"] = load_images(list(clusters.values()), images)
@@ -299,15 +302,25 @@ class LiqoChartPair:
             args += ["--set", value]
         return run_helm(*args, kubeconfig=cluster.kubeconfig, timeout=300)
 
+    def load(self, images: dict[str, Image], sides: tuple[str, ...] = CLUSTERS) -> None:
+        """Import images into the nodes of these sides (side by side), ahead of an upgrade to them."""
+        todo = [side for side in sides if not {i.ref for i in images.values()} <= self.loaded.get(side, set())]
+        if todo:
+            took = load_images([self.clusters[side] for side in todo], images)
+            self.timings["images loaded again"] = self.timings.get("images loaded again", 0.0) + took
+        for side in todo:
+            self.loaded.setdefault(side, set()).update(i.ref for i in images.values())
+
     def upgrade(self, side: str, version: str, images: dict[str, Image] | None = None) -> None:
         """`helm upgrade` Liqo on one side to the chart of another version, as Liqo's docs upgrade it (its
-        images loaded into the side's node first); returns once every Liqo workload there is available.
+        images loaded into the side's node first, unless `load` did); returns once every Liqo workload there
+        is available and rolled out.
 
         Helm does not upgrade a chart's crds/: Liqo's upgrade guide applies the new CRDs first, done here
         too (server-side, as `kubectl apply --server-side`)."""
         images = images or liqo_images(version)
+        self.load(images, (side,))
         started = time.monotonic()
-        load_images([self.clusters[side]], images)
         kc = self.kube(side)
         for crd in sorted((chart_dir(version) / "charts" / "liqo-crds" / "crds").glob("*.yaml")):
             for doc in yaml.safe_load_all(crd.read_text()):
