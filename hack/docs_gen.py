@@ -4,7 +4,10 @@
 * ``docs/operations/configuration.md``: every flag of ``liqo-peering-operator run`` (from
   ``liqo_peering.cli.build_parser``, with the chart value that sets it, read from the Deployment template)
   and every chart value;
-* ``deploy/helm/liqo-peering-operator/README.md``: every chart value, helm-docs style.
+* ``deploy/helm/liqo-peering-operator/README.md``: every chart value, helm-docs style;
+* ``README.md`` and ``docs/reference/liqopeering.md``: each Liqo version the suite runs and how (from
+  ``hack/versions.env``: LIQO_VERSION runs the whole real-Liqo suite, each of LIQO_MATRIX the matrix tier), so
+  that the compatibility table claims only what runs.
 
 A chart value is a key of ``values.yaml`` with a ``# --`` comment above it (its description, continued by
 the comment lines that follow), or a leaf under keys without one. Each table sits between
@@ -34,6 +37,9 @@ VALUES = CHART / "values.yaml"
 DEPLOYMENT = CHART / "templates" / "deployment.yaml"
 CHART_README = CHART / "README.md"
 CONFIGURATION = Path("docs") / "operations" / "configuration.md"
+README = Path("README.md")
+LIQOPEERING = Path("docs") / "reference" / "liqopeering.md"
+VERSIONS_ENV = Path("hack") / "versions.env"
 
 _KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z0-9_.-]+):(\s|$)")
 _VALUES_REF = re.compile(r"\.Values\.([A-Za-z0-9_.]+)")
@@ -250,6 +256,52 @@ def render_chart_readme(root: Path) -> str:
     return replace_block((root / CHART_README).read_text(), "values", values_table(values))
 
 
+def liqo_tested(versions_env: str) -> list[tuple[str, str]]:
+    """(version, how the suite runs it) for every Liqo version of versions.env, newest first: its defaults,
+    not the environment's (LIQO_VERSION=... make demo changes nothing here)."""
+    sys.path.insert(0, str(REPO))
+    from testenv.liqo_env import upgraded_from
+    from testenv.localk8s.tools import parse_versions
+
+    found = parse_versions(versions_env, environ={})
+    target = found["LIQO_VERSION"].lstrip("v")
+    matrix = [v.lstrip("v") for v in found["LIQO_MATRIX"].split()]
+    rows = [
+        (
+            target,
+            "the whole real-Liqo suite (`tests/e2e/test_real_liqo.py`, `test_real_liqo_ha.py`, `test_liqo_chart.py`;"
+            " tier `liqo`)",
+        )
+    ]
+    upgraded = upgraded_from(matrix, target)
+    for version in matrix:
+        how = (
+            "a smoke set (`tests/e2e/test_liqo_matrix.py`, tier `matrix`): a peering Ready, a Pod offloaded, a spec"
+            " change, an unpeering that leaves nothing, a `liqoctl peer` of the same version adopted"
+        )
+        if version in upgraded:
+            how += (
+                f"; then Liqo upgraded to v{target} with its chart under the live peering (provider first:"
+                f" `LiqoVersionSkew` shown, a new v{version}/v{target} peering refused; then Ready, nothing re-created)"
+            )
+        rows.append((version, how))
+    return sorted(rows, key=lambda row: tuple(int(x) for x in row[0].split(".")), reverse=True)
+
+
+def liqo_versions_table(versions_env: str) -> str:
+    lines = ["| Liqo | tested, installed with its own Helm chart with real gateways, by |", "| --- | --- |"]
+    lines += [f"| v{version} | {how} |" for version, how in liqo_tested(versions_env)]
+    return "\n".join(lines)
+
+
+def render_liqo_versions(page: Path) -> Callable[[Path], str]:
+    def render(root: Path) -> str:
+        table = liqo_versions_table((root / VERSIONS_ENV).read_text())
+        return replace_block((root / page).read_text(), "liqo-versions", table)
+
+    return render
+
+
 def render_configuration(root: Path) -> str:
     text = (root / CONFIGURATION).read_text()
     flags = operator_flags(_operator_parser(), (root / DEPLOYMENT).read_text())
@@ -257,7 +309,12 @@ def render_configuration(root: Path) -> str:
     return replace_block(text, "values", values_table(chart_values((root / VALUES).read_text())))
 
 
-PAGES: dict[Path, Callable[[Path], str]] = {CHART_README: render_chart_readme, CONFIGURATION: render_configuration}
+PAGES: dict[Path, Callable[[Path], str]] = {
+    CHART_README: render_chart_readme,
+    CONFIGURATION: render_configuration,
+    README: render_liqo_versions(README),
+    LIQOPEERING: render_liqo_versions(LIQOPEERING),
+}
 
 
 def main(argv: list[str]) -> int:

@@ -15,6 +15,7 @@ from liqo_peering.liqo.versions import LiqoVersion, from_label, from_shape, judg
 from liqo_peering.stages import STAGES, StageResult
 from liqo_peering.status.compute import VERSION_CONDITIONS, Observation, VersionNotice, compute
 from liqo_peering.status.conditions import get_condition
+from testenv.localk8s.tools import read_versions
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 V100, V112, V120, V123, V130 = (from_label(v) for v in ("v1.0.0", "v1.1.2", "v1.2.0", "v1.2.3", "v1.3.0"))
@@ -108,6 +109,15 @@ def test_tested_minors_are_one_list() -> None:
     assert {f"v{major}.{minor}.x" for major, minor in versions.TESTED_MINORS} >= {"v1.0.x", "v1.2.x"}
     assert all(from_label(v).minor in versions.TESTED_MINORS for v in versions.TESTED_RELEASES)
     assert {versions.SKEW_CONDITION, versions.UNTESTED_CONDITION} == set(VERSION_CONDITIONS)
+
+
+def test_tested_releases_are_those_the_suite_runs() -> None:
+    """What the LiqoVersionUntested message calls tested is what runs: LIQO_VERSION (the whole real-Liqo
+    suite) and LIQO_MATRIX (tests/e2e/test_liqo_matrix.py) of hack/versions.env, with their defaults."""
+    found = read_versions(environ={})
+    runs = {found["LIQO_VERSION"], *found["LIQO_MATRIX"].split()}
+    assert set(versions.TESTED_RELEASES) == {f"v{v.lstrip('v')}" for v in runs}
+    assert {from_label(v).minor for v in versions.TESTED_RELEASES} == set(versions.TESTED_MINORS)
 
 
 # -- the engine's glue: status block and the established rule -----------------------------------------------

@@ -19,7 +19,8 @@ VERSION_LABEL = "app.kubernetes.io/version"
 # The one place that says which Liqo versions the operator accepts and which it was tested with.
 SUPPORTED_MIN = (1, 0)
 TESTED_MINORS = ((1, 0), (1, 1), (1, 2))
-TESTED_RELEASES = ("v1.2.0",)  # the end-to-end suites run this one
+# The releases the end-to-end suites run: hack/versions.env's LIQO_VERSION and LIQO_MATRIX (a unit test checks).
+TESTED_RELEASES = ("v1.0.3", "v1.1.2", "v1.2.0")
 SUPPORTED_RANGE = "v1.0.x to v1.2.x"
 LIQO_SKEW_RULE = (
     "The establishment of a peering with a remote cluster leveraging a different version of Liqo, net of patch"
