@@ -14,9 +14,10 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main, liqo,
-# and nodes then matrix (the other Liqo versions) take about as long (each tier's time is in its log's last
-# line; the tiers spend most of it waiting for clusters and Liqo). Rebalance with TEST_LANES.
-LANES=${TEST_LANES:-main liqo nodes,matrix}
+# and nodes, matrix (the other Liqo versions) and faults one after the other take about as long (each tier's
+# time is in its log's last line; the tiers spend most of it waiting for clusters and Liqo). Rebalance with
+# TEST_LANES.
+LANES=${TEST_LANES:-main liqo nodes,matrix,faults}
 mkdir -p .local
 rm -rf .local/reliability
 

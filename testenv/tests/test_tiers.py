@@ -19,6 +19,7 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of(["real_liqo", "node_images", "leak_scan"]) == "liqo"  # the chart's Pods on Liqo's chart pair
     assert tier_of(["pair", "images"], markers=["liqochart", "e2e"]) == "liqo"  # asks for real_liqo at run time
     assert tier_of(["liqo_matrix_pair", "matrix_env"]) == "matrix"
+    assert tier_of(["case"], markers=["faults", "e2e"]) == "faults"
     assert tier_of([]) == "main"
 
 
@@ -48,12 +49,13 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_real_liqo_ha.py",
     }
     assert modules["matrix"] == {"tests/e2e/test_liqo_matrix.py"}
+    assert modules["faults"] == {"tests/e2e/test_faults.py"}
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_flux_helmrelease.py",
         "testenv/tests/e2e/test_nodes.py",
     }
-    assert not modules["main"] & (modules["liqo"] | modules["nodes"] | modules["matrix"])
+    assert not modules["main"] & (modules["liqo"] | modules["nodes"] | modules["matrix"] | modules["faults"])
     assert "tests/e2e/test_peering.py" in modules["main"] and "tests/unit/test_liqo_builders.py" in modules["main"]
     assert sum(len(found - {leak}) for found in ids.values()) == len(set().union(*ids.values()) - {leak})
 

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,6 +24,8 @@ from testenv import inventory
 from testenv.killpoints import NAME, Cycle, reaches
 from testenv.operator_support import GROUP, PLURAL, SECRET, VERSION, PeeringCase
 from testenv.trigger import Event, When
+
+pytestmark = pytest.mark.faults  # a tier of its own (testenv.pytest_plugin.tier_of)
 
 STAGE_CONDITIONS = {
     "networking": "NetworkReady",
