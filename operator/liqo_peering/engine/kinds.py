@@ -98,9 +98,7 @@ class Peerings:
         found = self.service.unpeering(key.namespace, key.name)
         if found is None:
             return []
-        return teardown_routes(
-            self.service.local, found.remote, found.ctx, reverse=found.reverse, namespaces=found.namespaces
-        )
+        return teardown_routes(self.service.local, found.remote, found.ctx, reverse=found.reverse)
 
     def forget(self, key: ObjectKey) -> None:
         self.service.release(key.namespace, key.name)
