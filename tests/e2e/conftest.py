@@ -12,8 +12,20 @@ from pathlib import Path
 import pytest
 
 from testenv.gitserver import GitServer
+from testenv.localk8s import ToolMissingError, tool_path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The helm binary built into the tool cache (missing: a skip, except in CI)."""
+    try:
+        return tool_path("helm")
+    except ToolMissingError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"helm is not built yet: {exc}")
 
 
 @pytest.fixture(scope="session")

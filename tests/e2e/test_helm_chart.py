@@ -6,7 +6,6 @@ in CI (CI=true) a missing helm is a failure.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,21 +19,11 @@ from kubernetes.client.rest import ApiException
 import testenv.helm
 from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv.helm import CHART
-from testenv.localk8s import LocalCluster, ToolMissingError, start_clusters, tool_path
+from testenv.localk8s import LocalCluster, start_clusters
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "lpo-chart-test"
 RELEASE = "lpo"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    try:
-        return tool_path("helm")
-    except ToolMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"helm is not built yet: {exc}")
 
 
 def run_helm(helm: Path, *args: str, kubeconfig: Path | None = None, check: bool = True) -> str:

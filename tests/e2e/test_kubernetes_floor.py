@@ -5,7 +5,6 @@ leaving nothing on either cluster."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from testenv.helm import CHART, run_helm
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess, with_liqo
-from testenv.localk8s import LocalCluster, ToolMissingError, tool_path
+from testenv.localk8s import LocalCluster
 from testenv.localk8s.tools import read_versions
 from testenv.operator_support import (
     SECRET,
@@ -36,16 +35,6 @@ RELEASE = "lpo"
 CHART_NAMESPACE = "lpo-system"
 NAMESPACE = "floor"  # where the LiqoPeering and its kubeconfig Secret live
 NAME = "provider"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    try:
-        return tool_path("helm")
-    except ToolMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"helm is not built yet: {exc}")
 
 
 @pytest.fixture(scope="module")
