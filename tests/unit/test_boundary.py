@@ -172,10 +172,8 @@ def test_run_stages_reports_a_raising_authentication_thread(monkeypatch: pytest.
 KEY = ObjectKey("LiqoPeering", NS, NAME)
 
 
-def test_a_pass_raising_is_reported_and_the_next_one_discovers_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A ready peering whose pass raises (here the ForeignCluster fast path) says so at once: Ready=False
-    InternalError, not Ready=True with a current observedGeneration; the next pass starts from discovery."""
-    svc, local, events = service(monkeypatch)
+def count_discoveries(monkeypatch: pytest.MonkeyPatch, svc: PeeringService) -> list[str]:
+    """Discovery stubbed to find CTX; the list grows by one entry per discovery."""
     discoveries: list[str] = []
 
     def discover(*_: Any) -> PeeringContext:
@@ -183,6 +181,14 @@ def test_a_pass_raising_is_reported_and_the_next_one_discovers_again(monkeypatch
         return CTX
 
     monkeypatch.setattr(svc, "_discover", discover)
+    return discoveries
+
+
+def test_a_pass_raising_is_reported_and_the_next_one_discovers_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ready peering whose pass raises (here the ForeignCluster fast path) says so at once: Ready=False
+    InternalError, not Ready=True with a current observedGeneration; the next pass starts from discovery."""
+    svc, local, events = service(monkeypatch)
+    discoveries = count_discoveries(monkeypatch, svc)
     run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
     assert not run.one_pass(KEY).transient_error
     assert conditions(local)["Ready"]["status"] == "True"
@@ -307,13 +313,7 @@ def test_a_teardown_raising_anything_is_an_internal_error_the_delete_handler_rep
 def test_after_a_stage_raised_the_next_pass_discovers_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Even when only Liqo's ForeignCluster changed: no fast path onto the failed pass, no reused discovery."""
     svc, local, _ = service(monkeypatch, offloading=boom)
-    discoveries: list[str] = []
-
-    def discover(*_: Any) -> PeeringContext:
-        discoveries.append("discover")
-        return CTX
-
-    monkeypatch.setattr(svc, "_discover", discover)
+    discoveries = count_discoveries(monkeypatch, svc)
     run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
     run.one_pass(KEY)
     assert conditions(local)["OffloadingReady"]["reason"] == "InternalError"
