@@ -13,6 +13,14 @@ require_version() { # <module dir> <module path> <expected version>
     fi
 }
 
+# CPU seconds (user and system) used so far by this shell's finished children: a build's CPU time tells
+# what it costs on any machine, where its wall time depends on the cores and on what else runs.
+cpu_seconds() {
+    local f
+    read -ra f </proc/$$/stat
+    echo $(((f[15] + f[16]) / $(getconf CLK_TCK)))
+}
+
 # build <module dir> <package> <output path> <ldflags> [source file...]
 build() {
     local dir=$1 pkg=$2 out=$3 ldflags=$4 inputs
@@ -27,11 +35,12 @@ build() {
     fi
     mkdir -p "$(dirname "$out")"
     echo "building $pkg -> $out"
-    local start=$SECONDS
+    local start=$SECONDS cpu
+    cpu=$(cpu_seconds)
     # Static binaries (as upstream releases them); write to a temp name and rename so that an
     # interrupted build never leaves a truncated binary that a later run would treat as cached.
     CGO_ENABLED=0 go -C "$root/$dir" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
     mv -f "$out.tmp" "$out"
     echo "$inputs" >"$out.inputs"
-    echo "built $(basename "$out") in $((SECONDS - start))s ($(du -h "$out" | cut -f1))"
+    echo "built $(basename "$out") in $((SECONDS - start))s, CPU $(($(cpu_seconds) - cpu))s ($(du -h "$out" | cut -f1))"
 }

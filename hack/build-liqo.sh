@@ -59,8 +59,9 @@ for bin in "${binaries[@]}"; do
     [[ $bin == liqoctl ]] && ldflags+=" -X github.com/liqotech/liqo/pkg/liqoctl/version.LiqoctlVersion=v$LIQO_VERSION"
     echo "building $pkg (Liqo v$LIQO_VERSION) -> $out"
     start=$SECONDS
+    cpu=$(cpu_seconds)
     # Static binaries like Liqo's images; temp name + rename so an interrupted build is never cached.
     CGO_ENABLED=0 go -C "$root/$module" build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg"
     mv -f "$out.tmp" "$out"
-    echo "built $bin in $((SECONDS - start))s ($(du -h "$out" | cut -f1))"
+    echo "built $bin in $((SECONDS - start))s, CPU $(($(cpu_seconds) - cpu))s ($(du -h "$out" | cut -f1))"
 done

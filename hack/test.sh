@@ -6,15 +6,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 declare -a TIMES=()
+# CPU seconds (user and system) of this shell's finished children: a phase's CPU time is what it costs on
+# any machine; its wall time depends on the cores and on what else runs.
+cpu_seconds() {
+    local f
+    read -ra f </proc/$$/stat
+    echo $(((f[15] + f[16]) / $(getconf CLK_TCK)))
+}
 phase() {
   local name=$1; shift
-  local start=$SECONDS
+  local start=$SECONDS cpu
+  cpu=$(cpu_seconds)
   echo "==> [$name] $*"
   local rc=0
   "$@" || rc=$?
-  local took=$((SECONDS - start))
-  TIMES+=("$(printf '%-18s %4ds%s' "$name" "$took" "$( ((rc)) && echo " (failed: exit $rc)")")")
-  echo "==> [$name] done in ${took}s (exit $rc)"
+  local took=$((SECONDS - start)) used=$(($(cpu_seconds) - cpu))
+  TIMES+=("$(printf '%-18s %5ds  CPU %6ds%s' "$name" "$took" "$used" "$( ((rc)) && echo " (failed: exit $rc)")")")
+  echo "==> [$name] done in ${took}s, CPU ${used}s (exit $rc)"
   return $rc
 }
 report() {
