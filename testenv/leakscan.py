@@ -23,6 +23,8 @@ from typing import Any, cast
 import yaml
 from kubernetes import client as k8s
 
+from testenv import inventory
+
 MIN_LENGTH = 16
 PUBLIC_KEYS = frozenset({"ca.crt", "certificate-authority-data"})
 # Fields of a kubeconfig's user that are secret.
@@ -122,14 +124,14 @@ class LeakScan:
         """Read every Secret, Event and LiqoPeering status on these clusters (side -> client)."""
         for side, api in apis.items():
             core = k8s.CoreV1Api(api)
-            secrets = api.sanitize_for_serialization(core.list_secret_for_all_namespaces())
-            events = api.sanitize_for_serialization(core.list_event_for_all_namespaces())
+            secrets = inventory.listed(core.list_secret_for_all_namespaces)
+            events = inventory.listed(core.list_event_for_all_namespaces)
             with self._lock:
-                for secret in secrets.get("items") or []:
+                for secret in secrets:
                     meta = secret.get("metadata") or {}
                     self.secrets_seen.add(f"{side}/{meta.get('namespace')}/{meta.get('name')}/{meta.get('uid')}")
                     self.needles.update(needles_of_secret(secret, side))
-                for event in events.get("items") or []:
+                for event in events:
                     meta = event.get("metadata") or {}
                     text = " ".join(str(event.get(k) or "") for k in ("reason", "message", "note"))
                     self.haystacks[f"{side} Event {meta.get('namespace')}/{meta.get('name')}"] = text

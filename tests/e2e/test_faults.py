@@ -4,10 +4,10 @@ with reason InternalError and a message naming the exception; the failing stage'
 Event; the errors metric), the next pass must recover to Ready by itself, and on each cluster the count of
 objects per kind must change as in a peering with no fault: nothing duplicated or left behind.
 
-The calls are those of a clean peering's passes until Ready, recorded first (43 against the stand-in:
+The calls are those of a clean peering's passes until Ready, recorded first (45 against the stand-in:
 gets, lists, applies, creates and patches on both clusters); testenv.killpoints' reference cycle gives the
-counts. Posting an Event is left out: it is best effort, and a failure there fails nothing. About 10 s per
-call (a peering made and unpeered each), 8 min in all on a loaded machine.
+counts. Posting an Event is left out: it is best effort, and a failure there fails nothing. Each call costs
+a peering made and unpeered.
 """
 
 from __future__ import annotations
