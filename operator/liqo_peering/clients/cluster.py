@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from liqo_peering.clients import answers, faults
 from liqo_peering.clients.interrupt import Connections
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled, Unauthorized
+from liqo_peering.liqo import common
 from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
 from liqo_peering.liqo.stored import covers, overlay
@@ -217,8 +218,11 @@ class ClusterClient:
         """Apply without patch: lay ``body`` over the live object and update it, or create it (409: again)."""
         meta = body["metadata"]
         name, namespace = meta["name"], meta.get("namespace")
+        path = res.path(namespace, name)
         for attempt in range(attempts):
-            updated = self._update(res, name, namespace, body)
+            updated = self._read_modify_write(
+                res, name, namespace, lambda live: self._call("PUT", path, body=overlay(live, common.over(live, body)))
+            )
             if updated is not None:
                 return updated
             try:
@@ -245,6 +249,30 @@ class ClusterClient:
                 if again is not None:
                     return again, False
             raise
+
+    def create_or_relabel(
+        self, res: Resource, body: dict[str, Any], owner: dict[str, str]
+    ) -> tuple[dict[str, Any], bool]:
+        """``create_if_absent``, and an existing object carrying ``owner``'s labels (made by this peering) gets
+        the common labels and annotations ``body`` has now (spec.commonMetadata), by a merge patch of those
+        alone: nothing else of it is rewritten."""
+        found, created = self.create_if_absent(res, body)
+        if created:
+            return found, created
+        return self.relabel(res, found, body, owner), False
+
+    def relabel(
+        self, res: Resource, live: dict[str, Any], body: dict[str, Any], owner: dict[str, str]
+    ) -> dict[str, Any]:
+        """Bring ``live``'s common metadata to ``body``'s if ``live`` is the peering's (its ``owner`` labels)."""
+        labels = (live.get("metadata") or {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in owner.items()):
+            return live
+        patch = common.metadata_patch(live, body)
+        if patch is None:
+            return live
+        meta = live["metadata"]
+        return self.merge_patch(res, meta["name"], meta.get("namespace"), patch) or live
 
     def merge_patch(
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None
