@@ -34,8 +34,20 @@ def owner_selector(namespace: str, name: str) -> str:
     return f"peering.liqo-operator.io/peering-namespace={namespace},peering.liqo-operator.io/peering-name={name}"
 
 
+# Liqo's CRD replicator copies the ResourceSlice to the provider, labels and all: Liqo's object, not the peering's.
+REPLICATED = "liqo.io/replicated"
+
+
 def made(apis: dict[str, k8s.ApiClient], namespace: str, name: str) -> dict[str, dict[str, dict[str, Any]]]:
-    return {side: labelled(api, owner_selector(namespace, name)) for side, api in apis.items()}
+    """The objects labelled as the peering's on each side, but Liqo's copies of them."""
+    return {
+        side: {
+            key: meta
+            for key, meta in labelled(api, owner_selector(namespace, name)).items()
+            if REPLICATED not in (meta.get("labels") or {})
+        }
+        for side, api in apis.items()
+    }
 
 
 def check_then_change(apis: dict[str, k8s.ApiClient], peerings: Peerings, namespace: str, name: str) -> list[str]:
