@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import structlog
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
@@ -30,6 +31,8 @@ from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
 from liqo_peering.liqo.stored import covers, overlay
 from liqo_peering.redact import redact
+
+log = structlog.get_logger("liqo_peering.clients")
 
 REQUEST_TIMEOUT = 15.0
 
@@ -54,6 +57,9 @@ class ClusterClient:
         self._informers: list[Any] = []  # clients.informer.Informer (attached by the informer itself)
         self._informers_lock = threading.Lock()
         self._no_patch: set[str] = set()  # kinds this credential may not patch (no server-side apply)
+        # Kinds whose objects this credential may neither patch nor update (Liqo's peering-user: the provider's
+        # tenant namespace and nonce Secret): their common metadata stays as created.
+        self._no_relabel: set[str] = set()
 
     # -- plumbing -------------------------------------------------------------------------------
     def _request(
@@ -269,10 +275,21 @@ class ClusterClient:
         if any(labels.get(k) != v for k, v in owner.items()):
             return live
         patch = common.metadata_patch(live, body)
-        if patch is None:
+        if patch is None or res.plural in self._no_relabel:
             return live
         meta = live["metadata"]
-        return self.merge_patch(res, meta["name"], meta.get("namespace"), patch) or live
+        try:
+            return self.merge_patch(res, meta["name"], meta.get("namespace"), patch) or live
+        except ClusterForbidden as exc:
+            if isinstance(exc, Unauthorized):
+                raise
+            # Labels are not worth a peering: say so once per kind, and leave the object as it was made.
+            self._no_relabel.add(res.plural)
+            log.warning(
+                f"the {self.side}'s credential may not update {res.plural}: {res.kind} {meta.get('namespace') or ''}"
+                f"/{meta['name']} keeps the labels and annotations it was created with ({redact(exc.message)})"
+            )
+            return live
 
     def merge_patch(
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None
