@@ -1754,7 +1754,8 @@ def test_force_delete_once_the_provider_is_gone_for_good(
             last: list[Any] = [None]
 
             def consumer_clean() -> bool:
-                last[0] = (real_pair.peering_leftovers(env)["consumer"], _consumer_liqo_stuck(env))
+                left = inventory.liqo_names(env.consumer_api, lambda o: liqos_own(o) or o["kind"] == "ForeignCluster")
+                last[0] = (left, _consumer_liqo_stuck(env))
                 return last[0] == ({}, {})
 
             try:
