@@ -71,11 +71,13 @@ def _redacted(obs: CredentialsObservation) -> CredentialsObservation:
 @dataclass(frozen=True)
 class Unpeering:
     """What an unpeering pass found: the provider client (None: this cluster only), the peering's cluster IDs
-    and tenant namespaces, and whether a reverse direction is removed too."""
+    and tenant namespaces, whether a reverse direction is removed too, and the tenant namespaces being
+    deleted (side, name)."""
 
     remote: ClusterClient | None
     ctx: PeeringContext
     reverse: bool
+    namespaces: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -514,6 +516,8 @@ class PeeringService:
             force=force,
             other_direction=bidirectional,
         )
+        with self._guard:  # their deletion wakes the next pass too
+            self._unpeering[(namespace, name)] = Unpeering(remote, ctx, reverse, tuple(doomed))
         remaining = teardown.delete_namespaces({"consumer": self.local, "provider": remote}, doomed)
         if remaining:
             return remaining
