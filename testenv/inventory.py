@@ -64,3 +64,58 @@ def counts(apis: dict[str, k8s.ApiClient], ignore: Ignore | None = None) -> dict
         secrets = [s for s in listed(core.list_secret_for_all_namespaces) if s["metadata"]["namespace"] not in going]
         out[side] = {**liqo_objects(api, ignore), "secrets": len(secrets), "namespaces": len(namespaces) - len(going)}
     return out
+
+
+def labelled(api: k8s.ApiClient, selector: str) -> dict[str, dict[str, Any]]:
+    """Every object on the cluster matching a label selector, of Liqo's kinds and of the built-in kinds a
+    peering's objects can be of (Namespaces, Secrets, RBAC, CSRs), as "plural/namespace/name" -> its metadata."""
+    core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    certificates = k8s.CertificatesV1Api(api)
+    listings: dict[str, Callable[..., Any]] = {
+        "namespaces": core.list_namespace,
+        "secrets": core.list_secret_for_all_namespaces,
+        "rolebindings": rbac.list_role_binding_for_all_namespaces,
+        "clusterroles": rbac.list_cluster_role,
+        "clusterrolebindings": rbac.list_cluster_role_binding,
+        "certificatesigningrequests": certificates.list_certificate_signing_request,
+    }
+    found: dict[str, dict[str, Any]] = {}
+
+    def add(plural: str, items: list[dict[str, Any]]) -> None:
+        for item in items:
+            meta = item["metadata"]
+            found[f"{plural}/{meta.get('namespace') or ''}/{meta['name']}"] = meta
+
+    for plural, listing in listings.items():
+        add(plural, listing(label_selector=selector, _preload_content=False).json()["items"])
+    ext = k8s.ApiextensionsV1Api(api)
+    custom = k8s.CustomObjectsApi(api)
+    for crd in ext.list_custom_resource_definition().items:
+        spec = crd.spec
+        if not spec.group.endswith("liqo.io"):
+            continue
+        version = next(v.name for v in spec.versions if v.storage)
+        listed = cast(
+            dict[str, Any],
+            custom.list_cluster_custom_object(spec.group, version, spec.names.plural, label_selector=selector),
+        )
+        add(spec.names.plural, listed["items"])
+    return found
+
+
+def metadata_off(
+    objects: dict[str, dict[str, Any]],
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    dropped: tuple[str, ...] = (),
+) -> dict[str, list[str]]:
+    """Per object (labelled's metadata), the labels and annotations it lacks or has wrong, and the ``dropped``
+    keys it still carries; objects with nothing off are left out."""
+    off: dict[str, list[str]] = {}
+    for key, meta in objects.items():
+        have = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+        wrong = [f"{k}={have.get(k)!r}" for k, v in {**labels, **annotations}.items() if have.get(k) != v]
+        wrong += [f"{k} still there" for k in dropped if k in have]
+        if wrong:
+            off[key] = wrong
+    return off

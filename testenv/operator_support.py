@@ -367,6 +367,41 @@ def operator_writes(
     ]
 
 
+@contextlib.contextmanager
+def cluster_gone(cluster: LocalCluster) -> Iterator[None]:
+    """The cluster as a peer sees one destroyed for good: its kube-apiserver killed (SIGKILL: connections
+    refused), every daemon of its nodes stopped (SIGSTOP: containerd, kubelet, kube-proxy, CoreDNS, egress) and
+    every process of its Pods frozen (the freezer cgroup of each node's cgroup root: the gateway's WireGuard
+    answers nothing). Brought back on leaving (thawed, then the API server started), so that the pair serves
+    the next test."""
+    from testenv.localk8s.network import cgroup_hierarchies  # the nodes' cgroups, as localk8s made them
+
+    nodes = [f"n{spec.index}-" for spec in cluster.node_specs()]
+    daemons = [pid for name, pid in cluster.recorded_pids().items() if any(name.startswith(n) for n in nodes)]
+    freezers = []
+    for hierarchy in cgroup_hierarchies():
+        for spec in cluster.node_specs():
+            for knob, frozen, thawed in (("freezer.state", "FROZEN", "THAWED"), ("cgroup.freeze", "1", "0")):
+                path = hierarchy / spec.cgroup_root / knob
+                if path.exists():
+                    freezers.append((path, frozen, thawed))
+    cluster.stop_process("kube-apiserver", graceful=False)
+    try:
+        for path, frozen, _ in freezers:
+            path.write_text(frozen)
+        for pid in daemons:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        yield
+    finally:
+        for path, _, thawed in freezers:
+            path.write_text(thawed)
+        for pid in daemons:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        cluster.start_process("kube-apiserver")
+
+
 def provider_hung(
     provider: LocalCluster, peerings: Peerings, namespace: str, name: str, observe: Callable[[], None] = lambda: None
 ) -> float:

@@ -27,6 +27,10 @@ PLURALS = {model.KIND: model.PLURAL, peeringset.KIND: peeringset.PLURAL}
 SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}}
 SELECTOR = {"matchLabels": {"peer": "yes"}}
 GATEWAY = "networking.gatewayServer"
+OWN_KEYS = (
+    "in Liqo's and the operator's own domains (liqo.io/, *.liqo.io/, *.liqo-operator.io/, app.kubernetes.io/managed-by)"
+    " are set by Liqo and the operator: choose other keys"
+)
 # Where the API server says a rule on the whole object (no fieldPath) failed.
 WHOLE_OBJECT = "<nil>"
 
@@ -126,6 +130,18 @@ def _cel_cases(kind: str, wrap: str) -> list[Invalid]:
             "certificateLifetime needs mint, and from 10m (the shortest certificate Kubernetes issues) to 87600h",
         ),
         case(
+            "liqo-label",
+            {"commonMetadata": {"labels": {"team": "a", "liqo.io/remote-cluster-id": "x"}}},
+            "commonMetadata.labels",
+            f"labels {OWN_KEYS}",
+        ),
+        case(
+            "operator-annotation",
+            {"commonMetadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}},
+            "commonMetadata.annotations",
+            f"annotations {OWN_KEYS}",
+        ),
+        case(
             "lifetime-no-mint",
             {"credentials": {"certificateLifetime": "1h"}},
             "credentials.certificateLifetime",
@@ -179,7 +195,15 @@ INVALID: list[Invalid] = [
 ]
 # Accepted: what the refusals above differ from.
 VALID = [
-    Invalid("LiqoPeering", "valid", peering(credentials={"mint": True, "certificateLifetime": "24h"}), ""),
+    Invalid(
+        "LiqoPeering",
+        "valid",
+        peering(
+            credentials={"mint": True, "certificateLifetime": "24h"},
+            commonMetadata={"labels": {"team": "a", "example.io/liqo": "x"}, "annotations": {"owner": "b"}},
+        ),
+        "",
+    ),
     Invalid("LiqoPeeringSet", "valid", peering_set({"authentication": {"proxyURL": "http://proxy.example:8118"}}), ""),
 ]
 

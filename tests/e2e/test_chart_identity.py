@@ -7,7 +7,9 @@ refused, and the identity must not write outside the namespace it watches.
 
 The chart is installed with watchNamespaces=[<peering namespace>]. The operator then reads Secrets only
 there and, through RoleBindings it makes to the chart's tenant-access ClusterRole, in Liqo's tenant
-namespaces (created at run time): a Secret in an unrelated namespace stays out of its reach.
+namespaces (created at run time): a Secret in an unrelated namespace stays out of its reach. It may
+label (spec.commonMetadata) and delete (spec.deletion.deleteTenantNamespaces, force-delete) a tenant
+namespace, and no other namespace: the chart's tenant-namespace policy.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ NAME = "provider"
 PEERINGS = (GROUP, VERSION)
 SET, SETS = "fleet", "liqopeeringsets"
 IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"  # kubeconfigSecretProtection (on by default)
+TENANT_LABEL = "liqo.io/tenant-namespace"
+COMMON_LABELS = {"cost-centre": "chart-identity"}
 
 
 def run_helm(*args: str, kubeconfig: Path) -> str:
@@ -200,7 +204,12 @@ def test_peering_ready_with_the_charts_service_account_only(
     whoami: Any = k8s.AuthenticationV1Api(sa_api).create_self_subject_review(cast(Any, {}))
     assert whoami.status.user_info.username == f"system:serviceaccount:{RELEASE_NS}:{SERVICE_ACCOUNT}"
 
-    operator_env.peerings.create(PEERING_NS, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "2m"})
+    spec = {
+        "remoteKubeconfigSecretRef": {"name": SECRET},
+        "timeout": "2m",
+        "commonMetadata": {"labels": COMMON_LABELS},
+    }
+    operator_env.peerings.create(PEERING_NS, NAME, spec)
 
     def settled() -> dict[str, Any] | None:
         # Ready, or refused by the API server (a right the chart lacks): no point waiting longer then.
@@ -231,10 +240,21 @@ def test_peering_ready_with_the_charts_service_account_only(
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LiqoPeering", "metadata": {"name": NAME}, "spec": {}}
     assert status_of(lambda: sa.custom.create_namespaced_custom_object(*PEERINGS, OTHER_NS, PLURAL, body)) == 403
     assert status_of(lambda: sa.core.delete_namespace(OTHER_NS)) == 403
-    # Namespaces: created (tenant namespaces), never patched. RoleBindings: only the tenant-access one, by
-    # name (RBAC), and only in Liqo's tenant namespaces (the chart's ValidatingAdmissionPolicy).
+    # Namespaces: created, patched and deleted only when they are Liqo's tenant namespaces, and the label
+    # stays on (the chart's tenant-namespace ValidatingAdmissionPolicy; RBAC cannot name them). The tenant
+    # namespace the operator made carries spec.commonMetadata's labels, and it may delete it (a dry run:
+    # what spec.deletion.deleteTenantNamespaces and force-delete send). RoleBindings: only the tenant-access
+    # one, by name (RBAC), and only in Liqo's tenant namespaces (the tenant-access policy).
+    c_ns = tenant_namespace(operator_env.peerings.api, operator_env.provider_id)
+    made: Any = operator_env.peerings.core.read_namespace(c_ns)
+    assert COMMON_LABELS.items() <= (made.metadata.labels or {}).items(), made.metadata.labels
+    assert status_of(lambda: sa.core.delete_namespace(c_ns, dry_run="All")) is None
     labels: Any = {"metadata": {"labels": {"x": "y"}}}
     assert status_of(lambda: sa.core.patch_namespace(OTHER_NS, labels)) == 403
+    untenanted: Any = {"metadata": {"labels": {TENANT_LABEL: None}}}
+    assert status_of(lambda: sa.core.patch_namespace(c_ns, untenanted, dry_run="All")) == 403
+    other: Any = {"metadata": {"name": f"{OTHER_NS}-made"}}
+    assert status_of(lambda: sa.core.create_namespace(other, dry_run="All")) == 403
     rbac = k8s.RbacAuthorizationV1Api(sa_api)
     for binding_name in ("anything", TENANT_ACCESS_BINDING):
         binding = _tenant_access_binding(binding_name, OTHER_NS)
@@ -242,7 +262,6 @@ def test_peering_ready_with_the_charts_service_account_only(
         assert status_of(lambda b=binding: _apply_binding(sa_api, b)) == 403, binding_name
 
     # Unpeering runs with the same rights: the finalizer is released and this cluster's objects are gone.
-    c_ns = tenant_namespace(operator_env.peerings.api, operator_env.provider_id)
     operator_env.peerings.delete(PEERING_NS, NAME)
     try:
         operator_env.peerings.wait_gone(PEERING_NS, NAME, timeout=90)

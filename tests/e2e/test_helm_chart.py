@@ -85,6 +85,8 @@ def test_default_render(helm: Path) -> None:
             "RoleBinding",
             "Service",
             "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
         ]
     )
     (deployment,) = find(docs, "Deployment")
@@ -287,24 +289,49 @@ def test_values_like_cert_managers(helm: Path) -> None:
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
 
 
+TENANT_ACCESS = f"{RELEASE}-liqo-peering-operator-tenant-access"
+TENANT_NAMESPACES = f"{RELEASE}-liqo-peering-operator-tenant-namespaces"
+
+
+def policies(docs: list[dict[str, Any]]) -> set[str]:
+    """Names of the ValidatingAdmissionPolicies rendered, each checked to come with its Deny binding."""
+    names = {d["metadata"]["name"] for d in find(docs, "ValidatingAdmissionPolicy")}
+    bindings = find(docs, "ValidatingAdmissionPolicyBinding")
+    assert sorted(b["spec"]["policyName"] for b in bindings) == sorted(names), bindings
+    assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings), bindings
+    return names
+
+
 def test_tenant_access_policy_with_watch_namespaces(helm: Path) -> None:
-    assert not find(render(helm), "ValidatingAdmissionPolicy")
+    assert TENANT_ACCESS not in policies(render(helm))
     docs = render(helm, "watchNamespaces={team-a}")
-    (policy,) = find(docs, "ValidatingAdmissionPolicy")
-    (binding,) = find(docs, "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert TENANT_ACCESS in policies(docs)
+    (policy,) = find(docs, "ValidatingAdmissionPolicy", TENANT_ACCESS)
     (condition,) = policy["spec"]["matchConditions"]
     assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-liqo-peering-operator" in condition["expression"]
-    assert not find(
-        render(helm, "watchNamespaces={team-a}", "rbac.tenantAccessPolicy=false"), "ValidatingAdmissionPolicy"
-    )
+    assert TENANT_ACCESS not in policies(render(helm, "watchNamespaces={team-a}", "rbac.tenantAccessPolicy=false"))
     # admissionregistration.k8s.io/v1 is served from Kubernetes 1.30: on the 1.29 floor the chart leaves it out.
-    assert not find(
-        render(helm, "watchNamespaces={team-a}", extra=["--kube-version", "1.29.15"]), "ValidatingAdmissionPolicy"
-    )
-    assert find(
-        render(helm, "watchNamespaces={team-a}", extra=["--kube-version", "1.30.0"]), "ValidatingAdmissionPolicy"
-    )
+    assert not policies(render(helm, "watchNamespaces={team-a}", extra=["--kube-version", "1.29.15"]))
+    assert TENANT_ACCESS in policies(render(helm, "watchNamespaces={team-a}", extra=["--kube-version", "1.30.0"]))
+
+
+def test_tenant_namespace_policy_whatever_the_namespaces_watched(helm: Path) -> None:
+    # The ClusterRole's namespace patch and delete, confined to Liqo's tenant namespaces, in both RBAC modes.
+    for sets in ([], ["watchNamespaces={team-a}"]):
+        docs = render(helm, *sets)
+        assert TENANT_NAMESPACES in policies(docs), sets
+        (policy,) = find(docs, "ValidatingAdmissionPolicy", TENANT_NAMESPACES)
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        assert rule["resources"] == ["namespaces"] and set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+        (condition,) = policy["spec"]["matchConditions"]
+        assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-liqo-peering-operator" in condition["expression"]
+        (cluster_role,) = find(docs, "ClusterRole", f"{RELEASE}-liqo-peering-operator")
+        (namespaces,) = [r for r in cluster_role["rules"] if r["resources"] == ["namespaces"]]
+        assert {"patch", "delete"} <= set(namespaces["verbs"]), namespaces
+    assert TENANT_NAMESPACES not in policies(render(helm, "rbac.tenantNamespacePolicy=false"))
+    assert not policies(render(helm, "rbac.create=false"))
+    assert TENANT_NAMESPACES not in policies(render(helm, extra=["--kube-version", "1.29.15"]))
+    assert TENANT_NAMESPACES in policies(render(helm, extra=["--kube-version", "1.30.0"]))
 
 
 def test_crd_toggles(helm: Path) -> None:

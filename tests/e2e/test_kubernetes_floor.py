@@ -99,6 +99,9 @@ def test_the_chart_installs_and_its_crds_refuse_what_every_rule_refuses(
     consumer = floor["consumer"]
     assert {_server_version(c) for c in floor.clusters.values()} == {f"v{FLOOR}"}
     assert "It watches LiqoPeerings in all namespaces." in chart, chart  # NOTES.txt: the install went through
+    # No ValidatingAdmissionPolicy on the floor: the notes say the tenant-namespace one is not there, and what
+    # RBAC alone then lets the operator do.
+    assert "(rbac.tenantNamespacePolicy) is not installed" in chart and "any namespace" in chart, chart
     # Chart.yaml's kubeVersion is the floor: one minor below, helm refuses the chart.
     major, minor = (int(n) for n in FLOOR.split(".")[:2])
     below = f"{major}.{minor - 1}.0"

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import common_metadata
 import pytest
 
 from testenv import kube as k
@@ -186,6 +187,8 @@ def peering(pair: LiqoChartPair, tmp_path_factory: pytest.TempPathFactory) -> It
             "timeout": "3m",
             # No load balancer here: the provider's gateway is exposed on its node's port.
             "networking": {"gatewayServer": {"serviceType": "NodePort"}},
+            "commonMetadata": common_metadata.SPEC,
+            "deletion": {"deleteTenantNamespaces": True},
         }
         peerings.create(PEERING_NS, NAME, spec)
         yield ChartPeering(pair, operator, peerings, time.monotonic())
@@ -247,6 +250,12 @@ def test_a_liqo_peering_becomes_ready_with_real_gateways(
     )
     assert [p["spec"]["nodeName"] for p in vk] == ["consumer-node-0"]
 
+    # spec.commonMetadata: on everything the peering made on both clusters; a change reaches each in place.
+    apis = {side: api_client(peering.pair.clusters[side].kubeconfig) for side in ("consumer", "provider")}
+    checked = common_metadata.check_then_change(apis, peering.peerings, PEERING_NS, NAME)
+    print(f"commonMetadata followed on {len(checked)} objects: {checked}")
+    peering.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=120)
+
 
 def test_a_deployment_is_offloaded_to_the_providers_node(peering: ChartPeering) -> None:
     """A Deployment in a namespace offloaded with podOffloadingStrategy Remote runs on the provider's node
@@ -288,3 +297,6 @@ def test_deleting_the_liqo_peering_unpeers_both_sides(peering: ChartPeering) -> 
         wait_for("nothing of the peering left on either side", lambda: not remaining(), timeout=120)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\nleft: {remaining()}") from None
+    # spec.deletion.deleteTenantNamespaces: the tenant namespaces went too, once Liqo's objects were gone.
+    assert consumer.get(k.NAMESPACE, c_ns) is None, c_ns
+    assert provider.get(k.NAMESPACE, p_ns) is None, p_ns

@@ -10,6 +10,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+import common_metadata
 import pytest
 import yaml
 from admission_cases import admission_failures
@@ -53,7 +54,14 @@ def spec(**overrides: Any) -> dict[str, Any]:
 def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: PeeringCase) -> None:
     env, ns = case.env, case.namespace
     consumer, provider = env.peerings.api, env.provider_api
-    case.peerings.create(ns, NAME, spec(offloading={"resources": {"cpu": 2, "memory": "4Gi", "nvidia.com/gpu": 1}}))
+    case.peerings.create(
+        ns,
+        NAME,
+        spec(
+            offloading={"resources": {"cpu": 2, "memory": "4Gi", "nvidia.com/gpu": 1}},
+            commonMetadata=common_metadata.SPEC,
+        ),
+    )
     status = case.peerings.wait_status(ns, NAME, "ready")
 
     assert status["localClusterID"] == env.consumer_id
@@ -110,6 +118,9 @@ def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: Peer
     assert rs["metadata"]["labels"]["peering.liqo-operator.io/peering-name"] == NAME
     reasons = {e.reason for e in case.peerings.events(ns, NAME)}
     assert {"PeeringReady", "NetworkReady", "AuthenticationReady", "OffloadingReady"} <= reasons
+    # spec.commonMetadata: on everything the peering made on both clusters; a change reaches each in place.
+    common_metadata.check_then_change({"consumer": consumer, "provider": provider}, case.peerings, ns, NAME)
+    case.peerings.wait_status(ns, NAME, "ready")
 
     # What `liqoctl info peer` shows is in the status, as the stand-in's objects on both clusters say it.
     wait_for(
@@ -382,10 +393,20 @@ def test_unreachable_provider_then_force_delete(case: PeeringCase) -> None:
         timeout=60,
     )
     assert case.peerings.get(ns, NAME) is not None
+    c_ns = tenant_ns(case.env.peerings.api, case.env.provider_id)
     case.peerings.patch(ns, NAME, {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}})
     case.peerings.wait_gone(ns, NAME)
-    c_ns = tenant_ns(case.env.peerings.api, case.env.provider_id)
-    assert items(case.env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns) == []
+    # As liqoctl force unpeer: the ForeignCluster marked as Liqo reads it, and this cluster's tenant namespace
+    # deleted with everything in it.
+    fc = get(case.env.peerings.api, "core.liqo.io", "foreignclusters", None, case.env.provider_id)
+    if fc is not None:
+        notes = fc["metadata"].get("annotations") or {}
+        assert notes.get("liqo.io/foreign-cluster-permanently-unreachable") == "true", notes
+    wait_for(
+        "the consumer's tenant namespace to be gone",
+        lambda: not k8s.CoreV1Api(case.env.peerings.api).list_namespace(field_selector=f"metadata.name={c_ns}").items,
+        timeout=60,
+    )
     # The provider side was left alone (it was unreachable): clean it for the next test.
     p_ns = tenant_ns(case.env.provider_api, case.env.consumer_id)
     assert items(case.env.provider_api, "authentication.liqo.io", "tenants", p_ns)

@@ -33,7 +33,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from testenv import audit, inventory, liqo_info, real_pair
+from testenv import audit, inventory, liqo_info, operator_support, real_pair
 from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.leakscan import LeakScan
 from testenv.liqo_install import LiqoInstall, install_kind
@@ -1692,3 +1692,96 @@ def _last_words(env: RealEnv, key: str, tail: int = 15) -> list[str]:
             )
             found += [f"  {line}" for line in log.data.decode(errors="replace").splitlines()]
     return found
+
+
+# --- force-delete once the provider is gone for good (last in the module: the provider is revived after) -------
+UNREACHABLE = "liqo.io/foreign-cluster-permanently-unreachable"  # Liqo's pkg/consts, as liqoctl force unpeer sets it
+
+
+def _consumer_liqo_stuck(env: RealEnv) -> dict[str, list[str]]:
+    """Liqo objects on the consumer being deleted and held by a finalizer: what would wait on the provider."""
+    stuck: dict[str, list[str]] = {}
+    for kind, objs in inventory.liqo_items(env.consumer_api).items():
+        names = [
+            f"{o['metadata'].get('namespace') or ''}/{o['metadata']['name']} {o['metadata'].get('finalizers')}"
+            for o in objs
+            if o["metadata"].get("deletionTimestamp")
+        ]
+        if names:
+            stuck[kind] = names
+    return stuck
+
+
+def test_force_delete_once_the_provider_is_gone_for_good(
+    rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ready peering whose provider cluster is then destroyed for good (its API server killed, its node's
+    daemons stopped and its Pods frozen: nothing of it answers again), deleted with
+    peering.liqo-operator.io/force-delete, as `liqoctl force unpeer` does it: the provider's ForeignCluster is
+    marked permanently unreachable, so that Liqo's CRD replicator and the virtual node's drain stop waiting for
+    the provider, and the consumer is cleaned: the LiqoPeering, its tenant namespace, the virtual node and every
+    Liqo object of the peering gone, none left held by a finalizer. The provider is then revived and its side of
+    the peering removed by hand, for the tests that follow in this session."""
+    env, ns = rcase
+    env.peerings.create(ns, NAME, env.spec())
+    env.peerings.wait_status(ns, NAME, "ready", timeout=240)
+    c_ns = tenant_ns(env.consumer_api, env.provider_id)
+    p_ns = tenant_ns(env.provider_api, env.consumer_id)
+    core = k8s.CoreV1Api(env.consumer_api)
+    started = time.monotonic()
+    try:
+        with operator_support.cluster_gone(env.pair["provider"]):
+            env.peerings.wait_reason(ns, NAME, "ProviderUnreachable", timeout=60)
+            deleted = time.monotonic()
+            env.peerings.patch(
+                ns, NAME, {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}}
+            )
+            env.peerings.delete(ns, NAME)
+            try:
+                env.peerings.wait_gone(ns, NAME, timeout=240)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\nstuck: {_consumer_liqo_stuck(env)}\n{env.diagnostics()}") from None
+            took = time.monotonic() - deleted
+            fc = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id)
+            assert fc is None or (fc["metadata"].get("annotations") or {}).get(UNREACHABLE) == "true", fc
+            assert not core.list_namespace(field_selector=f"metadata.name={c_ns}").items, c_ns
+            wait_for(
+                "the virtual Node to be gone",
+                lambda: not core.list_node(label_selector="liqo.io/type=virtual-node").items,
+                timeout=90,
+            )
+            wait_for("the virtual kubelet to stop", lambda: env.pair.virtual_kubelets() == 0, timeout=60)
+            last: list[Any] = [None]
+
+            def consumer_clean() -> bool:
+                left = inventory.liqo_names(env.consumer_api, lambda o: liqos_own(o) or o["kind"] == "ForeignCluster")
+                last[0] = (left, _consumer_liqo_stuck(env))
+                return last[0] == ({}, {})
+
+            try:
+                wait_for("nothing of the peering left on the consumer", consumer_clean, timeout=60)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\nleft, held by a finalizer: {last[0]}") from None
+            with capsys.disabled():
+                print(f"\nBENCH real Liqo ({install_kind()}): provider gone for good -> force-deleted: {took:.1f}s")
+    finally:
+        # The provider is back: its side of the peering goes by hand (nobody could unpeer it), and the mark
+        # comes off the ForeignCluster, as for a provider re-installed under the same cluster ID.
+        with contextlib.suppress(ApiException):
+            k8s.CoreV1Api(env.provider_api).delete_namespace(p_ns)
+        wait_for(
+            "the provider's tenant namespace to be gone",
+            lambda: not k8s.CoreV1Api(env.provider_api).list_namespace(field_selector=f"metadata.name={p_ns}").items,
+            timeout=180,
+        )
+        with contextlib.suppress(ApiException):
+            custom(env.consumer_api).patch_cluster_custom_object(
+                "core.liqo.io",
+                "v1beta1",
+                "foreignclusters",
+                env.provider_id,
+                {"metadata": {"annotations": {UNREACHABLE: None}}},
+            )
+        with capsys.disabled():
+            took = time.monotonic() - started
+            print(f"\nBENCH real Liqo ({install_kind()}): force-delete test, the provider revived: {took:.1f}s")

@@ -291,3 +291,33 @@ def test_merge_patch_keeps_patching_on_a_refusal_other_than_rbac() -> None:
         client.merge_patch(r.TENANT, "c1", NS, {"metadata": {"labels": {"a": "b"}}})
     client.merge_patch(r.TENANT, "c1", NS, {"metadata": {"labels": {"a": "b"}}})
     assert client.sent == [("PATCH", "application/merge-patch+json")] * 2
+
+
+def _owned_tenant(record: str | None) -> dict[str, Any]:
+    owner = naming.owner_labels("team-a", "to-provider")
+    notes = {naming.COMMON_METADATA: record} if record else {}
+    meta = cast(dict[str, Any], TENANT["metadata"])
+    return {**TENANT, "metadata": {**meta, "labels": {**owner, "team": "a"}, "annotations": notes}}
+
+
+def test_relabel_gives_up_on_a_kind_the_credential_may_not_update() -> None:
+    """Liqo's peering-user may neither patch nor update the provider's tenant namespace or nonce Secret: the
+    object keeps the labels it was created with, and the refusal is met once per kind, not once per pass."""
+    owner = naming.owner_labels("team-a", "to-provider")
+    live = _owned_tenant('{"annotations": [], "labels": ["team"]}')
+    want = _owned_tenant('{"annotations": [], "labels": ["team"]}')
+    want["metadata"]["labels"]["team"] = "b"
+    client = Answering((403, RBAC), None, (403, RBAC))  # the patch refused; the GET; the update refused
+    assert client.relabel(r.TENANT, live, want, owner) is live
+    assert [m for m, _ in client.sent] == ["PATCH", "GET", "PUT"]
+    client.sent.clear()
+    assert client.relabel(r.TENANT, live, want, owner) is live
+    assert client.sent == []
+
+
+def test_relabel_leaves_what_is_not_the_peerings_alone() -> None:
+    live = {**TENANT, "metadata": {**cast(dict[str, Any], TENANT["metadata"]), "labels": {"team": "a"}}}  # liqoctl's
+    want = _owned_tenant('{"annotations": [], "labels": ["team"]}')
+    client = Answering()
+    assert client.relabel(r.TENANT, live, want, naming.owner_labels("team-a", "to-provider")) is live
+    assert client.sent == []

@@ -56,6 +56,8 @@ def test_defaults_of_a_minimal_spec() -> None:
     assert spec.bidirectional is False
     assert spec.allow_liqo_version_skew is False
     assert spec.reverse.offloading == off  # the same defaults, set apart
+    assert spec.common_metadata.labels == {} and spec.common_metadata.annotations == {}
+    assert spec.deletion.delete_tenant_namespaces is False
 
 
 def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
@@ -90,6 +92,8 @@ def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
                 "resources": {},
             }
         },
+        "commonMetadata": {"labels": {}, "annotations": {}},
+        "deletion": {"deleteTenantNamespaces": False},
     }
 
 

@@ -13,10 +13,11 @@ import pytest
 from liqo_peering.clients import informer as informer_module
 from liqo_peering.clients.cluster import ClusterClient, selector_matches, selector_within
 from liqo_peering.clients.informer import Scope
-from liqo_peering.engine.watches import Route, WatchHub
+from liqo_peering.engine.watches import Route, WatchHub, teardown_routes
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable
 from liqo_peering.health import Health
 from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 
 WAIT = 10.0
 
@@ -362,3 +363,29 @@ def test_an_informer_of_one_name_serves_no_list(watched: tuple[ListWatch, Wakes,
     assert cluster.get(r.SECRET, "nonce", "team-a") == nonce and cluster.calls == []  # by name: the cache
     names = {s["metadata"]["name"] for s in cluster.find(r.SECRET, "team-a")}
     assert names == {"nonce", "provider-kubeconfig"} and cluster.calls[-1][0] == "GET"  # a list: the server
+
+
+def test_an_unpeering_deleting_tenant_namespaces_is_woken_by_their_deletion() -> None:
+    local, remote = ListWatch(), ListWatch()
+    ctx = PeeringContext(
+        "team-a",
+        "to-provider",
+        ClusterInfo("c1", (), ""),
+        ClusterInfo("p1", (), ""),
+        consumer_tenant_ns="liqo-tenant-p1",
+        provider_tenant_ns="liqo-tenant-c1",
+    )
+
+    def namespaces(routes: list[Route]) -> list[tuple[ClusterClient, str | None, str | None]]:
+        return [(rt.client, rt.scope.fields, rt.name) for rt in routes if rt.scope.res == r.NAMESPACE]
+
+    assert namespaces(teardown_routes(local, remote, ctx)) == []
+    both = (("consumer", "liqo-tenant-p1"), ("provider", "liqo-tenant-c1"))
+    assert namespaces(teardown_routes(local, remote, ctx, namespaces=both)) == [
+        (local, "metadata.name=liqo-tenant-p1", "liqo-tenant-p1"),
+        (remote, "metadata.name=liqo-tenant-c1", "liqo-tenant-c1"),
+    ]
+    # Force-delete: this cluster only, the provider never asked.
+    forced = teardown_routes(local, None, ctx, namespaces=(("consumer", "liqo-tenant-p1"),))
+    assert namespaces(forced) == [(local, "metadata.name=liqo-tenant-p1", "liqo-tenant-p1")]
+    assert all(rt.client is local for rt in forced)

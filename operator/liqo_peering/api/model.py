@@ -90,6 +90,26 @@ LIFETIME_RULE = _cel(
 # Kubernetes refuses a CSR's spec.expirationSeconds below 600; ten years is plenty above.
 MIN_CERTIFICATE_LIFETIME_SECONDS = 600.0
 MAX_CERTIFICATE_LIFETIME_SECONDS = 87600 * 3600.0
+# Keys in Liqo's and this operator's own domains: they say what Liqo and the operator made, and a user's value
+# in their place would be overwritten on every pass, or mislead Liqo.
+RESERVED_KEY_PATTERN = r"^([^/]*\.)?(liqo\.io|liqo-operator\.io)/"
+RESERVED_KEYS = ("app.kubernetes.io/managed-by",)
+_NOT_RESERVED = (
+    # A CEL string literal: its backslashes escaped once more.
+    f"!k.matches('{RESERVED_KEY_PATTERN.replace(chr(92), chr(92) * 2)}') && !(k in {list(RESERVED_KEYS)!r})"
+)
+_RESERVED_MESSAGE = (
+    " in Liqo's and the operator's own domains (liqo.io/, *.liqo.io/, *.liqo-operator.io/,"
+    " app.kubernetes.io/managed-by) are set by Liqo and the operator: choose other keys"
+)
+RESERVED_LABELS_RULE = _cel(
+    f"!has(self.labels) || self.labels.all(k, {_NOT_RESERVED})", "labels" + _RESERVED_MESSAGE, ".labels"
+)
+RESERVED_ANNOTATIONS_RULE = _cel(
+    f"!has(self.annotations) || self.annotations.all(k, {_NOT_RESERVED})",
+    "annotations" + _RESERVED_MESSAGE,
+    ".annotations",
+)
 IN_BAND_RULE = _cel(
     "!self.authentication.inBand || self.networking.enabled",
     "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
@@ -232,6 +252,56 @@ class CredentialsSpec(_Model):
         return None if self.certificate_lifetime is None else int(parse_duration(self.certificate_lifetime))
 
 
+def reserved_key(key: str) -> bool:
+    """Whether a label or annotation key is Liqo's or the operator's (the RESERVED_*_RULEs)."""
+    return bool(re.search(RESERVED_KEY_PATTERN, key)) or key in RESERVED_KEYS
+
+
+# A label value, as Kubernetes takes it (apimachinery's IsValidLabelValue).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+# Bounds the CEL rule's cost, which the API server estimates from the largest map the schema allows.
+MAX_COMMON_KEYS = 64
+
+
+class CommonMetadata(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [RESERVED_LABELS_RULE, RESERVED_ANNOTATIONS_RULE]}
+    )
+    labels: Annotated[
+        dict[str, LabelValue],
+        Field(max_length=MAX_COMMON_KEYS),
+    ] = Field(
+        default_factory=dict,
+        description="Labels put on every object the peering creates on both clusters (as liqoctl's"
+        " --global-labels), such as a cost centre or an owner. Changing them updates those objects in place.",
+    )
+    annotations: Annotated[
+        dict[str, str],
+        Field(max_length=MAX_COMMON_KEYS),
+    ] = Field(
+        default_factory=dict,
+        description="Annotations put on every object the peering creates on both clusters (as liqoctl's"
+        " --global-annotations). Changing them updates those objects in place.",
+    )
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> CommonMetadata:
+        if any(reserved_key(k) for k in self.labels):
+            raise ValueError(RESERVED_LABELS_RULE["message"])
+        if any(reserved_key(k) for k in self.annotations):
+            raise ValueError(RESERVED_ANNOTATIONS_RULE["message"])
+        return self
+
+
+class DeletionSpec(_Model):
+    delete_tenant_namespaces: bool = Field(
+        default=False,
+        description="When the LiqoPeering is deleted, delete the tenant namespaces on both clusters too, once"
+        " Liqo's objects in them are gone (as liqoctl unpeer --delete-namespaces). Default: they stay.",
+    )
+
+
 class ReverseSpec(_Model):
     offloading: OffloadingSpec = Field(
         default_factory=OffloadingSpec,
@@ -286,6 +356,12 @@ class LiqoPeeringTemplate(_Model):
     reverse: ReverseSpec = Field(
         default_factory=ReverseSpec, description="The reverse direction, used when bidirectional is true."
     )
+    common_metadata: CommonMetadata = Field(
+        default_factory=CommonMetadata,
+        description="Labels and annotations for every object the peering creates on both clusters. Liqo's and"
+        " the operator's own keys are refused, and theirs win on every object.",
+    )
+    deletion: DeletionSpec = Field(default_factory=DeletionSpec, description="What unpeering removes.")
 
     @model_validator(mode="after")
     def _in_band_needs_networking(self) -> LiqoPeeringTemplate:

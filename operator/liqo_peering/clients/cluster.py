@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import structlog
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
@@ -25,10 +26,13 @@ from kubernetes.client.exceptions import ApiException
 from liqo_peering.clients import answers, faults
 from liqo_peering.clients.interrupt import Connections
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled, Unauthorized
+from liqo_peering.liqo import common
 from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
 from liqo_peering.liqo.stored import covers, overlay
 from liqo_peering.redact import redact
+
+log = structlog.get_logger("liqo_peering.clients")
 
 REQUEST_TIMEOUT = 15.0
 
@@ -53,6 +57,9 @@ class ClusterClient:
         self._informers: list[Any] = []  # clients.informer.Informer (attached by the informer itself)
         self._informers_lock = threading.Lock()
         self._no_patch: set[str] = set()  # kinds this credential may not patch (no server-side apply)
+        # Kinds whose objects this credential may neither patch nor update (Liqo's peering-user: the provider's
+        # tenant namespace and nonce Secret): their common metadata stays as created.
+        self._no_relabel: set[str] = set()
 
     # -- plumbing -------------------------------------------------------------------------------
     def _request(
@@ -217,8 +224,11 @@ class ClusterClient:
         """Apply without patch: lay ``body`` over the live object and update it, or create it (409: again)."""
         meta = body["metadata"]
         name, namespace = meta["name"], meta.get("namespace")
+        path = res.path(namespace, name)
         for attempt in range(attempts):
-            updated = self._update(res, name, namespace, body)
+            updated = self._read_modify_write(
+                res, name, namespace, lambda live: self._call("PUT", path, body=overlay(live, common.over(live, body)))
+            )
             if updated is not None:
                 return updated
             try:
@@ -245,6 +255,41 @@ class ClusterClient:
                 if again is not None:
                     return again, False
             raise
+
+    def create_or_relabel(
+        self, res: Resource, body: dict[str, Any], owner: dict[str, str]
+    ) -> tuple[dict[str, Any], bool]:
+        """``create_if_absent``, and an existing object carrying ``owner``'s labels (made by this peering) gets
+        the common labels and annotations ``body`` has now (spec.commonMetadata), by a merge patch of those
+        alone: nothing else of it is rewritten."""
+        found, created = self.create_if_absent(res, body)
+        if created:
+            return found, created
+        return self.relabel(res, found, body, owner), False
+
+    def relabel(
+        self, res: Resource, live: dict[str, Any], body: dict[str, Any], owner: dict[str, str]
+    ) -> dict[str, Any]:
+        """Bring ``live``'s common metadata to ``body``'s if ``live`` is the peering's (its ``owner`` labels)."""
+        labels = (live.get("metadata") or {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in owner.items()):
+            return live
+        patch = common.metadata_patch(live, body)
+        if patch is None or res.plural in self._no_relabel:
+            return live
+        meta = live["metadata"]
+        try:
+            return self.merge_patch(res, meta["name"], meta.get("namespace"), patch) or live
+        except ClusterForbidden as exc:
+            if isinstance(exc, Unauthorized):
+                raise
+            # Labels are not worth a peering: say so once per kind, and leave the object as it was made.
+            self._no_relabel.add(res.plural)
+            log.warning(
+                f"the {self.side}'s credential may not update {res.plural}: {res.kind} {meta.get('namespace') or ''}"
+                f"/{meta['name']} keeps the labels and annotations it was created with ({redact(exc.message)})"
+            )
+            return live
 
     def merge_patch(
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None

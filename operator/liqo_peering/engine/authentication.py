@@ -41,7 +41,7 @@ def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
 def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
     ctx = p.ctx
     # 1. The provider's nonce: an empty Secret that Liqo fills.
-    nonce_secret, _ = p.provider.create_if_absent(r.SECRET, auth.nonce_secret(ctx))
+    nonce_secret, _ = p.provider.create_or_relabel(r.SECRET, auth.nonce_secret(ctx), ctx.owner)
     nonce = auth.secret_field(nonce_secret, naming.NONCE_FIELD)
     if not nonce:
         return StageResult.waiting(
@@ -49,7 +49,7 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
         )
 
     # 2. The consumer signs it: a Secret carrying the nonce that Liqo fills with the signature.
-    signed_secret, _ = p.consumer.create_if_absent(r.SECRET, auth.signed_nonce_secret(ctx, nonce))
+    signed_secret, _ = p.consumer.create_or_relabel(r.SECRET, auth.signed_nonce_secret(ctx, nonce), ctx.owner)
     if auth.secret_field(signed_secret, naming.NONCE_FIELD) != nonce:
         # A stale challenge (the provider's nonce changed): start it again.
         p.consumer.delete(r.SECRET, naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns)
@@ -80,6 +80,9 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
         p.provider.merge_patch(
             r.TENANT, ctx.consumer.cluster_id, ctx.provider_tenant_ns, {"metadata": {"labels": ctx.owner}}
         )
+    else:
+        # Ours: only its common labels and annotations follow the spec (its spec stays as it is).
+        tenant = p.provider.relabel(r.TENANT, tenant, auth.tenant_metadata(ctx), ctx.owner)
     if not auth.tenant_ready(tenant):
         return StageResult.waiting(
             STAGE,

@@ -29,6 +29,7 @@ from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
 from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.common import Common, dress
 from liqo_peering.status.credentials import CredentialsObservation
 
 log = structlog.get_logger("liqo_peering.credentials")
@@ -195,13 +196,13 @@ def _mint(
             if step == "use" or (step == "begin" and issued):
                 break
             if step == "begin":
-                state = _begin(local, peering, consumer_id)
+                state = _begin(local, peering, spec, consumer_id)
             elif step == "issue":
                 state = _issue(local, client, peering, spec, bootstrap, consumer_id, state)
                 issued = True
             else:
                 owner = naming.owner_labels(namespace, name)
-                tenant_ns = discovery.ensure_tenant_namespace(client, consumer_id, owner)
+                tenant_ns = discovery.ensure_tenant_namespace(client, consumer_id, owner, _common(spec))
                 _bind(client, spec, consumer_id, tenant_ns, [state.user or ""], owner)
                 state = pu.MintState.of(
                     local.merge_patch(r.SECRET, naming.minted_secret(name), namespace, pu.retired_patch())
@@ -219,12 +220,18 @@ def _mint(
     return state
 
 
-def _begin(local: ClusterClient, peering: dict[str, Any], consumer_id: str) -> pu.MintState:
+def _common(spec: LiqoPeeringSpec) -> Common:
+    """spec.commonMetadata, on what minting makes too (as it is when minted or renewed)."""
+    return Common.of(spec.common_metadata)
+
+
+def _begin(local: ClusterClient, peering: dict[str, Any], spec: LiqoPeeringSpec, consumer_id: str) -> pu.MintState:
     """A new key and CN, stored before any CSR exists: a restart finishes this same minting."""
     meta = peering["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     secret_name = naming.minted_secret(name)
-    local.create_if_absent(r.SECRET, pu.secret(namespace, secret_name, peering, naming.owner_labels(namespace, name)))
+    owner = naming.owner_labels(namespace, name)
+    local.create_if_absent(r.SECRET, dress(pu.secret(namespace, secret_name, peering, owner), _common(spec)))
     cn = pu.common_name(consumer_id, secrets.token_hex(16))
     key = pu.private_key_pem(ed25519.Ed25519PrivateKey.generate())
     log.info(f"minting the provider credential {cn} into Secret {namespace}/{secret_name}")
@@ -247,10 +254,10 @@ def _issue(
     owner = naming.owner_labels(namespace, name)
     assert state.pending_user is not None and state.pending_key is not None
     cn, key_pem = state.pending_user, state.pending_key
-    tenant_ns = discovery.ensure_tenant_namespace(client, consumer_id, owner)
+    tenant_ns = discovery.ensure_tenant_namespace(client, consumer_id, owner, _common(spec))
     _bind(client, spec, consumer_id, tenant_ns, [u for u in (state.user, cn) if u], owner)
     request = pu.csr_request(pu.load_private_key(key_pem), cn)
-    cert = _certificate(client, consumer_id, request, spec.credentials.lifetime_seconds, f"{namespace}/{name}", owner)
+    cert = _certificate(client, spec, consumer_id, request, f"{namespace}/{name}", owner)
     config = pu.kubeconfig(bootstrap, consumer_id, cert, key_pem, tenant_ns)
     secret_name = naming.minted_secret(name)
     state = pu.MintState.of(local.merge_patch(r.SECRET, secret_name, namespace, pu.issued_patch(state, cn, config)))
@@ -271,14 +278,17 @@ def _bind(
     owner: dict[str, str],
 ) -> None:
     """Liqo's peering-user Role and ClusterRole bound to ``users``, all owned by the user's revoke ClusterRole."""
-    role, _ = client.create_if_absent(r.CLUSTER_ROLE, pu.revoke_role(consumer_id, owner))
+    common = _common(spec)
+    role, _ = client.create_if_absent(r.CLUSTER_ROLE, dress(pu.revoke_role(consumer_id, owner), common))
     owners = pu.owned_by_revoke_role(role)
     liqo_ns = spec.remote_liqo_namespace
     reader = _liqo_role(client, r.ROLE, liqo_ns)
     writer = _liqo_role(client, r.CLUSTER_ROLE, None)
-    client.ensure(r.CLUSTER_ROLE_BINDING, pu.revoke_binding(consumer_id, users, owner, owners))
-    client.ensure(r.ROLE_BINDING, pu.reader_binding(consumer_id, liqo_ns, reader, users, owner, owners))
-    client.ensure(r.ROLE_BINDING, pu.writer_binding(consumer_id, tenant_ns, writer, users, owner, owners))
+    client.ensure(r.CLUSTER_ROLE_BINDING, dress(pu.revoke_binding(consumer_id, users, owner, owners), common))
+    client.ensure(r.ROLE_BINDING, dress(pu.reader_binding(consumer_id, liqo_ns, reader, users, owner, owners), common))
+    client.ensure(
+        r.ROLE_BINDING, dress(pu.writer_binding(consumer_id, tenant_ns, writer, users, owner, owners), common)
+    )
 
 
 def _liqo_role(client: ClusterClient, res: r.Resource, namespace: str | None) -> str:
@@ -297,9 +307,9 @@ def _liqo_role(client: ClusterClient, res: r.Resource, namespace: str | None) ->
 
 def _certificate(
     client: ClusterClient,
+    spec: LiqoPeeringSpec,
     consumer_id: str,
     request: bytes,
-    lifetime: int | None,
     peering: str,
     owner: dict[str, str],
 ) -> bytes:
@@ -311,7 +321,8 @@ def _certificate(
         client.delete(r.CSR, name)  # another minting's, or liqoctl's: a record only, the request is ours
         found = None
     if found is None:
-        found = client.create(r.CSR, pu.csr(consumer_id, request, lifetime, owner))
+        lifetime = spec.credentials.lifetime_seconds
+        found = client.create(r.CSR, dress(pu.csr(consumer_id, request, lifetime, owner), _common(spec)))
     if not pu.csr_approved(found):
         found = client.replace_subresource(r.CSR, name, None, "approval", pu.approval(found, peering))
     cert = pu.issued(found) or _wait_issued(client, found)

@@ -23,6 +23,7 @@ from liqo_peering.errors import (
 )
 from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
 from liqo_peering.liqo import naming, resources, versions
+from liqo_peering.liqo.common import NONE, Common
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.liqo.tenancy import tenant_access_binding, tenant_namespace, tenant_namespace_selector
 from liqo_peering.status import compute as status_compute
@@ -176,31 +177,40 @@ def _has_observed_generation(document: Any, kind: str) -> bool:
     return False
 
 
-def ensure_tenant_namespace(client: ClusterClient, peer_id: str, owner: dict[str, str]) -> str:
-    """Find the tenant namespace for a peer by Liqo's labels, or create the default one."""
-    found = find_tenant_namespace(client, peer_id)
-    if found:
-        return found
+def ensure_tenant_namespace(client: ClusterClient, peer_id: str, owner: dict[str, str], common: Common = NONE) -> str:
+    """Find the tenant namespace for a peer by Liqo's labels, or create the default one. One this peering made
+    gets the current common labels and annotations (spec.commonMetadata)."""
+    found = _tenant_namespace(client, peer_id)
+    if found is not None:
+        name = str(found["metadata"]["name"])
+        client.relabel(resources.NAMESPACE, found, tenant_namespace(peer_id, name, owner, common), owner)
+        return name
     name = naming.tenant_namespace(peer_id)
-    client.create_if_absent(resources.NAMESPACE, tenant_namespace(peer_id, name, owner))
+    client.create_or_relabel(resources.NAMESPACE, tenant_namespace(peer_id, name, owner, common), owner)
     return name
 
 
 def find_tenant_namespace(client: ClusterClient, peer_id: str) -> str | None:
+    found = _tenant_namespace(client, peer_id)
+    return str(found["metadata"]["name"]) if found is not None else None
+
+
+def _tenant_namespace(client: ClusterClient, peer_id: str) -> dict[str, Any] | None:
     try:
         found = client.find(resources.NAMESPACE, labels=tenant_namespace_selector(peer_id))
     except ClusterForbidden:
         # Liqo's peering-user may get only its own tenant namespace (which liqoctl generate peering-user
         # made, under Liqo's default name), not list namespaces.
-        ns = client.get(resources.NAMESPACE, naming.tenant_namespace(peer_id))
-        return str(ns["metadata"]["name"]) if ns is not None else None
-    return str(sorted(ns["metadata"]["name"] for ns in found)[0]) if found else None
+        return client.get(resources.NAMESPACE, naming.tenant_namespace(peer_id))
+    return sorted(found, key=lambda ns: str(ns["metadata"]["name"]))[0] if found else None
 
 
-def ensure_tenant_access(client: ClusterClient, namespace: str, access: TenantAccess, owner: dict[str, str]) -> None:
+def ensure_tenant_access(
+    client: ClusterClient, namespace: str, access: TenantAccess, owner: dict[str, str], common: Common = NONE
+) -> None:
     client.ensure(
         resources.ROLE_BINDING,
-        tenant_access_binding(namespace, access.cluster_role, access.sa_namespace, access.sa_name, owner),
+        tenant_access_binding(namespace, access.cluster_role, access.sa_namespace, access.sa_name, owner, common),
     )
 
 

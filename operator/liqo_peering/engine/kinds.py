@@ -98,7 +98,9 @@ class Peerings:
         found = self.service.unpeering(key.namespace, key.name)
         if found is None:
             return []
-        return teardown_routes(self.service.local, found.remote, found.ctx, reverse=found.reverse)
+        return teardown_routes(
+            self.service.local, found.remote, found.ctx, reverse=found.reverse, namespaces=found.namespaces
+        )
 
     def forget(self, key: ObjectKey) -> None:
         self.service.release(key.namespace, key.name)

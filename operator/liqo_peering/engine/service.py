@@ -47,8 +47,9 @@ from liqo_peering.errors import (
     own_cluster_unavailable,
 )
 from liqo_peering.kubeconfig import KubeconfigError
-from liqo_peering.liqo import naming
+from liqo_peering.liqo import naming, unpeering
 from liqo_peering.liqo import resources as r
+from liqo_peering.liqo.common import Common
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
 from liqo_peering.redact import redact
@@ -70,11 +71,13 @@ def _redacted(obs: CredentialsObservation) -> CredentialsObservation:
 @dataclass(frozen=True)
 class Unpeering:
     """What an unpeering pass found: the provider client (None: this cluster only), the peering's cluster IDs
-    and tenant namespaces, and whether a reverse direction is removed too."""
+    and tenant namespaces, whether a reverse direction is removed too, and the tenant namespaces being
+    deleted (side, name)."""
 
     remote: ClusterClient | None
     ctx: PeeringContext
     reverse: bool
+    namespaces: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -306,18 +309,24 @@ class PeeringService:
         provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
         logs.bind_peering(namespace, name, provider.cluster_id)
         self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
-        return PeeringContext(namespace, name, consumer, provider)
+        return PeeringContext(namespace, name, consumer, provider, common=Common.of(spec.common_metadata))
 
     def _tenancy(self, found: PeeringContext, remote: ClusterClient) -> PeeringContext:
         """Both tenant namespaces (made if absent), and the operator's access to the consumer's."""
         owner = found.owner
         ctx = dataclasses.replace(
             found,
-            consumer_tenant_ns=discovery.ensure_tenant_namespace(self.local, found.provider.cluster_id, owner),
-            provider_tenant_ns=discovery.ensure_tenant_namespace(remote, found.consumer.cluster_id, owner),
+            consumer_tenant_ns=discovery.ensure_tenant_namespace(
+                self.local, found.provider.cluster_id, owner, found.common
+            ),
+            provider_tenant_ns=discovery.ensure_tenant_namespace(
+                remote, found.consumer.cluster_id, owner, found.common
+            ),
         )
         if self.tenant_access is not None:
-            discovery.ensure_tenant_access(self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner)
+            discovery.ensure_tenant_access(
+                self.local, ctx.consumer_tenant_ns, self.tenant_access, ctx.owner, ctx.common
+            )
         return ctx
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
@@ -487,6 +496,9 @@ class PeeringService:
         reverse = spec.bidirectional or status_compute.has_reverse(status)
         with self._guard:
             self._unpeering[(namespace, name)] = Unpeering(remote, ctx, reverse)
+        if force:
+            # As liqoctl force unpeer: Liqo on this cluster stops waiting for the provider, first.
+            teardown.mark_unreachable(self.local, remote_id)
         # liqoctl unpeer's order for a bidirectional peering: one direction first, keeping the network the
         # other one uses; then the other, no longer bidirectional, with the network last. The reverse
         # direction goes first, as it is the one this peering added on top of the forward one.
@@ -496,6 +508,17 @@ class PeeringService:
                 return left
         bidirectional = teardown.reverse_peered(self.local, remote_id)  # a reverse direction made by others
         remaining = teardown.run(self.local, remote, ctx, bidirectional=bidirectional, local_only=force)
+        if remaining:
+            return remaining
+        doomed = unpeering.namespaces_to_delete(
+            {"consumer": consumer_ns, "provider": provider_ns},
+            delete_namespaces=spec.deletion.delete_tenant_namespaces,
+            force=force,
+            other_direction=bidirectional,
+        )
+        with self._guard:  # their deletion wakes the next pass too
+            self._unpeering[(namespace, name)] = Unpeering(remote, ctx, reverse, tuple(doomed))
+        remaining = teardown.delete_namespaces({"consumer": self.local, "provider": remote}, doomed)
         if remaining:
             return remaining
         if force:

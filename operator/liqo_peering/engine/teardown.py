@@ -12,7 +12,7 @@ direction's steps are the same with the clusters swapped (``reverse=True``).
 from __future__ import annotations
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.liqo import naming
+from liqo_peering.liqo import naming, unpeering
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
@@ -186,3 +186,27 @@ def reverse_peered(local: ClusterClient, provider_id: str) -> bool:
     unpeering deletes the forward Identity, before the network's turn comes."""
     tenants = local.find(r.TENANT, labels=f"{naming.REMOTE_CLUSTER_ID}={provider_id}")
     return any(not t["metadata"].get("deletionTimestamp") for t in tenants)
+
+
+def mark_unreachable(consumer: ClusterClient, provider_id: str) -> None:
+    """Annotate the provider's ForeignCluster permanently unreachable (liqoctl force unpeer), once."""
+    patch = unpeering.unreachable_patch(consumer.get(r.FOREIGN_CLUSTER, provider_id))
+    if patch is not None:
+        consumer.merge_patch(r.FOREIGN_CLUSTER, provider_id, None, patch)
+
+
+def delete_namespaces(clients: dict[str, ClusterClient | None], doomed: list[tuple[str, str]]) -> list[str]:
+    """Delete these tenant namespaces (side, name); what is still there, until the namespace controller has
+    emptied and removed them."""
+    left = []
+    for side, name in doomed:
+        client = clients[side]
+        if client is None:
+            continue
+        found = client.get(r.NAMESPACE, name)
+        if found is None:
+            continue
+        if not found["metadata"].get("deletionTimestamp"):
+            client.delete(r.NAMESPACE, name)
+        left.append(f"Namespace {name} on the {client.side} (its contents are being deleted)")
+    return left

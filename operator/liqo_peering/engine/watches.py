@@ -174,7 +174,12 @@ def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringCont
 
 
 def teardown_routes(
-    local: ClusterClient, remote: ClusterClient | None, ctx: PeeringContext, *, reverse: bool = False
+    local: ClusterClient,
+    remote: ClusterClient | None,
+    ctx: PeeringContext,
+    *,
+    reverse: bool = False,
+    namespaces: tuple[tuple[str, str], ...] = (),
 ) -> list[Route]:
     """What wakes an unpeering: the objects it deletes and waits for, in the informers a peering uses (shared
     with any peering still running), so that each phase follows the last one's deletion as it happens.
@@ -183,7 +188,14 @@ def teardown_routes(
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     if not tenant_ns:
         return []  # no tenant namespace here: nothing of the peering was made, nothing to wait for
-    routes = [
+    # The tenant namespaces unpeering deletes (spec.deletion.deleteTenantNamespaces, force-delete), each by name.
+    clients = {"consumer": local, "provider": remote}
+    gone = [
+        Route(client, Scope(r.NAMESPACE, fields=f"metadata.name={name}"), name=name)
+        for side, name in namespaces
+        if (client := clients[side]) is not None
+    ]
+    routes = gone + [
         Route(local, Scope(res, labels=naming.REMOTE_CLUSTER_ID), namespace=tenant_ns)
         for res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, r.GATEWAY_CLIENT, r.PUBLIC_KEY, r.CONFIGURATION)
     ]

@@ -15,7 +15,7 @@ from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.liqo import naming, resources
-from liqo_peering.liqo.context import PeeringContext, metadata
+from liqo_peering.liqo.context import PeeringContext
 
 CONTROL_PLANE_ORGANIZATION = "liqo.io"
 # ASN.1 PrintableString's alphabet (Go's encoding/asn1 isPrintable, as it marshals names).
@@ -32,7 +32,7 @@ def nonce_secret(ctx: PeeringContext) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": metadata(naming.NONCE_SECRET, ctx.provider_tenant_ns, labels),
+        "metadata": ctx.metadata(naming.NONCE_SECRET, ctx.provider_tenant_ns, labels),
     }
 
 
@@ -42,7 +42,7 @@ def signed_nonce_secret(ctx: PeeringContext, nonce_b64: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": metadata(naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns, labels),
+        "metadata": ctx.metadata(naming.SIGNED_NONCE_SECRET, ctx.consumer_tenant_ns, labels),
         "data": {naming.NONCE_FIELD: nonce_b64},
     }
 
@@ -127,8 +127,15 @@ def tenant(
     return {
         "apiVersion": resources.TENANT.api_version,
         "kind": resources.TENANT.kind,
-        "metadata": metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id)),
+        "metadata": ctx.metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id)),
         "spec": spec,
+    }
+
+
+def tenant_metadata(ctx: PeeringContext) -> dict[str, Any]:
+    """The Tenant's metadata alone, as ``tenant`` makes it: what a Tenant already there is compared with."""
+    return {
+        "metadata": ctx.metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id))
     }
 
 
@@ -143,7 +150,7 @@ def identity(ctx: PeeringContext, tenant_status: dict[str, Any]) -> dict[str, An
     return {
         "apiVersion": resources.IDENTITY.api_version,
         "kind": resources.IDENTITY.kind,
-        "metadata": metadata(naming.identity_name(provider_id), ctx.consumer_tenant_ns, ctx.labels(provider_id)),
+        "metadata": ctx.metadata(naming.identity_name(provider_id), ctx.consumer_tenant_ns, ctx.labels(provider_id)),
         "spec": {
             "clusterID": provider_id,
             "type": "ControlPlane",

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from liqo_peering.liqo import naming
+from liqo_peering.liqo.common import NONE, Common, decorate
 from liqo_peering.liqo.versions import LiqoVersion
 
 
@@ -32,7 +33,7 @@ class PeeringContext:
     # Tenant namespaces: on the consumer for the provider, on the provider for the consumer.
     consumer_tenant_ns: str = ""
     provider_tenant_ns: str = ""
-    extra_labels: dict[str, str] = field(default_factory=dict)
+    common: Common = NONE  # spec.commonMetadata: on every object the peering makes
 
     @property
     def owner(self) -> dict[str, str]:
@@ -52,6 +53,12 @@ class PeeringContext:
 
     def labels(self, remote_cluster_id: str, **extra: str) -> dict[str, str]:
         return {naming.REMOTE_CLUSTER_ID: remote_cluster_id, **self.owner, **extra}
+
+    def metadata(
+        self, name: str, namespace: str | None, labels: dict[str, str], annotations: dict[str, str] | None = None
+    ) -> dict:
+        """An object's metadata with the peering's common labels and annotations under its own."""
+        return decorate(metadata(name, namespace, labels, annotations), self.common)
 
 
 def metadata(

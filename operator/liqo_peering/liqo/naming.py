@@ -37,6 +37,11 @@ MANAGER = "liqo-peering-operator"
 PEERING_NAMESPACE = "peering.liqo-operator.io/peering-namespace"
 PEERING_NAME = "peering.liqo-operator.io/peering-name"
 FORCE_DELETE = "peering.liqo-operator.io/force-delete"
+# The keys of spec.commonMetadata an object was given (liqo/common.py), so that dropped ones can be removed.
+COMMON_METADATA = "peering.liqo-operator.io/common-metadata"
+# Liqo's own (pkg/consts, v1.1+): on a ForeignCluster, the peer will never come back. Liqo's CRD replicator and
+# the virtual node's drain stop waiting for it (foreigncluster.IsDead), as after liqoctl force unpeer.
+PERMANENTLY_UNREACHABLE = "liqo.io/foreign-cluster-permanently-unreachable"
 # On the kubeconfig Secret while a LiqoPeering uses it: unpeering needs the provider's kubeconfig.
 KUBECONFIG_IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"
 # LiqoPeeringSets: the label naming a LiqoPeering's set, and the annotation recording the spec the set last

@@ -7,7 +7,7 @@ from typing import Any
 
 from liqo_peering.api.model import NetworkingSpec
 from liqo_peering.liqo import naming, resources
-from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
+from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.liqo.versions import LiqoVersion
 
 # Liqo's API server proxy listens here (its chart's proxy Service).
@@ -19,7 +19,7 @@ def configuration(ctx: PeeringContext, described: ClusterInfo, namespace: str) -
     return {
         "apiVersion": resources.CONFIGURATION.api_version,
         "kind": resources.CONFIGURATION.kind,
-        "metadata": metadata(described.cluster_id, namespace, ctx.labels(described.cluster_id)),
+        "metadata": ctx.metadata(described.cluster_id, namespace, ctx.labels(described.cluster_id)),
         "spec": {"remote": {"cidr": {"pod": list(described.pod_cidrs), "external": [described.external_cidr]}}},
     }
 
@@ -55,7 +55,7 @@ def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:
     return {
         "apiVersion": resources.GATEWAY_SERVER.api_version,
         "kind": resources.GATEWAY_SERVER.kind,
-        "metadata": metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id)),
+        "metadata": ctx.metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id)),
         "spec": {
             "mtu": spec.mtu,
             "endpoint": endpoint,
@@ -83,7 +83,7 @@ def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str
     return {
         "apiVersion": resources.GATEWAY_CLIENT.api_version,
         "kind": resources.GATEWAY_CLIENT.kind,
-        "metadata": metadata(ctx.provider.cluster_id, ctx.consumer_tenant_ns, ctx.labels(ctx.provider.cluster_id)),
+        "metadata": ctx.metadata(ctx.provider.cluster_id, ctx.consumer_tenant_ns, ctx.labels(ctx.provider.cluster_id)),
         "spec": {
             "mtu": spec.mtu,
             "endpoint": {
@@ -117,7 +117,7 @@ def public_key(ctx: PeeringContext, peer_cluster_id: str, namespace: str, key_b6
     return {
         "apiVersion": resources.PUBLIC_KEY.api_version,
         "kind": resources.PUBLIC_KEY.kind,
-        "metadata": metadata(peer_cluster_id, namespace, labels),
+        "metadata": ctx.metadata(peer_cluster_id, namespace, labels),
         "spec": {"publicKey": key_b64},
     }
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from liqo_peering.api.model import OffloadingSpec
 from liqo_peering.liqo import naming, resources
-from liqo_peering.liqo.context import PeeringContext, metadata
+from liqo_peering.liqo.context import PeeringContext
 from liqo_peering.liqo.stored import canonical_quantity
 from liqo_peering.liqo.versions import LiqoVersion
 
@@ -23,7 +23,7 @@ def resource_slice(ctx: PeeringContext, spec: OffloadingSpec) -> dict[str, Any]:
     return {
         "apiVersion": resources.RESOURCE_SLICE.api_version,
         "kind": resources.RESOURCE_SLICE.kind,
-        "metadata": metadata(provider_id, ctx.consumer_tenant_ns, labels, annotations),
+        "metadata": ctx.metadata(provider_id, ctx.consumer_tenant_ns, labels, annotations),
         "spec": slice_spec,
     }
 

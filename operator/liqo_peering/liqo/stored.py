@@ -13,6 +13,8 @@ import re
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from liqo_peering.liqo.naming import COMMON_METADATA
+
 # resource.Quantity: <sign><digits>[.<digits>][<suffix>], suffix binary (Ki..Ei), decimal (n..E) or e<exp>.
 _QUANTITY = re.compile(r"^([+-]?[0-9]*\.?[0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
@@ -100,6 +102,11 @@ def covers(live: dict[str, Any] | None, desired: dict[str, Any]) -> bool:
     if live is None:
         return False
     meta, live_meta = desired.get("metadata") or {}, live.get("metadata") or {}
+    # Common metadata dropped from the spec: the apply that removes it is due (liqo/common.py).
+    if (live_meta.get("annotations") or {}).get(COMMON_METADATA) != (meta.get("annotations") or {}).get(
+        COMMON_METADATA
+    ):
+        return False
     for field in ("labels", "annotations"):
         have = live_meta.get(field) or {}
         if any(have.get(k) != v for k, v in (meta.get(field) or {}).items()):
