@@ -11,11 +11,22 @@ from kubernetes import client as k8s
 Ignore = Callable[[dict[str, Any]], bool]  # objects not to count
 
 
-def listed(call: Callable[..., Any], *args: Any) -> list[dict[str, Any]]:
+def listed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """A list call's items as plain JSON: the client's models for CRDs (Liqo's schemas are large) and
     Secrets cost seconds of CPU per count, and counts are taken many times a test."""
-    resp = call(*args, _preload_content=False)
+    resp = call(*args, _preload_content=False, **kwargs)
     return cast(list[dict[str, Any]], json.loads(resp.data)["items"])
+
+
+def liqo_kinds(api: k8s.ApiClient) -> list[tuple[str, str, str]]:
+    """(group, storage version, plural) of every Liqo kind installed on the cluster (found through its CRDs)."""
+    kinds = []
+    for crd in listed(k8s.ApiextensionsV1Api(api).list_custom_resource_definition):
+        spec = crd["spec"]
+        if spec["group"].endswith("liqo.io"):
+            version = next(v["name"] for v in spec["versions"] if v["storage"])
+            kinds.append((spec["group"], version, spec["names"]["plural"]))
+    return kinds
 
 
 def liqo_items(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -23,17 +34,9 @@ def liqo_items(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, li
     none are left out."""
     custom = k8s.CustomObjectsApi(api)
     found: dict[str, list[dict[str, Any]]] = {}
-    for crd in listed(k8s.ApiextensionsV1Api(api).list_custom_resource_definition):
-        spec = crd["spec"]
-        group, plural = spec["group"], spec["names"]["plural"]
-        if not group.endswith("liqo.io"):
-            continue
-        version = next(v["name"] for v in spec["versions"] if v["storage"])
-        kept = [
-            item
-            for item in listed(custom.list_cluster_custom_object, group, version, plural)
-            if ignore is None or not ignore(item)
-        ]
+    for group, version, plural in liqo_kinds(api):
+        items = listed(custom.list_cluster_custom_object, group, version, plural)
+        kept = [item for item in items if ignore is None or not ignore(item)]
         if kept:
             found[f"{plural}.{group}"] = kept
     return found
@@ -87,19 +90,10 @@ def labelled(api: k8s.ApiClient, selector: str) -> dict[str, dict[str, Any]]:
             found[f"{plural}/{meta.get('namespace') or ''}/{meta['name']}"] = meta
 
     for plural, listing in listings.items():
-        add(plural, listing(label_selector=selector, _preload_content=False).json()["items"])
-    ext = k8s.ApiextensionsV1Api(api)
+        add(plural, listed(listing, label_selector=selector))
     custom = k8s.CustomObjectsApi(api)
-    for crd in ext.list_custom_resource_definition().items:
-        spec = crd.spec
-        if not spec.group.endswith("liqo.io"):
-            continue
-        version = next(v.name for v in spec.versions if v.storage)
-        listed = cast(
-            dict[str, Any],
-            custom.list_cluster_custom_object(spec.group, version, spec.names.plural, label_selector=selector),
-        )
-        add(spec.names.plural, listed["items"])
+    for group, version, plural in liqo_kinds(api):
+        add(plural, listed(custom.list_cluster_custom_object, group, version, plural, label_selector=selector))
     return found
 
 
