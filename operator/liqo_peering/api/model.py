@@ -115,7 +115,7 @@ RESERVED_ANNOTATIONS_RULE = _cel(
 # A transition rule (it compares with the stored object), so it has no counterpart in the validators below.
 LOCATION_RULE = _cel(
     "self.location == oldSelf.location",
-    "location cannot be changed on a live peering: delete the LiqoPeering and create it again with the other location",
+    "location cannot be changed once set: delete the peering and create it again with the other location",
     ".location",
 )
 IN_BAND_RULE = _cel(
