@@ -3,8 +3,9 @@ same view of a LiqoPeering's status: the end-to-end tests compare the two.
 
 Read independently of the operator (the harness never imports it): the Configurations on both clusters (the
 other cluster's CIDRs in spec.remote.cidr, the remap in status.remote.cidr), the gateway client's endpoint (or
-the server's published one), the consumer's own ResourceSlices for the provider (not the copies Liqo replicates
-in), its VirtualNodes and their Nodes' Ready, and the ControlPlane Identity's API server address.
+the server's published one) on whichever cluster each is, the consumer's own ResourceSlices for the provider
+(not the copies Liqo replicates in), its VirtualNodes and their Nodes' Ready, and the ControlPlane Identity's
+API server address.
 """
 
 from __future__ import annotations
@@ -52,8 +53,14 @@ def from_liqo(consumer: k8s.ApiClient, provider: k8s.ApiClient, consumer_id: str
     c_ns, p_ns = tenant_ns(consumer, provider_id), tenant_ns(provider, consumer_id)
     c_conf = get(consumer, "networking.liqo.io", "configurations", c_ns, provider_id)
     p_conf = get(provider, "networking.liqo.io", "configurations", p_ns, consumer_id)
+    # The server on the provider (liqoctl's default), or on the consumer (--gw-server-service-location Consumer).
+    server_side = "Provider"
     client = get(consumer, "networking.liqo.io", "gatewayclients", c_ns, provider_id)
     server = get(provider, "networking.liqo.io", "gatewayservers", p_ns, consumer_id)
+    if client is None and server is None:
+        client = get(provider, "networking.liqo.io", "gatewayclients", p_ns, consumer_id)
+        server = get(consumer, "networking.liqo.io", "gatewayservers", c_ns, provider_id)
+        server_side = "Consumer"
     endpoint = ((client or {}).get("spec") or {}).get("endpoint") or ((server or {}).get("status") or {}).get(
         "endpoint"
     )
@@ -75,7 +82,7 @@ def from_liqo(consumer: k8s.ApiClient, provider: k8s.ApiClient, consumer_id: str
         "gateway": None
         if endpoint is None
         else {
-            "server": "Provider",
+            "server": server_side,
             "addresses": endpoint.get("addresses"),
             "port": endpoint.get("port"),
             "protocol": endpoint.get("protocol"),

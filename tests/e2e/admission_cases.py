@@ -2,7 +2,10 @@
 checks), each naming the field at fault. test_peering sends them to the current Kubernetes,
 test_kubernetes_floor to the oldest the chart supports: the rules hold on both.
 
-Every request is a server-side dry run: nothing is stored, even a spec that should have been refused.
+Every refused request is a server-side dry run: nothing is stored, even a spec that should have been refused.
+A transition rule (one that reads oldSelf) is checked only on an update, so its case stores the object it
+updates first, with a kubeconfig Secret and a selector that name nothing (the operator does nothing with it),
+and deletes it afterwards.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ from kubernetes.client.exceptions import ApiException
 from liqo_peering.api import model, peeringset
 from liqo_peering.api.crdgen import CRD_FILE, SET_CRD_FILE
 from liqo_peering.api.model import GROUP, VERSION
+from testenv.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILES = {model.KIND: ROOT / CRD_FILE, peeringset.KIND: ROOT / SET_CRD_FILE}
 PLURALS = {model.KIND: model.PLURAL, peeringset.KIND: peeringset.PLURAL}
 SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}}
 SELECTOR = {"matchLabels": {"peer": "yes"}}
+# What an update case's stored object points at: nothing, so that the operator has nothing to peer with.
+NO_SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "admission-no-such-secret"}}
+NO_SELECTOR = {"matchLabels": {"admission-no-such-label": "none"}}
 GATEWAY = "networking.gatewayServer"
 OWN_KEYS = (
     "in Liqo's and the operator's own domains (liqo.io/, *.liqo.io/, *.liqo-operator.io/, app.kubernetes.io/managed-by)"
@@ -45,6 +52,7 @@ class Invalid:
     spec: dict[str, Any]
     field: str
     rule: str | None = None
+    old: dict[str, Any] | None = None  # an update of an object stored with this spec (transition rules)
 
 
 def peering(**spec: Any) -> dict[str, Any]:
@@ -80,6 +88,12 @@ def _cel_cases(kind: str, wrap: str) -> list[Invalid]:
         body = peering_set(spec) if wrap else peering(**spec)
         return Invalid(kind, name, body, prefix + field, rule)
 
+    def update(name: str, old: dict[str, Any], new: dict[str, Any], field: str, rule: str) -> Invalid:
+        def body(spec: dict[str, Any]) -> dict[str, Any]:
+            return {"selector": NO_SELECTOR, "template": spec} if wrap else {**NO_SECRET_REF, **spec}
+
+        return Invalid(kind, name, body(new), prefix + field, rule, old=body(old))
+
     return [
         case(
             "nodeport",
@@ -92,6 +106,13 @@ def _cel_cases(kind: str, wrap: str) -> list[Invalid]:
             {"networking": {"gatewayServer": {"serviceType": "NodePort", "loadBalancerIP": "1.2.3.4"}}},
             f"{GATEWAY}.loadBalancerIP",
             "loadBalancerIP can only be set when serviceType is LoadBalancer",
+        ),
+        update(
+            "location",
+            {"networking": {"gatewayServer": {"location": "Provider"}}},
+            {"networking": {"gatewayServer": {"location": "Consumer"}}},
+            f"{GATEWAY}.location",
+            "location cannot be changed once set: delete the peering and create it again with the other location",
         ),
         case(
             "inband",
@@ -215,10 +236,46 @@ def uncovered_rules() -> list[tuple[str, str, str]]:
 
 
 def _dry_run_create(api: k8s.ApiClient, namespace: str, case: Invalid) -> None:
+    if case.old is not None:
+        _dry_run_update(api, namespace, case, case.old)
+        return
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": case.kind, "metadata": {"name": case.name}, "spec": case.spec}
     k8s.CustomObjectsApi(api).create_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURALS[case.kind], body, dry_run="All"
     )
+
+
+def _dry_run_update(api: k8s.ApiClient, namespace: str, case: Invalid, old: dict[str, Any]) -> None:
+    """Store the object with the old spec, then send the new one as a dry-run update; the object is deleted
+    (and waited for: the operator may hold it with its finalizer for a moment) whatever the answer."""
+    custom, plural = k8s.CustomObjectsApi(api), PLURALS[case.kind]
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": case.kind, "metadata": {"name": case.name}, "spec": old}
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, body)
+    try:
+        # A merge patch of the spec: no resourceVersion, so the operator's own writes cannot make it conflict.
+        custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            case.name,
+            {"spec": case.spec},
+            dry_run="All",
+            _content_type="application/merge-patch+json",
+        )
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, plural, case.name)
+
+        def gone() -> bool:
+            try:
+                custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, case.name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return True
+                raise
+            return False
+
+        wait_for(f"{case.kind} {namespace}/{case.name} to be deleted", gone, timeout=60)
 
 
 def admission_failures(api: k8s.ApiClient, namespace: str) -> list[str]:

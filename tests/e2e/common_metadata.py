@@ -23,11 +23,20 @@ LABELS_AFTER = {"example.com/team": "green"}
 ANNOTATIONS_AFTER = {"example.com/note": "moved"}
 DROPPED = ("cost-centre", "example.com/owner")
 
-# What a peering makes on each side in any case (the tenant namespaces only when Liqo had none).
+# What a peering makes on each side in any case (the tenant namespaces only when Liqo had none), with the
+# gateway server on the provider (spec.networking.gatewayServer.location: Provider).
 MADE = {
     "consumer": {"configurations", "gatewayclients", "publickeies", "identities", "resourceslices"},
     "provider": {"configurations", "gatewayservers", "publickeies", "tenants", "secrets"},
 }
+
+
+def made_kinds(location: str) -> dict[str, set[str]]:
+    """MADE for a gateway server on the cluster of ``location``: the gateways change sides with Consumer."""
+    if location == "Provider":
+        return MADE
+    swap = {"gatewayclients": "gatewayservers", "gatewayservers": "gatewayclients"}
+    return {side: {swap.get(kind, kind) for kind in kinds} for side, kinds in MADE.items()}
 
 
 def owner_selector(namespace: str, name: str) -> str:
@@ -50,11 +59,14 @@ def made(apis: dict[str, k8s.ApiClient], namespace: str, name: str) -> dict[str,
     }
 
 
-def check_then_change(apis: dict[str, k8s.ApiClient], peerings: Peerings, namespace: str, name: str) -> list[str]:
+def check_then_change(
+    apis: dict[str, k8s.ApiClient], peerings: Peerings, namespace: str, name: str, location: str = "Provider"
+) -> list[str]:
     """On a Ready peering created with SPEC: each of its objects carries it; after CHANGE, each carries the new
-    set and none the dropped keys, with its uid unchanged. Returns the objects checked."""
+    set and none the dropped keys, with its uid unchanged. Returns the objects checked. ``location``: the
+    peering's spec.networking.gatewayServer.location."""
     before = made(apis, namespace, name)
-    for side, kinds in MADE.items():
+    for side, kinds in made_kinds(location).items():
         found = {key.split("/")[0] for key in before[side]}
         assert kinds <= found, f"{side}: no {sorted(kinds - found)} labelled as the peering's: {sorted(before[side])}"
         assert metadata_off(before[side], LABELS, ANNOTATIONS) == {}, side

@@ -8,7 +8,9 @@ replicator, IPAM, webhook, proxy, metric agent (its cert-creator init container 
 the node. The API server calls Liqo's webhook through its Service (localk8s `egress`).
 
 Then the operator peers the pair: its LiqoPeering becomes Ready with Liqo's real gateways
-(WireGuard in userspace, Connections `Connected` both ways), a Deployment in an offloaded namespace is put
+(WireGuard in userspace, Connections `Connected` both ways), here with the gateway server and its Service on the
+consumer and the client on the provider (spec.networking.gatewayServer.location: Consumer; the real-Liqo suite
+peers with the server on the provider, the default), a Deployment in an offloaded namespace is put
 on the virtual node by kube-scheduler and runs on the provider's node, and deleting the LiqoPeering unpeers
 both sides. These tests share one peering and run in this order, after the install tests.
 """
@@ -27,6 +29,7 @@ import common_metadata
 import pytest
 
 from testenv import kube as k
+from testenv import liqo_info
 from testenv.kube import Kube
 from testenv.liqo_chart import (
     DAEMONSET,
@@ -170,8 +173,8 @@ class ChartPeering:
 
 @pytest.fixture(scope="module")
 def peering(pair: LiqoChartPair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartPeering]:
-    """The operator running as a process against the consumer, and one LiqoPeering (NodePort gateway server)
-    created; not waited for. Whatever is left of it is unpeered at the end."""
+    """The operator running as a process against the consumer, and one LiqoPeering (NodePort gateway server on the
+    consumer) created; not waited for. Whatever is left of it is unpeered at the end."""
     consumer_api = api_client(pair.clusters["consumer"].kubeconfig)
     install_crd(consumer_api)
     operator = OperatorProcess(Path(pair.clusters["consumer"].kubeconfig), tmp_path_factory.mktemp("chart-operator"))
@@ -185,8 +188,9 @@ def peering(pair: LiqoChartPair, tmp_path_factory: pytest.TempPathFactory) -> It
         spec = {
             "remoteKubeconfigSecretRef": {"name": SECRET},
             "timeout": "3m",
-            # No load balancer here: the provider's gateway is exposed on its node's port.
-            "networking": {"gatewayServer": {"serviceType": "NodePort"}},
+            # The gateway server on the consumer, as liqoctl peer --gw-server-service-location Consumer puts it;
+            # no load balancer here: it is exposed on the consumer's node's port.
+            "networking": {"gatewayServer": {"location": "Consumer", "serviceType": "NodePort"}},
             "commonMetadata": common_metadata.SPEC,
             "deletion": {"deleteTenantNamespaces": True},
         }
@@ -218,10 +222,19 @@ def test_a_liqo_peering_becomes_ready_with_real_gateways(
         assert conds[cond_type] == "True", status["conditions"]
 
     # The gateways: Liqo's own Pods (gateway, wireguard, geneve containers) Running on each cluster's node,
-    # the server on the provider, the client on the consumer.
-    for side, kind in (("provider", k.GATEWAYSERVER), ("consumer", k.GATEWAYCLIENT)):
+    # the server and its NodePort Service on the consumer (location Consumer), the client on the provider.
+    gateways = {"consumer": (k.GATEWAYSERVER, k.GATEWAYCLIENT), "provider": (k.GATEWAYCLIENT, k.GATEWAYSERVER)}
+    for side, (kind, other) in gateways.items():
         kc, ns = peering.pair.kube(side), peering.tenant_namespace(side)
         assert len(kc.list(kind, ns)) == 1, (side, kind.plural)
+        assert kc.list(other, ns) == [], (side, other.plural)
+        # Liqo names the server's Service as its Deployment, gw-<the other cluster's ID>.
+        peer = provider_id if side == "consumer" else consumer_id
+        service = kc.get(k.SERVICE, f"gw-{peer}", ns)
+        if side == "consumer":
+            assert service is not None and service["spec"]["type"] == "NodePort", service
+        else:
+            assert service is None, service
         pods = kc.list(k.POD, ns, selector=GATEWAY_SELECTOR)
         assert len(pods) == 1, (side, [p["metadata"]["name"] for p in pods])
         pod = pods[0]
@@ -240,6 +253,15 @@ def test_a_liqo_peering_becomes_ready_with_real_gateways(
         return found if set(found.values()) == {"Connected"} else None
 
     wait_for("the Connections on both sides to be Connected", connected, timeout=60)
+    # The status says which cluster serves and what the client on the provider dials, as Liqo's objects do.
+    shown = liqo_info.from_status(peering.peerings.status(PEERING_NS, NAME))
+    assert shown["gateway"]["server"] == "Consumer", shown
+    assert shown == liqo_info.from_liqo(
+        api_client(peering.pair.clusters["consumer"].kubeconfig),
+        api_client(peering.pair.clusters["provider"].kubeconfig),
+        consumer_id,
+        provider_id,
+    )
 
     # The virtual Node, registered by Liqo's virtual kubelet (a Pod on the consumer's node).
     node = peering.consumer.get(k.NODE, provider_id)
@@ -252,7 +274,7 @@ def test_a_liqo_peering_becomes_ready_with_real_gateways(
 
     # spec.commonMetadata: on everything the peering made on both clusters; a change reaches each in place.
     apis = {side: api_client(peering.pair.clusters[side].kubeconfig) for side in ("consumer", "provider")}
-    checked = common_metadata.check_then_change(apis, peering.peerings, PEERING_NS, NAME)
+    checked = common_metadata.check_then_change(apis, peering.peerings, PEERING_NS, NAME, location="Consumer")
     print(f"commonMetadata followed on {len(checked)} objects: {checked}")
     peering.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=120)
 
@@ -274,17 +296,23 @@ def test_deleting_the_liqo_peering_unpeers_both_sides(peering: ChartPeering) -> 
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{peering.diagnostics()}") from None
     print(f"LiqoPeering delete -> gone: {time.monotonic() - started:.1f}s")
+    gateways = [k.GATEWAYSERVER, k.GATEWAYCLIENT, k.CONNECTION]
     left = {
-        "consumer": (consumer, c_ns, [k.GATEWAYCLIENT, k.CONNECTION, k.IDENTITY, k.RESOURCESLICE, k.VIRTUALNODE]),
-        "provider": (provider, p_ns, [k.GATEWAYSERVER, k.CONNECTION, k.TENANT, k.RESOURCESLICE]),
+        "consumer": (consumer, c_ns, [*gateways, k.IDENTITY, k.RESOURCESLICE, k.VIRTUALNODE]),
+        "provider": (provider, p_ns, [*gateways, k.TENANT, k.RESOURCESLICE]),
     }
 
     def remaining() -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for side, (kc, ns, kinds) in left.items():
             names = [f"{r.plural}/{o['metadata']['name']}" for r in kinds for o in kc.list(r, ns)]
-            # The gateway Pods and the virtual kubelet's go with their Deployments.
+            # The gateway Pods and the virtual kubelet's go with their Deployments, the server's Service with it.
             names += [f"pods/{p['metadata']['name']}" for p in kc.list(k.POD, ns)]
+            names += [
+                f"services/{s['metadata']['name']}"
+                for s in kc.list(k.SERVICE, ns)
+                if s["metadata"]["name"].startswith("gw-")
+            ]
             if side == "consumer":
                 names += [
                     f"nodes/{n['metadata']['name']}" for n in kc.list(k.NODE, selector="liqo.io/type=virtual-node")

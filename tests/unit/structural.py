@@ -17,3 +17,9 @@ def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
         if name in out:
             out[name] = apply_defaults(sub, out[name])
     return out
+
+
+def creation_rules(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The CEL rules of one schema node that the API server checks on create: transition rules (those that read
+    oldSelf) are checked only on an update, against the stored object."""
+    return [rule for rule in schema.get("x-kubernetes-validations", []) if "oldSelf" not in rule["rule"]]

@@ -72,7 +72,7 @@ def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
         "networking": {
             "enabled": True,
             "mtu": 1340,
-            "gatewayServer": {"serviceType": "LoadBalancer", "port": 51840},
+            "gatewayServer": {"location": "Provider", "serviceType": "LoadBalancer", "port": 51840},
             "gatewayClient": {},
         },
         "authentication": {"inBand": False},

@@ -242,9 +242,9 @@ def test_every_schema_default_is_a_pydantic_default() -> None:
         else:
             assert value == node["default"], path
             seen += 1
-    # key, timeout, 2 namespaces, skipValidation, allowLiqoVersionSkew, 2 net, 2 server, inBand, 3 offloading,
+    # key, timeout, 2 namespaces, skipValidation, allowLiqoVersionSkew, 2 net, 3 server, inBand, 3 offloading,
     # 2 credentials, bidirectional, 3 reverse offloading, deleteTenantNamespaces
-    assert seen == 21
+    assert seen == 22
 
 
 # -- CEL rules -------------------------------------------------------------------------------
@@ -270,6 +270,7 @@ def test_cel_rules_sit_where_expected() -> None:
     assert placed == {
         ("spec.networking.gatewayServer", ".nodePort"),
         ("spec.networking.gatewayServer", ".loadBalancerIP"),
+        ("spec.networking.gatewayServer", ".location"),
         ("spec", ".authentication.inBand"),
         ("spec.offloading", ".createVirtualNode"),
         ("spec.reverse.offloading", ".createVirtualNode"),
@@ -285,6 +286,7 @@ def test_cel_rule_contents() -> None:
     rules = {(path, rule["fieldPath"]): rule["rule"] for path, _, rule in cel_rules()}
     assert "serviceType == 'NodePort'" in rules[("spec.networking.gatewayServer", ".nodePort")]
     assert "serviceType == 'LoadBalancer'" in rules[("spec.networking.gatewayServer", ".loadBalancerIP")]
+    assert rules[("spec.networking.gatewayServer", ".location")] == "self.location == oldSelf.location"
     assert "self.networking.enabled" in rules[("spec", ".authentication.inBand")]
     assert "self.createResourceSlice" in rules[("spec.offloading", ".createVirtualNode")]
     assert "isURL(self.proxyURL)" in rules[("spec.authentication", ".proxyURL")]

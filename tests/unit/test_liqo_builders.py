@@ -179,6 +179,54 @@ def test_gateway_server_node_port_and_load_balancer_ip(ctx: PeeringContext) -> N
 SERVER_STATUS_ENDPOINT = {"addresses": ["203.0.113.5"], "port": 32000, "protocol": "UDP"}
 
 
+def test_gateways_follow_the_location(ctx: PeeringContext) -> None:
+    """liqoctl's places: each gateway is named after the other cluster, in its own cluster's tenant namespace,
+    with its own cluster's Liqo namespace for its template; Consumer swaps the two clusters' roles."""
+    assert networking.gateways(ctx, "Provider") == networking.Gateways(
+        server_side="provider",
+        client_side="consumer",
+        server_name="consumer-id",
+        server_namespace=P_NS,
+        server_template_namespace="liqo-p",
+        client_name="provider-id",
+        client_namespace=C_NS,
+        client_template_namespace="liqo",
+    )
+    on_consumer = networking.gateways(ctx, "Consumer")
+    assert on_consumer == networking.Gateways(
+        server_side="consumer",
+        client_side="provider",
+        server_name="provider-id",
+        server_namespace=C_NS,
+        server_template_namespace="liqo",
+        client_name="consumer-id",
+        client_namespace=P_NS,
+        client_template_namespace="liqo-p",
+    )
+    assert on_consumer.location == "Consumer" and networking.gateways(ctx, "Provider").location == "Provider"
+
+
+def test_gateways_on_the_consumer_side(ctx: PeeringContext) -> None:
+    """location Consumer: the server (with every Service parameter) on the consumer, named after the provider;
+    the client on the provider, named after the consumer, with the overrides of spec.networking.gatewayClient."""
+    spec = NetworkingSpec.model_validate(
+        {
+            "mtu": 1300,
+            "gatewayServer": {"location": "Consumer", "serviceType": "NodePort", "nodePort": 30001},
+            "gatewayClient": {"port": 40000},
+        }
+    )
+    server = networking.gateway_server(ctx, spec)
+    assert server["metadata"] == {"name": "provider-id", "namespace": C_NS, "labels": labels_for("provider-id")}
+    assert server["spec"]["endpoint"] == {"port": 51840, "serviceType": "NodePort", "nodePort": 30001}
+    assert server["spec"]["serverTemplateRef"]["namespace"] == "liqo"  # the consumer's Liqo namespace
+    client = networking.gateway_client(ctx, spec, SERVER_STATUS_ENDPOINT)
+    assert client["metadata"] == {"name": "consumer-id", "namespace": P_NS, "labels": labels_for("consumer-id")}
+    assert client["spec"]["mtu"] == 1300
+    assert client["spec"]["endpoint"] == {"addresses": ["203.0.113.5"], "port": 40000, "protocol": "UDP"}
+    assert client["spec"]["clientTemplateRef"]["namespace"] == "liqo-p"  # the provider's Liqo namespace
+
+
 def test_server_endpoint() -> None:
     assert networking.server_endpoint({"status": {"endpoint": SERVER_STATUS_ENDPOINT}}) == SERVER_STATUS_ENDPOINT
     assert networking.server_endpoint({"status": {"endpoint": {"addresses": [], "port": 1}}}) is None

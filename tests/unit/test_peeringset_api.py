@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from liqo_peering.api import crdgen, model, peeringset
-from unit.structural import apply_defaults
+from unit.structural import apply_defaults, creation_rules
 from unit.test_crd_generated import walk
 
 CRD: dict[str, Any] = crdgen.render_set_crd()
@@ -23,7 +23,7 @@ _CEL = celpy.Environment()
 
 def cel_holds(schema: dict[str, Any], obj: Any) -> bool:
     """Every CEL rule of the schema tree holds on ``obj`` (objects and list items), as the API server checks."""
-    for rule in schema.get("x-kubernetes-validations", []):
+    for rule in creation_rules(schema):
         program = _CEL.program(_CEL.compile(rule["rule"]))
         try:
             if not bool(program.evaluate({"self": celpy.json_to_cel(obj)})):

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from liqo_peering.api import crdgen, model
-from unit.structural import apply_defaults
+from unit.structural import apply_defaults, creation_rules
 
 SPEC: dict[str, Any] = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 # A URL Go's url.Parse takes (the only proxyURL values drawn, see the module docstring).
@@ -66,7 +66,7 @@ def _is_url(value: Any) -> celpy.celtypes.BoolType:
 def _cel_programs(schema: dict[str, Any]) -> list[tuple[Callable[[Any], Any], str]]:
     return [
         (_CEL.program(_CEL.compile(rule["rule"]), functions={"isURL": _is_url}).evaluate, rule["rule"])
-        for rule in schema.get("x-kubernetes-validations", [])
+        for rule in creation_rules(schema)
     ]
 
 

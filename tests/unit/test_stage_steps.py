@@ -327,6 +327,74 @@ def test_networking_gateway_server_then_client_then_keys_then_connection() -> No
     assert (result.state, result.reason) == ("ready", "Established")
 
 
+def test_networking_with_the_server_on_the_consumer_swaps_the_gateways_roles() -> None:
+    """location Consumer, as liqoctl peer --gw-server-service-location Consumer: the same steps with the server
+    on the consumer (named after the provider) and the client on the provider (named after the consumer); the
+    Configurations and the PublicKeys stay where they are; the status says the consumer serves."""
+    p = make_run(make_spec(networking={"gatewayServer": {"location": "Consumer", "serviceType": "NodePort"}}))
+    local, remote = fakes(p)
+    local.put(r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, "liqo")
+    remote.put(r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, "liqo")
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+    server = local.obj(r.GATEWAY_SERVER, "provider-id", C_NS)
+    assert server["spec"]["endpoint"] == {"port": 51840, "serviceType": "NodePort"}
+    assert labels_of(server) == {naming.REMOTE_CLUSTER_ID: "provider-id", **OWNER}
+    assert r.GATEWAY_SERVER.kind not in remote.kinds() and r.GATEWAY_CLIENT.kind not in local.kinds() | remote.kinds()
+    assert "gateway server on the consumer" in networking.reconcile(p).message
+
+    server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
+    deployment(local, "provider-id", C_NS, ready=1)
+    result = networking.reconcile(p)
+    assert outcome(result) == waiting("networking", "WaitingForGatewayClient")
+    assert result.message == "waiting for the gateway client on the provider"
+    client = remote.obj(r.GATEWAY_CLIENT, "consumer-id", P_NS)
+    assert client["spec"]["endpoint"] == SERVER_ENDPOINT
+    assert labels_of(client) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
+    assert r.GATEWAY_CLIENT.kind not in local.kinds()
+
+    deployment(remote, "consumer-id", P_NS, ready=1)
+    gateway_keys(local, r.GATEWAY_SERVER, "provider-id", C_NS, SERVER_KEY)
+    gateway_keys(remote, r.GATEWAY_CLIENT, "consumer-id", P_NS, CLIENT_KEY)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConnection")
+    # Each side holds a PublicKey named after its peer, carrying the OTHER gateway's key.
+    assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)["spec"] == {"publicKey": CLIENT_KEY}
+    assert remote.obj(r.PUBLIC_KEY, "consumer-id", P_NS)["spec"] == {"publicKey": SERVER_KEY}
+
+    connection(local, "provider-id", C_NS, "Connected")
+    connection(remote, "consumer-id", P_NS, "Connected")
+    assert networking.reconcile(p).state == "ready"
+    before = (len(local.writes), len(remote.writes))
+    assert networking.reconcile(p).state == "ready"
+    assert (len(local.writes), len(remote.writes)) == before  # quiet at rest
+    assert detail.observe(p, None)["gateway"] == {"server": "Consumer", **SERVER_ENDPOINT}
+
+    remote.obj(r.CONNECTION, "conn-consumer-id", P_NS)["status"]["value"] = "Error"
+    with pytest.raises(ConnectionFailed) as err:
+        networking.reconcile(p)
+    assert (
+        "the gateway client on the provider cannot establish the tunnel to the gateway server on the consumer at"
+        " 192.0.2.10:30123/UDP" in err.value.message
+    )
+
+
+def test_networking_with_the_server_on_the_consumer_checks_the_templates_on_their_clusters() -> None:
+    p = make_run(make_spec(networking={"gatewayServer": {"location": "Consumer"}}))
+    local, remote = fakes(p)
+    install_templates(p)  # the server template on the provider, the client's on the consumer: not where needed
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+    with pytest.raises(LiqoNotReady, match="WgGatewayServerTemplate liqo/wireguard-server is missing on the consumer"):
+        networking.reconcile(p)
+    local.put(r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, "liqo")
+    with pytest.raises(LiqoNotReady, match="WgGatewayClientTemplate liqo/wireguard-client is missing on the provider"):
+        networking.reconcile(p)
+
+
 @pytest.mark.parametrize("side", ["consumer", "provider"])
 def test_networking_connection_error_raises_connection_failed(side: str) -> None:
     p = make_run()

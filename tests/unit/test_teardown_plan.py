@@ -62,6 +62,38 @@ def test_plan_gateway_clients_before_servers_before_configurations() -> None:
     assert steps([teardown.networking_objects(CTX)]) == [NETWORKING_PHASE]
 
 
+def test_run_with_the_server_on_the_consumer_deletes_the_client_on_the_provider_first() -> None:
+    """liqoctl's network reset deletes both sides' gateway clients, then both servers, then the Configurations,
+    whichever cluster serves: with location Consumer the client is on the provider and the server here."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    order: list[tuple[str, str]] = []
+    for client in (local, remote):
+        client.delete = _recording(client, order)  # type: ignore[method-assign]
+    labels = {naming.REMOTE_CLUSTER_ID: "x", **CTX.owner}
+    local.put(r.GATEWAY_SERVER, "provider-id", C_NS, labels=labels)
+    remote.put(r.GATEWAY_CLIENT, "consumer-id", P_NS, labels=labels)
+    local.put(r.CONFIGURATION, "provider-id", C_NS, labels=labels)
+    remote.put(r.CONFIGURATION, "consumer-id", P_NS, labels=labels)
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
+    assert order == [
+        ("provider", "gatewayclients"),
+        ("consumer", "gatewayservers"),
+        ("consumer", "configurations"),
+        ("provider", "configurations"),
+    ]
+    assert local.store == {} and remote.store == {}
+
+
+def _recording(client: FakeClusterClient, order: list[tuple[str, str]]) -> Any:
+    delete = client.delete
+
+    def recorded(res: r.Resource, name: str, namespace: str | None = None, **kwargs: Any) -> Any:
+        order.append((client.side, res.plural))
+        return delete(res, name, namespace, **kwargs)
+
+    return recorded
+
+
 def test_bidirectional_keeps_networking() -> None:
     phases = steps(teardown.plan(CTX, bidirectional=True, local_only=False))
     assert phases == [*FIRST_PHASES, NONCE_PHASE]

@@ -13,9 +13,10 @@ import pytest
 from liqo_peering.clients import informer as informer_module
 from liqo_peering.clients.cluster import ClusterClient, selector_matches, selector_within
 from liqo_peering.clients.informer import Scope
-from liqo_peering.engine.watches import Route, WatchHub, teardown_routes
+from liqo_peering.engine.watches import Route, WatchHub, peering_routes, teardown_routes
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable
 from liqo_peering.health import Health
+from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 
@@ -389,3 +390,31 @@ def test_an_unpeering_deleting_tenant_namespaces_is_woken_by_their_deletion() ->
     forced = teardown_routes(local, None, ctx, namespaces=(("consumer", "liqo-tenant-p1"),))
     assert namespaces(forced) == [(local, "metadata.name=liqo-tenant-p1", "liqo-tenant-p1")]
     assert all(rt.client is local for rt in forced)
+
+
+@pytest.mark.parametrize("location", ["Provider", "Consumer"])
+def test_the_gateways_watched_are_where_the_location_puts_them(location: str) -> None:
+    """A peering and its unpeering are woken by the gateway each cluster holds for it, and no informer is started
+    for the kind a cluster does not hold: the server on the cluster of spec.networking.gatewayServer.location."""
+    consumer = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
+    provider = ClusterInfo("provider-id", ("10.200.0.0/16",), "10.210.0.0/16")
+    c_ns, p_ns = "liqo-tenant-provider-id", "liqo-tenant-consumer-id"
+    ctx = PeeringContext("team-a", "p", consumer, provider, consumer_tenant_ns=c_ns, provider_tenant_ns=p_ns)
+    local, remote = ListWatch(), ListWatch()
+    on_consumer = r.GATEWAY_SERVER if location == "Consumer" else r.GATEWAY_CLIENT
+    on_provider = r.GATEWAY_CLIENT if location == "Consumer" else r.GATEWAY_SERVER
+    gateway_location: Any = location
+    for routes in (
+        peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), gateway_location=gateway_location),
+        teardown_routes(local, remote, ctx, gateway_location=gateway_location),
+    ):
+        gateways = {
+            (route.client is local, route.scope.res)
+            for route in routes
+            if route.scope.res in (r.GATEWAY_SERVER, r.GATEWAY_CLIENT)
+        }
+        assert gateways == {(True, on_consumer), (False, on_provider)}
+        here = {"metadata": {"name": "provider-id", "namespace": c_ns, "labels": {naming.REMOTE_CLUSTER_ID: "x"}}}
+        there = {"metadata": {"name": "consumer-id", "namespace": p_ns}}
+        assert any(x.client is local and x.scope.res == on_consumer and x.matches(here) for x in routes)
+        assert any(x.client is remote and x.scope.res == on_provider and x.matches(there) for x in routes)

@@ -33,6 +33,8 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+# The cluster that runs the gateway server (liqoctl's --gw-server-service-location values).
+GatewayLocation = Literal["Provider", "Consumer"]
 # int-or-string, like every Kubernetes quantity: `cpu: 4` and `memory: 8Gi` both work.
 Quantity = int | Annotated[str, Field(pattern=QUANTITY_PATTERN)]
 
@@ -110,6 +112,12 @@ RESERVED_ANNOTATIONS_RULE = _cel(
     "annotations" + _RESERVED_MESSAGE,
     ".annotations",
 )
+# A transition rule (it compares with the stored object), so it has no counterpart in the validators below.
+LOCATION_RULE = _cel(
+    "self.location == oldSelf.location",
+    "location cannot be changed once set: delete the peering and create it again with the other location",
+    ".location",
+)
 IN_BAND_RULE = _cel(
     "!self.authentication.inBand || self.networking.enabled",
     "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
@@ -132,9 +140,18 @@ class SecretKeyRef(_Model):
 
 
 class GatewayServerSpec(_Model):
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [NODE_PORT_RULE, LOAD_BALANCER_IP_RULE]})
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [NODE_PORT_RULE, LOAD_BALANCER_IP_RULE, LOCATION_RULE]}
+    )
+    location: GatewayLocation = Field(
+        default="Provider",
+        description="The cluster that runs the gateway server and the Service exposing it; the other cluster runs"
+        " the gateway client, which dials it (liqoctl peer --gw-server-service-location). Consumer suits a provider"
+        " that cannot expose a UDP endpoint. It cannot be changed once set.",
+    )
     service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = Field(
-        default="LoadBalancer", description="Type of the Service exposing the gateway server on the provider."
+        default="LoadBalancer",
+        description="Type of the Service exposing the gateway server on the cluster that runs it (location).",
     )
     port: Port = Field(default=51840, description="UDP port of the gateway server.")
     node_port: Port | None = Field(default=None, description="Fixed node port; only with serviceType NodePort.")
@@ -166,10 +183,12 @@ class NetworkingSpec(_Model):
     enabled: bool = Field(default=True, description="Set up the WireGuard network between the clusters.")
     mtu: int = Field(default=1340, ge=576, le=9000, description="MTU of the tunnel.")
     gateway_server: GatewayServerSpec = Field(
-        default_factory=GatewayServerSpec, description="Gateway server, created on the provider."
+        default_factory=GatewayServerSpec,
+        description="Gateway server, created on the provider (or on the consumer: location).",
     )
     gateway_client: GatewayClientSpec = Field(
-        default_factory=GatewayClientSpec, description="Gateway client, created on the consumer."
+        default_factory=GatewayClientSpec,
+        description="Gateway client, created on the cluster that does not run the gateway server.",
     )
 
 
@@ -482,7 +501,7 @@ class NetworkStatus(_Model):
 
 
 class GatewayStatus(_Model):
-    server: Literal["Provider", "Consumer"] = Field(
+    server: GatewayLocation = Field(
         description="The cluster whose gateway serves; the other cluster's gateway client dials it."
     )
     addresses: list[str] = Field(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from liqo_peering.engine.direction import PeeringRun
-from liqo_peering.liqo import naming
+from liqo_peering.liqo import naming, networking
 from liqo_peering.liqo import resources as r
 from liqo_peering.status import detail
 
@@ -34,11 +34,14 @@ def observe(run: PeeringRun, reverse: PeeringRun | None) -> dict[str, Any]:
     ctx, consumer, provider = run.ctx, run.consumer, run.provider
     objects: dict[str, Any] = {}
     if run.spec.networking.enabled:
+        where = networking.gateways(ctx, run.spec.networking.gateway_server.location)
+        serving, dialing = (consumer, provider) if where.server_side == "consumer" else (provider, consumer)
         objects.update(
             consumer_configuration=consumer.get(r.CONFIGURATION, ctx.provider.cluster_id, ctx.consumer_tenant_ns),
             provider_configuration=provider.get(r.CONFIGURATION, ctx.consumer.cluster_id, ctx.provider_tenant_ns),
-            gateway_server=provider.get(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns),
-            gateway_client=consumer.get(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns),
+            gateway_server=serving.get(r.GATEWAY_SERVER, where.server_name, where.server_namespace),
+            gateway_client=dialing.get(r.GATEWAY_CLIENT, where.client_name, where.client_namespace),
+            server_side=where.location,
         )
     slices: list[tuple[detail.Action, dict[str, Any]]] = [("Consuming", s) for s in _own_slices(run)]
     if reverse is not None:

@@ -79,6 +79,7 @@ class Peerings:
             outcome.minted_secret,
             reverse=outcome.reverse,
             liqo_namespaces=outcome.liqo_namespaces,
+            gateway_location=outcome.gateway_location,
         )
 
     def delay(self, outcome: Outcome, failures: int) -> float:
@@ -99,7 +100,12 @@ class Peerings:
         if found is None:
             return []
         return teardown_routes(
-            self.service.local, found.remote, found.ctx, reverse=found.reverse, namespaces=found.namespaces
+            self.service.local,
+            found.remote,
+            found.ctx,
+            reverse=found.reverse,
+            namespaces=found.namespaces,
+            gateway_location=found.gateway_location,
         )
 
     def forget(self, key: ObjectKey) -> None:

@@ -15,16 +15,19 @@ from liqo_peering.stages import StageResult
 STAGE = "networking"
 
 
-def _deployment_ready(p: PeeringRun, side: str, gateway: str, namespace: str) -> bool:
-    client = p.consumer if side == "consumer" else p.provider
+def _client(p: PeeringRun, side: str) -> ClusterClient:
+    return p.consumer if side == "consumer" else p.provider
+
+
+def _deployment_ready(client: ClusterClient, gateway: str, namespace: str) -> bool:
     dep = client.get(r.DEPLOYMENT, naming.gateway_deployment(gateway), namespace)
     return dep is not None and int((dep.get("status") or {}).get("readyReplicas") or 0) > 0
 
 
-def _check_templates(p: PeeringRun) -> None:
+def _check_templates(p: PeeringRun, where: networking.Gateways) -> None:
     checks = (
-        (p.provider, r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, p.ctx.provider.liqo_namespace),
-        (p.consumer, r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, p.ctx.consumer.liqo_namespace),
+        (_client(p, where.server_side), r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, where.server_template_namespace),
+        (_client(p, where.client_side), r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, where.client_template_namespace),
     )
     for client, res, name, ns in checks:
         if client.get(res, name, ns) is None:
@@ -57,49 +60,51 @@ def reconcile(p: PeeringRun) -> StageResult:
             "WaitingForConfiguration",
             f"waiting for Liqo to accept the network Configuration on the {' and '.join(pending)}",
         )
+    where = networking.gateways(ctx, spec.gateway_server.location)
     if not p.spec.skip_validation:
-        _check_templates(p)
+        _check_templates(p, where)
+    serving, dialing = _client(p, where.server_side), _client(p, where.client_side)
 
-    # Gateway server on the provider; re-created when its parameters changed.
+    # The gateway server on the cluster of spec.networking.gatewayServer.location; re-created when its parameters
+    # changed.
     want_server = networking.gateway_server(ctx, spec)
-    server = p.provider.get(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
+    server = serving.get(r.GATEWAY_SERVER, where.server_name, where.server_namespace)
     if server is not None and not networking.gateway_spec_matches(server, want_server):
-        p.provider.delete(r.GATEWAY_SERVER, ctx.consumer.cluster_id, ctx.provider_tenant_ns)
-        p.consumer.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+        serving.delete(r.GATEWAY_SERVER, where.server_name, where.server_namespace)
+        dialing.delete(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
-    server = p.provider.ensure(r.GATEWAY_SERVER, want_server)
+    server = serving.ensure(r.GATEWAY_SERVER, want_server)
     endpoint = networking.server_endpoint(server)
-    client = p.consumer.get(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+    client = dialing.get(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
     # A server that withdrew its address keeps its client: Liqo withdraws it while the gateway's node is not
-    # Ready (as after an outage of the provider's API server) and may not publish it again until something else
-    # about the gateway changes; re-creating the client toward no address would cut a tunnel that is up. The
+    # Ready (as after an outage of the serving cluster's API server) and may not publish it again until something
+    # else about the gateway changes; re-creating the client toward no address would cut a tunnel that is up. The
     # Connections below say whether it is.
     if endpoint is not None or client is None:
-        if endpoint is None or not _deployment_ready(p, "provider", ctx.consumer.cluster_id, ctx.provider_tenant_ns):
+        if endpoint is None or not _deployment_ready(serving, where.server_name, where.server_namespace):
             return StageResult.waiting(
                 STAGE,
                 "WaitingForGatewayServer",
-                "waiting for the gateway server on the provider to be ready and expose an endpoint",
+                f"waiting for the gateway server on the {serving.side} to be ready and expose an endpoint",
             )
         want_client = networking.gateway_client(ctx, spec, endpoint)
         if client is not None and not networking.gateway_spec_matches(client, want_client):
-            p.consumer.delete(r.GATEWAY_CLIENT, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
+            dialing.delete(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
             return StageResult.waiting(STAGE, "RecreatingGateways", "gateway client parameters changed: re-creating it")
-        client = p.consumer.ensure(r.GATEWAY_CLIENT, want_client)
-    if not _deployment_ready(p, "consumer", ctx.provider.cluster_id, ctx.consumer_tenant_ns):
-        return StageResult.waiting(STAGE, "WaitingForGatewayClient", "waiting for the gateway client on the consumer")
+        client = dialing.ensure(r.GATEWAY_CLIENT, want_client)
+    if not _deployment_ready(dialing, where.client_name, where.client_namespace):
+        return StageResult.waiting(
+            STAGE, "WaitingForGatewayClient", f"waiting for the gateway client on the {dialing.side}"
+        )
 
     # Exchange the gateways' public keys: each side gets a PublicKey named after its peer.
-    server_key = _gateway_public_key(p.provider, server, ctx.provider_tenant_ns)
-    client_key = _gateway_public_key(p.consumer, client, ctx.consumer_tenant_ns)
+    server_key = _gateway_public_key(serving, server, where.server_namespace)
+    client_key = _gateway_public_key(dialing, client, where.client_namespace)
     if not server_key or not client_key:
         return StageResult.waiting(STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys")
-    p.consumer.ensure(
-        r.PUBLIC_KEY, networking.public_key(ctx, ctx.provider.cluster_id, ctx.consumer_tenant_ns, server_key)
-    )
-    p.provider.ensure(
-        r.PUBLIC_KEY, networking.public_key(ctx, ctx.consumer.cluster_id, ctx.provider_tenant_ns, client_key)
-    )
+    # Each key goes to the other cluster, named after the cluster it came from.
+    dialing.ensure(r.PUBLIC_KEY, networking.public_key(ctx, where.client_name, where.client_namespace, server_key))
+    serving.ensure(r.PUBLIC_KEY, networking.public_key(ctx, where.server_name, where.server_namespace, client_key))
 
     states = {
         "consumer": networking.connection_state(
@@ -119,10 +124,10 @@ def reconcile(p: PeeringRun) -> StageResult:
         dialed = networking.endpoint_text((client.get("spec") or {}).get("endpoint"))
         raise ConnectionFailed(
             f"the Connection on the {' and '.join(failed)} cluster is in Error: the gateway client on the"
-            f" {p.consumer.side} cannot establish the tunnel to the gateway server on the {p.provider.side} at"
-            f" {dialed}; check that this endpoint is reachable from the {p.consumer.side}'s gateway"
-            f" (spec.networking.gatewayServer: Service type and port; spec.networking.gatewayClient: address and"
-            f" port, when the server's published address is not the one to dial)"
+            f" {dialing.side} cannot establish the tunnel to the gateway server on the {serving.side} at"
+            f" {dialed}; check that this endpoint is reachable from the {dialing.side}'s gateway"
+            f" (spec.networking.gatewayServer: location, Service type and port; spec.networking.gatewayClient:"
+            f" address and port, when the server's published address is not the one to dial)"
         )
     if all(state == "Connected" for state in states.values()):
         return StageResult.ready(STAGE, "the tunnel is Connected on both clusters")

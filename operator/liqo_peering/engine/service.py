@@ -22,7 +22,7 @@ import structlog
 from pydantic import ValidationError
 
 from liqo_peering import logs
-from liqo_peering.api.model import LiqoPeeringSpec, parse_spec
+from liqo_peering.api.model import GatewayLocation, LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.remotes import RemoteClients
@@ -78,6 +78,7 @@ class Unpeering:
     ctx: PeeringContext
     reverse: bool
     namespaces: tuple[tuple[str, str], ...] = ()
+    gateway_location: GatewayLocation = "Provider"  # the cluster whose gateway serves (spec)
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Outcome:
     error: PeeringError | None = None
     reverse: bool = False  # the reverse direction is on, or still being removed: its objects wake the peering
     liqo_namespaces: tuple[str, str] | None = None  # Liqo's namespace on the consumer and the provider (spec)
+    gateway_location: GatewayLocation = "Provider"  # the cluster whose gateway serves (spec)
 
 
 class PeeringService:
@@ -198,6 +200,7 @@ class PeeringService:
                 ) from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
+            outcome.gateway_location = spec.networking.gateway_server.location
             if spec.credentials.mint:
                 outcome.minted_secret = naming.minted_secret(name)
             elif self.protect_secrets:  # before anything exists that unpeering would need it for
@@ -495,7 +498,9 @@ class PeeringService:
         )
         reverse = spec.bidirectional or status_compute.has_reverse(status)
         with self._guard:
-            self._unpeering[(namespace, name)] = Unpeering(remote, ctx, reverse)
+            self._unpeering[(namespace, name)] = Unpeering(
+                remote, ctx, reverse, gateway_location=spec.networking.gateway_server.location
+            )
         if force:
             # As liqoctl force unpeer: Liqo on this cluster stops waiting for the provider, first.
             teardown.mark_unreachable(self.local, remote_id)
@@ -517,7 +522,9 @@ class PeeringService:
             other_direction=bidirectional,
         )
         with self._guard:  # their deletion wakes the next pass too
-            self._unpeering[(namespace, name)] = Unpeering(remote, ctx, reverse, tuple(doomed))
+            self._unpeering[(namespace, name)] = Unpeering(
+                remote, ctx, reverse, tuple(doomed), spec.networking.gateway_server.location
+            )
         remaining = teardown.delete_namespaces({"consumer": self.local, "provider": remote}, doomed)
         if remaining:
             return remaining

@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from liqo_peering.api.model import GatewayLocation
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.informer import Informer, Scope
 from liqo_peering.liqo import naming
@@ -63,6 +64,7 @@ def peering_routes(
     minted_secret: str | None = None,
     reverse: bool = False,
     liqo_namespaces: tuple[str, str] | None = None,
+    gateway_location: GatewayLocation = "Provider",
 ) -> list[Route]:
     """What wakes a peering: its kubeconfig Secret (and the minted one); once its context is known, its stage
     objects on both clusters, the ForeignCluster, the nonce Secrets, the virtual Node and the virtual kubelet's Pods.
@@ -73,7 +75,9 @@ def peering_routes(
     may read Pods only inside tenant namespaces (watchNamespaces mode), so that informer is per namespace.
     ``reverse``: the reverse direction of a bidirectional peering is on (or being removed); its objects
     wake the peering too (reverse_routes). ``liqo_namespaces``: Liqo's namespace on the consumer and on the
-    provider, from the spec, for a peering stopped before its context is known.
+    provider, from the spec, for a peering stopped before its context is known. ``gateway_location``: the
+    cluster whose gateway serves (spec.networking.gatewayServer.location), which says which gateway kind each
+    cluster holds.
     """
     namespace, secret_name = secret
     routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name, wake_as=KUBECONFIG)]
@@ -94,9 +98,10 @@ def peering_routes(
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     has_peer_label = naming.REMOTE_CLUSTER_ID
+    local_gateway, remote_gateway = gateway_kinds(gateway_location)
     for res in (
         r.CONFIGURATION,
-        r.GATEWAY_CLIENT,
+        local_gateway,
         r.CONNECTION,
         r.IDENTITY,
         r.RESOURCE_SLICE,
@@ -133,11 +138,18 @@ def peering_routes(
     routes.append(
         Route(remote, Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=remote_ns)
     )
-    for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.CONNECTION, r.DEPLOYMENT, r.TENANT):
+    for res in (r.CONFIGURATION, remote_gateway, r.CONNECTION, r.DEPLOYMENT, r.TENANT):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
     if reverse:
         routes += reverse_routes(local, remote, ctx)
     return routes
+
+
+def gateway_kinds(location: GatewayLocation) -> tuple[r.Resource, r.Resource]:
+    """The gateway kind on the consumer and on the provider: the server is on the cluster of ``location``."""
+    if location == "Consumer":
+        return r.GATEWAY_SERVER, r.GATEWAY_CLIENT
+    return r.GATEWAY_CLIENT, r.GATEWAY_SERVER
 
 
 def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext) -> list[Route]:
@@ -180,6 +192,7 @@ def teardown_routes(
     *,
     reverse: bool = False,
     namespaces: tuple[tuple[str, str], ...] = (),
+    gateway_location: GatewayLocation = "Provider",
 ) -> list[Route]:
     """What wakes an unpeering: the objects it deletes and waits for, in the informers a peering uses (shared
     with any peering still running), so that each phase follows the last one's deletion as it happens.
@@ -188,6 +201,7 @@ def teardown_routes(
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     if not tenant_ns:
         return []  # no tenant namespace here: nothing of the peering was made, nothing to wait for
+    local_gateway, remote_gateway = gateway_kinds(gateway_location)
     # The tenant namespaces unpeering deletes (spec.deletion.deleteTenantNamespaces, force-delete), each by name.
     clients = {"consumer": local, "provider": remote}
     gone = [
@@ -197,7 +211,7 @@ def teardown_routes(
     ]
     routes = gone + [
         Route(local, Scope(res, labels=naming.REMOTE_CLUSTER_ID), namespace=tenant_ns)
-        for res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, r.GATEWAY_CLIENT, r.PUBLIC_KEY, r.CONFIGURATION)
+        for res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, local_gateway, r.PUBLIC_KEY, r.CONFIGURATION)
     ]
     routes += [
         Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"), namespace=tenant_ns),
@@ -209,7 +223,7 @@ def teardown_routes(
     routes.append(
         Route(remote, Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=remote_ns)
     )
-    for res in (r.CONFIGURATION, r.GATEWAY_SERVER, r.TENANT):
+    for res in (r.CONFIGURATION, remote_gateway, r.TENANT):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
     if reverse:
         routes += reverse_routes(local, remote, ctx)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from liqo_peering.api.model import NetworkingSpec
+from liqo_peering.api.model import GatewayLocation, NetworkingSpec
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.liqo.versions import LiqoVersion
@@ -44,9 +45,60 @@ def configuration_ready(obj: dict[str, Any], version: LiqoVersion | None = None)
     return bool((cidr.get("pod") or [None])[0] and (cidr.get("external") or [None])[0])
 
 
+Side = Literal["consumer", "provider"]
+
+
+@dataclass(frozen=True)
+class Gateways:
+    """Where a peering's two gateways live. As liqoctl names them, each is named after the OTHER cluster and lives
+    in its own cluster's tenant namespace for that cluster, and the template it refers to is in its own cluster's
+    Liqo namespace."""
+
+    server_side: Side
+    client_side: Side
+    server_name: str
+    server_namespace: str
+    server_template_namespace: str
+    client_name: str
+    client_namespace: str
+    client_template_namespace: str
+
+    @property
+    def location(self) -> GatewayLocation:
+        """The server's cluster as spec.networking.gatewayServer.location and status.gateway.server say it."""
+        return "Consumer" if self.server_side == "consumer" else "Provider"
+
+
+def gateways(ctx: PeeringContext, location: GatewayLocation) -> Gateways:
+    """The gateways' places for spec.networking.gatewayServer.location: liqoctl peer swaps the two clusters'
+    roles in its network step when --gw-server-service-location is Consumer."""
+    if location == "Consumer":
+        return Gateways(
+            server_side="consumer",
+            client_side="provider",
+            server_name=ctx.provider.cluster_id,
+            server_namespace=ctx.consumer_tenant_ns,
+            server_template_namespace=ctx.consumer.liqo_namespace,
+            client_name=ctx.consumer.cluster_id,
+            client_namespace=ctx.provider_tenant_ns,
+            client_template_namespace=ctx.provider.liqo_namespace,
+        )
+    return Gateways(
+        server_side="provider",
+        client_side="consumer",
+        server_name=ctx.consumer.cluster_id,
+        server_namespace=ctx.provider_tenant_ns,
+        server_template_namespace=ctx.provider.liqo_namespace,
+        client_name=ctx.provider.cluster_id,
+        client_namespace=ctx.consumer_tenant_ns,
+        client_template_namespace=ctx.consumer.liqo_namespace,
+    )
+
+
 def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:
-    """GatewayServer on the provider, named after the consumer."""
+    """GatewayServer on the cluster of spec.networking.gatewayServer.location, named after the other cluster."""
     server = spec.gateway_server
+    where = gateways(ctx, server.location)
     endpoint: dict[str, Any] = {"port": server.port, "serviceType": server.service_type}
     if server.node_port is not None:
         endpoint["nodePort"] = server.node_port
@@ -55,7 +107,7 @@ def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:
     return {
         "apiVersion": resources.GATEWAY_SERVER.api_version,
         "kind": resources.GATEWAY_SERVER.kind,
-        "metadata": ctx.metadata(ctx.consumer.cluster_id, ctx.provider_tenant_ns, ctx.labels(ctx.consumer.cluster_id)),
+        "metadata": ctx.metadata(where.server_name, where.server_namespace, ctx.labels(where.server_name)),
         "spec": {
             "mtu": spec.mtu,
             "endpoint": endpoint,
@@ -63,7 +115,7 @@ def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:
                 "apiVersion": resources.WG_SERVER_TEMPLATE.api_version,
                 "kind": resources.WG_SERVER_TEMPLATE.kind,
                 "name": naming.SERVER_TEMPLATE,
-                "namespace": ctx.provider.liqo_namespace,
+                "namespace": where.server_template_namespace,
             },
         },
     }
@@ -78,12 +130,14 @@ def server_endpoint(server: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str, Any]) -> dict[str, Any]:
-    """GatewayClient on the consumer, named after the provider, dialing the server's endpoint."""
+    """GatewayClient on the cluster that does not serve, named after the serving one, dialing the server's
+    endpoint (or spec.networking.gatewayClient's override)."""
     override = spec.gateway_client
+    where = gateways(ctx, spec.gateway_server.location)
     return {
         "apiVersion": resources.GATEWAY_CLIENT.api_version,
         "kind": resources.GATEWAY_CLIENT.kind,
-        "metadata": ctx.metadata(ctx.provider.cluster_id, ctx.consumer_tenant_ns, ctx.labels(ctx.provider.cluster_id)),
+        "metadata": ctx.metadata(where.client_name, where.client_namespace, ctx.labels(where.client_name)),
         "spec": {
             "mtu": spec.mtu,
             "endpoint": {
@@ -95,7 +149,7 @@ def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str
                 "apiVersion": resources.WG_CLIENT_TEMPLATE.api_version,
                 "kind": resources.WG_CLIENT_TEMPLATE.kind,
                 "name": naming.CLIENT_TEMPLATE,
-                "namespace": ctx.consumer.liqo_namespace,
+                "namespace": where.client_template_namespace,
             },
         },
     }

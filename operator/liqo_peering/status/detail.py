@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from liqo_peering.api.model import GatewayLocation
+
 # The status fields this module fills, in the order the docs list them.
 FIELDS = ("network", "gateway", "resourceSlices", "virtualNodes", "apiServer")
 RESOURCE_SLICE_NAME_LABEL = "liqo.io/resourceslice-name"  # on a VirtualNode: the slice it was made from
@@ -38,7 +40,7 @@ class LiqoObjects:
     provider_configuration: dict[str, Any] | None = None
     gateway_server: dict[str, Any] | None = None
     gateway_client: dict[str, Any] | None = None
-    server_side: Literal["Provider", "Consumer"] = "Provider"  # the cluster whose gateway serves
+    server_side: GatewayLocation = "Provider"  # the cluster whose gateway serves
     # ResourceSlices by action: the consumer's own (Consuming) and, bidirectional, the provider's (Providing).
     resource_slices: tuple[tuple[Action, dict[str, Any]], ...] = ()
     virtual_nodes: tuple[dict[str, Any], ...] = ()
