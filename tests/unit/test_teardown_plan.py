@@ -33,13 +33,13 @@ NETWORKING_PHASE = [
     ("consumer", "Configuration", "provider-id", C_NS),
     ("provider", "Configuration", "consumer-id", P_NS),
 ]
-FIRST_PHASES = [
+SLICE_AND_NODE = [
     [("consumer", "ResourceSlice", "provider-id", C_NS)],
     [("consumer", "VirtualNode", "provider-id", C_NS)],
-    [("consumer", "Identity", "controlplane-provider-id", C_NS)],
-    [("provider", "Tenant", "consumer-id", P_NS)],
 ]
-NONCE_PHASE = [
+IDENTITY = [("consumer", "Identity", "controlplane-provider-id", C_NS)]
+TENANT_AND_NONCES = [
+    ("provider", "Tenant", "consumer-id", P_NS),
     ("consumer", "Secret", "liqo-signed-nonce", C_NS),
     ("provider", "Secret", "liqo-nonce", P_NS),
 ]
@@ -48,11 +48,22 @@ NONCE_PHASE = [
 # -- plan ------------------------------------------------------------------------------------
 
 
-def test_plan_follows_liqoctl_unpeer_order() -> None:
-    assert steps(teardown.plan(CTX, bidirectional=False, local_only=False)) == [
-        *FIRST_PHASES,
+def test_plan_follows_liqoctl_unpeer_order_with_the_network_last_in_band() -> None:
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=False, in_band=True)) == [
+        *SLICE_AND_NODE,
+        IDENTITY,
+        TENANT_AND_NONCES,
         NETWORKING_PHASE,
-        NONCE_PHASE,
+    ]
+
+
+def test_plan_removes_the_network_with_the_identity_out_of_band() -> None:
+    """Out of band nothing of the Identity's or the Tenant's removal goes through the tunnel: the network
+    goes at once with the Identity, instead of after the Tenant as liqoctl waits to do."""
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=False, in_band=False)) == [
+        *SLICE_AND_NODE,
+        IDENTITY + NETWORKING_PHASE,
+        TENANT_AND_NONCES,
     ]
 
 
@@ -94,27 +105,32 @@ def _recording(client: FakeClusterClient, order: list[tuple[str, str]]) -> Any:
     return recorded
 
 
-def test_bidirectional_keeps_networking() -> None:
-    phases = steps(teardown.plan(CTX, bidirectional=True, local_only=False))
-    assert phases == [*FIRST_PHASES, NONCE_PHASE]
+@pytest.mark.parametrize("in_band", [True, False])
+def test_bidirectional_keeps_networking(in_band: bool) -> None:
+    phases = steps(teardown.plan(CTX, bidirectional=True, local_only=False, in_band=in_band))
+    assert phases == [*SLICE_AND_NODE, IDENTITY, TENANT_AND_NONCES]
     kinds = {kind for phase in phases for _, kind, _, _ in phase}
     assert kinds.isdisjoint({"GatewayClient", "GatewayServer", "PublicKey", "Configuration"})
 
 
 def test_local_only_keeps_only_consumer_steps() -> None:
-    phases = steps(teardown.plan(CTX, bidirectional=False, local_only=True))
-    assert phases == [
-        [("consumer", "ResourceSlice", "provider-id", C_NS)],
-        [("consumer", "VirtualNode", "provider-id", C_NS)],
-        [("consumer", "Identity", "controlplane-provider-id", C_NS)],
-        [step for step in NETWORKING_PHASE if step[0] == "consumer"],
+    consumer = [step for step in NETWORKING_PHASE if step[0] == "consumer"]
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=True, in_band=True)) == [
+        *SLICE_AND_NODE,
+        IDENTITY,
+        [("consumer", "Secret", "liqo-signed-nonce", C_NS)],
+        consumer,
+    ]
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=True, in_band=False)) == [
+        *SLICE_AND_NODE,
+        IDENTITY + consumer,
         [("consumer", "Secret", "liqo-signed-nonce", C_NS)],
     ]
 
 
 def test_local_only_and_bidirectional() -> None:
     phases = steps(teardown.plan(CTX, bidirectional=True, local_only=True))
-    assert phases == [*FIRST_PHASES[:3], [("consumer", "Secret", "liqo-signed-nonce", C_NS)]]
+    assert phases == [*SLICE_AND_NODE, IDENTITY, [("consumer", "Secret", "liqo-signed-nonce", C_NS)]]
 
 
 # -- run -------------------------------------------------------------------------------------
@@ -154,11 +170,12 @@ def test_run_deletes_everything_in_one_pass_when_deletion_is_immediate(
     local, remote = clusters
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
     assert local.store == {} and remote.store == {}
-    # order: slice, virtual node, identity before the provider's tenant; networking before nonces
-    assert [k[0] for k in local.deleted[:3]] == ["resourceslices", "virtualnodes", "identities"]
-    assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")
-    assert local.deleted[-1] == ("secrets", C_NS, "liqo-signed-nonce")
-    assert remote.deleted[-1] == ("secrets", P_NS, "liqo-nonce")
+    # order: slice, virtual node, identity before the provider's tenant; the nonces with the tenant; in band
+    # the network last
+    assert [k[0] for k in local.deleted[:4]] == ["resourceslices", "virtualnodes", "identities", "secrets"]
+    assert remote.deleted[:2] == [("tenants", P_NS, "consumer-id"), ("secrets", P_NS, "liqo-nonce")]
+    assert local.deleted[-1] == ("configurations", C_NS, "provider-id")
+    assert remote.deleted[-1] == ("configurations", P_NS, "consumer-id")
 
 
 def test_run_deletes_the_identity_and_the_tenant_with_their_dependents(
@@ -333,3 +350,17 @@ def test_a_tenant_held_by_the_garbage_collector_says_so() -> None:
     ]
     remote.finish_deletions()
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
+
+
+def test_run_out_of_band_removes_the_network_before_the_tenant(
+    clusters: tuple[FakeClusterClient, FakeClusterClient],
+) -> None:
+    local, remote = clusters
+    order: list[tuple[str, str]] = []
+    for client in (local, remote):
+        client.delete = _recording(client, order)  # type: ignore[method-assign]
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False) == []
+    assert local.store == {} and remote.store == {}
+    tenant = order.index(("provider", "tenants"))
+    assert order.index(("consumer", "identities")) < order.index(("consumer", "gatewayclients")) < tenant
+    assert order.index(("provider", "configurations")) < tenant

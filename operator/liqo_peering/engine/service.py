@@ -512,7 +512,9 @@ class PeeringService:
             if left:
                 return left
         bidirectional = teardown.reverse_peered(self.local, remote_id)  # a reverse direction made by others
-        remaining = teardown.run(self.local, remote, ctx, bidirectional=bidirectional, local_only=force)
+        remaining = teardown.run(
+            self.local, remote, ctx, bidirectional=bidirectional, local_only=force, in_band=spec.authentication.in_band
+        )
         if remaining:
             return remaining
         doomed = unpeering.namespaces_to_delete(

@@ -1,8 +1,11 @@
 """Unpeering, in liqoctl unpeer's order, one non-blocking pass at a time.
 
-Order: ResourceSlice (wait gone) -> VirtualNode (wait gone) -> Identity -> Tenant -> unless the
-peering is bidirectional: gateways and Configurations on both sides. Each call deletes what is next
-and reports what still exists, so the delete handler can retry until everything is gone.
+Order: ResourceSlice (wait gone) -> VirtualNode (wait gone) -> Identity -> Tenant and the nonce Secrets.
+Unless the peering is bidirectional, the network (gateways, PublicKeys and Configurations on both sides)
+goes too: with the Identity when authentication is out of band, as nothing of the Identity's or the
+Tenant's removal needs the tunnel then; last, after the Tenant, when it goes through the tunnel (in-band).
+liqoctl removes the network last either way, waiting in between. Each call deletes what is next and
+reports what still exists, so the delete handler can retry until everything is gone.
 
 A bidirectional peering is two peerings, one per direction, over one network; unpeering one direction
 keeps the network while the other remains (liqoctl unpeer: pkg/liqoctl/unpeer/handler.go). The reverse
@@ -17,24 +20,26 @@ from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
 
-def plan(ctx: PeeringContext, *, bidirectional: bool, local_only: bool) -> list[list[tuple[str, r.Resource, str, str]]]:
+def plan(
+    ctx: PeeringContext, *, bidirectional: bool, local_only: bool, in_band: bool = True
+) -> list[list[tuple[str, r.Resource, str, str]]]:
     """Phases of deletions; a phase starts only when the previous one is gone."""
     c_ns, p_ns = ctx.consumer_tenant_ns, ctx.provider_tenant_ns
     prov, cons = ctx.provider.cluster_id, ctx.consumer.cluster_id
+    identity = [("consumer", r.IDENTITY, naming.identity_name(prov), c_ns)]
+    network = [] if bidirectional else networking_objects(ctx)
     phases: list[list[tuple[str, r.Resource, str, str]]] = [
         [("consumer", r.RESOURCE_SLICE, prov, c_ns)],
         [("consumer", r.VIRTUAL_NODE, prov, c_ns)],
-        [("consumer", r.IDENTITY, naming.identity_name(prov), c_ns)],
-        [("provider", r.TENANT, cons, p_ns)],
-    ]
-    if not bidirectional:
-        phases.append(networking_objects(ctx))
-    phases.append(
+        identity if in_band else identity + network,
         [
+            ("provider", r.TENANT, cons, p_ns),
             ("consumer", r.SECRET, naming.SIGNED_NONCE_SECRET, c_ns),
             ("provider", r.SECRET, naming.NONCE_SECRET, p_ns),
-        ]
-    )
+        ],
+    ]
+    if in_band:
+        phases.append(network)
     if local_only:
         phases = [[step for step in phase if step[0] == "consumer"] for phase in phases]
     return [phase for phase in phases if phase]
@@ -82,6 +87,7 @@ def run(
     bidirectional: bool,
     local_only: bool,
     reverse: bool = False,
+    in_band: bool = True,
 ) -> list[str]:
     """Delete the next phase; return what still exists (empty when unpeering is complete).
 
@@ -95,7 +101,7 @@ def run(
     reachable = remote if not local_only else None
     roles = {"consumer": remote, "provider": local} if reverse else {"consumer": local, "provider": remote}
     clients = {role: client if client is local else reachable for role, client in roles.items()}
-    for phase in plan(ctx, bidirectional=bidirectional, local_only=False):
+    for phase in plan(ctx, bidirectional=bidirectional, local_only=False, in_band=in_band):
         remaining = []
         for role, res, name, ns in phase:
             client = clients[role]
