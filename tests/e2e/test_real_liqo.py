@@ -496,6 +496,76 @@ class TestPeeredWithRealLiqo:
         env, ns = peered
         _resources_follow(env, ns, {"cpu": "3", "memory": "2Gi"})
 
+    def test_a_second_resource_slice_gets_its_own_virtual_node_and_goes_alone(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """spec.offloading as a list of two slices: the first the single form's (named after the provider, the
+        same resources), so nothing of it changes; the second gets a virtual node of its own from Liqo, Ready,
+        both in status.virtualNodes. Dropped from the list, the second goes with its virtual node and Node, and
+        the first keeps every uid; so does going back to the single form."""
+        env, ns = peered
+        env.peerings.wait_status(ns, NAME, "ready", timeout=120)
+        resources = env.peerings.get(ns, NAME)["spec"]["offloading"]["resources"]  # type: ignore[index]
+        uids = object_uids(env)
+        c_ns = tenant_ns(env.consumer_api, env.provider_id)
+        second = f"{env.provider_id}-second"
+        first = {"name": env.provider_id, "resources": resources}
+        core = k8s.CoreV1Api(env.consumer_api)
+
+        def settled(what: str, virtual_nodes: list[str]) -> float:
+            """Ready for the current generation with these virtual nodes Ready (status and Nodes); seconds taken."""
+            clock = time.monotonic()
+            generation = env.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
+
+            def done() -> bool:
+                status = env.peerings.status(ns, NAME)
+                shown = {v["name"]: v["ready"] for v in status.get("virtualNodes") or []}
+                nodes = core.list_node(label_selector=f"liqo.io/remote-cluster-id={env.provider_id}").items
+                return (
+                    status.get("observedGeneration") == generation
+                    and status.get("peerStatus") == "ready"
+                    and shown == dict.fromkeys(virtual_nodes, True)
+                    and sorted(n.metadata.name for n in nodes) == sorted(virtual_nodes)
+                )
+
+            try:
+                wait_for(what, done, timeout=240)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{env.diagnostics()}") from None
+            took = time.monotonic() - clock
+            _bench(capsys, f"{what}: {took:.1f}s")
+            return took
+
+        def slices() -> list[str]:
+            found = items(env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns)
+            return sorted(
+                o["metadata"]["name"] for o in found if o["metadata"].get("labels", {}).get(REPLICATED) != "true"
+            )
+
+        second_slice = {"name": second, "resources": {"cpu": "100m", "memory": "128Mi", "pods": "10"}}
+        env.peerings.patch(
+            ns, NAME, {"spec": {"offloading": {"resources": None, "resourceSlices": [first, second_slice]}}}
+        )
+        settled("two ResourceSlices -> two virtual nodes Ready", [env.provider_id, second])
+        assert slices() == sorted([env.provider_id, second])
+        status = env.peerings.status(ns, NAME)
+        assert {s["name"]: s["accepted"] for s in status["resourceSlices"]} == {env.provider_id: True, second: True}
+        assert {v["name"]: v.get("resourceSlice") for v in status["virtualNodes"]} == {
+            env.provider_id: env.provider_id,
+            second: second,
+        }
+        assert object_uids(env) == uids  # the first slice and its virtual node untouched
+
+        env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resourceSlices": [first]}}})
+        settled("the second ResourceSlice dropped -> its virtual node gone", [env.provider_id])
+        assert slices() == [env.provider_id]
+        assert get(env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns, second) is None
+        assert object_uids(env) == uids
+
+        env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resourceSlices": None, "resources": resources}}})
+        settled("back to the single ResourceSlice", [env.provider_id])
+        assert object_uids(env) == uids
+
     # The two below come after the tests that read the peering or change it in place, and before the
     # GatewayClient's deletion: both need a Ready peering to start from, which that test may not leave (below).
     def test_secret_rotation_takes_effect_and_releases_the_old_client(
