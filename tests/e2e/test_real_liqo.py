@@ -525,7 +525,7 @@ class TestPeeredWithRealLiqo:
                     status.get("observedGeneration") == generation
                     and status.get("peerStatus") == "ready"
                     and shown == dict.fromkeys(virtual_nodes, True)
-                    and sorted(n.metadata.name for n in nodes) == sorted(virtual_nodes)
+                    and sorted(str(n.metadata.name) for n in nodes if n.metadata) == sorted(virtual_nodes)
                 )
 
             try:

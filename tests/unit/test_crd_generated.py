@@ -246,9 +246,9 @@ def test_every_schema_default_is_a_pydantic_default() -> None:
             assert value == node["default"], path
             seen += 1
     # key, timeout, 2 namespaces, skipValidation, allowLiqoVersionSkew, 2 net, 3 server, inBand, 3 offloading,
-    # 2 credentials, bidirectional, 3 reverse offloading, deleteTenantNamespaces, 2 for each resourceSlices item
+    # 3 credentials, bidirectional, 3 reverse offloading, deleteTenantNamespaces, 2 for each resourceSlices item
     # (both directions)
-    assert seen == 26
+    assert seen == 27
 
 
 # -- CEL rules -------------------------------------------------------------------------------

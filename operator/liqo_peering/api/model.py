@@ -311,6 +311,15 @@ class CredentialsSpec(_Model):
         " renewed at two thirds of its lifetime, with the bootstrap Secret.",
     )
 
+    key_algorithm: Literal["Auto", "Ed25519", "RSA"] = Field(
+        default="Auto",
+        description="The minted user's key: Ed25519, or RSA (2048 bits) for a provider whose Liqo runs in TLS"
+        " compatibility mode (its chart's authentication.tlsCompatibilityMode), where some TLS stacks take no"
+        " Ed25519. Auto reads that mode from the provider's liqo-controller-manager, as `liqoctl generate"
+        " peering-user` does, and takes Ed25519 when it cannot. Changing it to the other algorithm mints the"
+        " user again.",
+    )
+
     @model_validator(mode="after")
     def _needs_mint(self) -> CredentialsSpec:
         if self.delete_bootstrap_secret and not self.mint:
