@@ -498,6 +498,71 @@ class TestPeeredWithRealLiqo:
         env, ns = peered
         _resources_follow(env, ns, {"cpu": "3", "memory": "2Gi"})
 
+    # The two below come after the tests that read the peering or change it in place, and before the
+    # GatewayClient's deletion: both need a Ready peering to start from, which that test may not leave (below).
+    def test_secret_rotation_takes_effect_and_releases_the_old_client(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The stand-in suite's rotation (testenv.rotation) against Liqo itself: new valid credentials (a
+        ServiceAccount token with cluster-admin on the provider, the admin kubeconfig, the token again) are
+        used without restarting the operator (the new identity writes on the provider, its audit log says)
+        and the old client's connections go; broken credentials give Ready False ProviderUnauthorized with no
+        credential in the status; restored, Ready again. Every object of the peering on both clusters
+        (ForeignClusters and the VirtualNode included) keeps its uid throughout."""
+        env, ns = peered
+        env.peerings.wait_status(ns, NAME, "ready", timeout=120)
+        uids = lambda: object_uids(env)  # noqa: E731 - ForeignClusters and the VirtualNode included
+        Rotation(env, ns, NAME, env.pair["provider"], uids, lambda t: _bench(capsys, t), ready_timeout=120).run()
+
+    def test_the_consumers_api_server_and_etcd_restart(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The consumer's kube-apiserver restarts (SIGTERM, as a rolling restart does), then its etcd, under a
+        Ready peering with Liqo itself. The operator reconnects by itself: on neither cluster does it write
+        anything but its status and bookkeeping (the audit logs), no object of the peering is re-created (the
+        same uids; per Liqo kind as many as before, on both sides), the peering is Ready with its readyAt,
+        cluster IDs and observedGeneration kept, and a spec change afterwards reaches the ResourceSlice and the
+        virtual Node. Liqo's components on the consumer lose their API server too: the test waits until they
+        show they are back (_liqo_not_back), and writes what of Liqo's changed meanwhile (conditions that
+        moved, leases that changed hands, containers that restarted) to its log."""
+        env, ns = peered
+        # From a settled state: everything _liqo_not_back looks at fine (the test before changed the peering).
+        _wait_liqo_back(env, ns, datetime.min.replace(tzinfo=UTC), set(), "settled before the restarts")
+        before = env.peerings.status(ns, NAME)
+        apis = {"consumer": env.consumer_api, "provider": env.provider_api}
+        consumer = env.pair["consumer"]
+        objects = object_uids(env)
+        counts = {side: inventory.liqo_objects(api) for side, api in apis.items()}
+        snapshot, restarts = _liqo_snapshot(env, ns), _liqo_restarts(env)
+        leases, every_lease = _live_leases(env), _leases(env)
+        since = datetime.now(UTC)
+        clock = time.monotonic()
+        consumer.restart("kube-apiserver")
+        marks = {"kube-apiserver restarted": time.monotonic() - clock}
+        consumer.restart("etcd")
+        marks["etcd restarted"] = time.monotonic() - clock
+        back = datetime.now(UTC)
+        seen = _wait_liqo_back(env, ns, back, leases, "back after the restarts")
+        marks["Liqo back"] = time.monotonic() - clock
+        sys.stderr.write(f"\nLiqo's Leases on the consumer before the restarts: {every_lease}; held: {sorted(leases)}")
+        sys.stderr.write(_what_liqo_did(env, ns, snapshot, restarts, seen))
+
+        assert operator_writes(consumer.audit_log, since) == []
+        assert operator_writes(env.pair["provider"].audit_log, since) == []
+        after = env.peerings.status(ns, NAME)
+        for key in ("readyAt", "localClusterID", "remoteClusterID", "observedGeneration"):
+            assert after[key] == before[key], key
+        assert object_uids(env) == objects, "an object of the peering was re-created"
+        assert {side: inventory.liqo_objects(api) for side, api in apis.items()} == counts
+        # And it still reacts: a spec change reaches the ResourceSlice, Liqo's copy and the virtual Node.
+        _resources_follow(env, ns, {"cpu": "1", "memory": "1Gi"})
+        marks["spec change followed"] = time.monotonic() - clock
+        _bench(
+            capsys, "consumer's API server and etcd restarted: " + ", ".join(f"{k} {v:.1f}s" for k, v in marks.items())
+        )
+
+    # After the restarts: the second virtual kubelet leaves its Leases behind, recently renewed, which the
+    # restart test would take for a live component's.
     def test_a_second_resource_slice_gets_its_own_virtual_node_and_goes_alone(
         self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
     ) -> None:
@@ -567,69 +632,6 @@ class TestPeeredWithRealLiqo:
         env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resourceSlices": None, "resources": resources}}})
         settled("back to the single ResourceSlice", [env.provider_id])
         assert object_uids(env) == uids
-
-    # The two below come after the tests that read the peering or change it in place, and before the
-    # GatewayClient's deletion: both need a Ready peering to start from, which that test may not leave (below).
-    def test_secret_rotation_takes_effect_and_releases_the_old_client(
-        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        """The stand-in suite's rotation (testenv.rotation) against Liqo itself: new valid credentials (a
-        ServiceAccount token with cluster-admin on the provider, the admin kubeconfig, the token again) are
-        used without restarting the operator (the new identity writes on the provider, its audit log says)
-        and the old client's connections go; broken credentials give Ready False ProviderUnauthorized with no
-        credential in the status; restored, Ready again. Every object of the peering on both clusters
-        (ForeignClusters and the VirtualNode included) keeps its uid throughout."""
-        env, ns = peered
-        env.peerings.wait_status(ns, NAME, "ready", timeout=120)
-        uids = lambda: object_uids(env)  # noqa: E731 - ForeignClusters and the VirtualNode included
-        Rotation(env, ns, NAME, env.pair["provider"], uids, lambda t: _bench(capsys, t), ready_timeout=120).run()
-
-    def test_the_consumers_api_server_and_etcd_restart(
-        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        """The consumer's kube-apiserver restarts (SIGTERM, as a rolling restart does), then its etcd, under a
-        Ready peering with Liqo itself. The operator reconnects by itself: on neither cluster does it write
-        anything but its status and bookkeeping (the audit logs), no object of the peering is re-created (the
-        same uids; per Liqo kind as many as before, on both sides), the peering is Ready with its readyAt,
-        cluster IDs and observedGeneration kept, and a spec change afterwards reaches the ResourceSlice and the
-        virtual Node. Liqo's components on the consumer lose their API server too: the test waits until they
-        show they are back (_liqo_not_back), and writes what of Liqo's changed meanwhile (conditions that
-        moved, leases that changed hands, containers that restarted) to its log."""
-        env, ns = peered
-        # From a settled state: everything _liqo_not_back looks at fine (the test before changed the peering).
-        _wait_liqo_back(env, ns, datetime.min.replace(tzinfo=UTC), set(), "settled before the restarts")
-        before = env.peerings.status(ns, NAME)
-        apis = {"consumer": env.consumer_api, "provider": env.provider_api}
-        consumer = env.pair["consumer"]
-        objects = object_uids(env)
-        counts = {side: inventory.liqo_objects(api) for side, api in apis.items()}
-        snapshot, restarts = _liqo_snapshot(env, ns), _liqo_restarts(env)
-        leases, every_lease = _live_leases(env), _leases(env)
-        since = datetime.now(UTC)
-        clock = time.monotonic()
-        consumer.restart("kube-apiserver")
-        marks = {"kube-apiserver restarted": time.monotonic() - clock}
-        consumer.restart("etcd")
-        marks["etcd restarted"] = time.monotonic() - clock
-        back = datetime.now(UTC)
-        seen = _wait_liqo_back(env, ns, back, leases, "back after the restarts")
-        marks["Liqo back"] = time.monotonic() - clock
-        sys.stderr.write(f"\nLiqo's Leases on the consumer before the restarts: {every_lease}; held: {sorted(leases)}")
-        sys.stderr.write(_what_liqo_did(env, ns, snapshot, restarts, seen))
-
-        assert operator_writes(consumer.audit_log, since) == []
-        assert operator_writes(env.pair["provider"].audit_log, since) == []
-        after = env.peerings.status(ns, NAME)
-        for key in ("readyAt", "localClusterID", "remoteClusterID", "observedGeneration"):
-            assert after[key] == before[key], key
-        assert object_uids(env) == objects, "an object of the peering was re-created"
-        assert {side: inventory.liqo_objects(api) for side, api in apis.items()} == counts
-        # And it still reacts: a spec change reaches the ResourceSlice, Liqo's copy and the virtual Node.
-        _resources_follow(env, ns, {"cpu": "1", "memory": "1Gi"})
-        marks["spec change followed"] = time.monotonic() - clock
-        _bench(
-            capsys, "consumer's API server and etcd restarted: " + ", ".join(f"{k} {v:.1f}s" for k, v in marks.items())
-        )
 
     # Last in the class: after it, Liqo's virtual node may stay NotReady (below), which the tests before it
     # must not inherit.
