@@ -898,7 +898,8 @@ class StandIn:
                     "metadata": {
                         "name": name,
                         "namespace": ns,
-                        "labels": {REMOTE: remote, **MANAGED},
+                        # Liqo's virtualnodecreator labels it with the slice it comes from.
+                        "labels": {REMOTE: remote, "liqo.io/resourceslice-name": name, **MANAGED},
                         "ownerReferences": [owner(rs)],
                     },
                     "spec": spec,

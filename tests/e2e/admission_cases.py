@@ -139,6 +139,32 @@ def _cel_cases(kind: str, wrap: str) -> list[Invalid]:
             "createVirtualNode needs createResourceSlice: virtual nodes come from ResourceSlices",
         ),
         case(
+            "slices-and-single",
+            {"offloading": {"resources": {"cpu": 2}, "resourceSlices": [{"name": "a"}]}},
+            "offloading.resourceSlices",
+            "resourceSlices replaces createResourceSlice, resourceSliceClass, createVirtualNode and resources:"
+            " set those in each slice instead",
+        ),
+        case(
+            "reverse-slices-and-single",
+            {"reverse": {"offloading": {"createVirtualNode": False, "resourceSlices": [{"name": "a"}]}}},
+            "reverse.offloading.resourceSlices",
+            "resourceSlices replaces createResourceSlice, resourceSliceClass, createVirtualNode and resources:"
+            " set those in each slice instead",
+        ),
+        case(
+            "slice-names",
+            {"offloading": {"resourceSlices": [{"name": "a"}, {"name": "b"}, {"name": "a", "class": "gold"}]}},
+            "offloading.resourceSlices",
+            "resourceSlices must have unique names",
+        ),
+        case(
+            "reverse-slice-names",
+            {"reverse": {"offloading": {"resourceSlices": [{"name": "a"}, {"name": "a"}]}}},
+            "reverse.offloading.resourceSlices",
+            "resourceSlices must have unique names",
+        ),
+        case(
             "deletebootstrap",
             {"credentials": {"deleteBootstrapSecret": True}},
             "credentials.deleteBootstrapSecret",
@@ -184,6 +210,12 @@ INVALID: list[Invalid] = [
         "LiqoPeering", "quantity", peering(offloading={"resources": {"cpu": "lots"}}), "spec.offloading.resources.cpu"
     ),
     Invalid("LiqoPeering", "secretref", {"timeout": "1m"}, "spec.remoteKubeconfigSecretRef"),
+    Invalid(
+        "LiqoPeering",
+        "slice-name",
+        peering(offloading={"resourceSlices": [{"name": "Not_A_Node"}]}),
+        "spec.offloading.resourceSlices[0].name",
+    ),
     *_cel_cases("LiqoPeeringSet", "template"),
     Invalid(
         "LiqoPeeringSet",
@@ -222,6 +254,14 @@ VALID = [
         peering(
             credentials={"mint": True, "certificateLifetime": "24h"},
             commonMetadata={"labels": {"team": "a", "example.io/liqo": "x"}, "annotations": {"owner": "b"}},
+        ),
+        "",
+    ),
+    Invalid(
+        "LiqoPeering",
+        "valid-slices",
+        peering(
+            offloading={"resourceSlices": [{"name": "a", "class": "gold", "resources": {"cpu": 1}}, {"name": "b"}]}
         ),
         "",
     ),

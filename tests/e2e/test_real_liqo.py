@@ -29,6 +29,8 @@ from typing import Any, cast
 import pytest
 import urllib3
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -559,6 +561,78 @@ class TestPeeredWithRealLiqo:
             capsys, "consumer's API server and etcd restarted: " + ", ".join(f"{k} {v:.1f}s" for k, v in marks.items())
         )
 
+    # After the restarts: the second virtual kubelet leaves its Leases behind, recently renewed, which the
+    # restart test would take for a live component's.
+    def test_a_second_resource_slice_gets_its_own_virtual_node_and_goes_alone(
+        self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """spec.offloading as a list of two slices: the first the single form's (named after the provider, the
+        same resources), so nothing of it changes; the second gets a virtual node of its own from Liqo, Ready,
+        both in status.virtualNodes. Dropped from the list, the second goes with its virtual node and Node, and
+        the first keeps every uid; so does going back to the single form."""
+        env, ns = peered
+        env.peerings.wait_status(ns, NAME, "ready", timeout=120)
+        resources = env.peerings.get(ns, NAME)["spec"]["offloading"]["resources"]  # type: ignore[index]
+        uids = object_uids(env)
+        c_ns = tenant_ns(env.consumer_api, env.provider_id)
+        second = f"{env.provider_id}-second"
+        first = {"name": env.provider_id, "resources": resources}
+        core = k8s.CoreV1Api(env.consumer_api)
+
+        def settled(what: str, virtual_nodes: list[str]) -> float:
+            """Ready for the current generation with these virtual nodes Ready (status and Nodes); seconds taken."""
+            clock = time.monotonic()
+            generation = env.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
+
+            def done() -> bool:
+                status = env.peerings.status(ns, NAME)
+                shown = {v["name"]: v["ready"] for v in status.get("virtualNodes") or []}
+                nodes = core.list_node(label_selector=f"liqo.io/remote-cluster-id={env.provider_id}").items
+                return (
+                    status.get("observedGeneration") == generation
+                    and status.get("peerStatus") == "ready"
+                    and shown == dict.fromkeys(virtual_nodes, True)
+                    and sorted(str(n.metadata.name) for n in nodes if n.metadata) == sorted(virtual_nodes)
+                )
+
+            try:
+                wait_for(what, done, timeout=240)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{env.diagnostics()}") from None
+            took = time.monotonic() - clock
+            _bench(capsys, f"{what}: {took:.1f}s")
+            return took
+
+        def slices() -> list[str]:
+            found = items(env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns)
+            return sorted(
+                o["metadata"]["name"] for o in found if o["metadata"].get("labels", {}).get(REPLICATED) != "true"
+            )
+
+        second_slice = {"name": second, "resources": {"cpu": "100m", "memory": "128Mi", "pods": "10"}}
+        env.peerings.patch(
+            ns, NAME, {"spec": {"offloading": {"resources": None, "resourceSlices": [first, second_slice]}}}
+        )
+        settled("two ResourceSlices -> two virtual nodes Ready", [env.provider_id, second])
+        assert slices() == sorted([env.provider_id, second])
+        status = env.peerings.status(ns, NAME)
+        assert {s["name"]: s["accepted"] for s in status["resourceSlices"]} == {env.provider_id: True, second: True}
+        assert {v["name"]: v.get("resourceSlice") for v in status["virtualNodes"]} == {
+            env.provider_id: env.provider_id,
+            second: second,
+        }
+        assert object_uids(env) == uids  # the first slice and its virtual node untouched
+
+        env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resourceSlices": [first]}}})
+        settled("the second ResourceSlice dropped -> its virtual node gone", [env.provider_id])
+        assert slices() == [env.provider_id]
+        assert get(env.consumer_api, "offloading.liqo.io", "virtualnodes", c_ns, second) is None
+        assert object_uids(env) == uids
+
+        env.peerings.patch(ns, NAME, {"spec": {"offloading": {"resourceSlices": None, "resources": resources}}})
+        settled("back to the single ResourceSlice", [env.provider_id])
+        assert object_uids(env) == uids
+
     # Last in the class: after it, Liqo's virtual node may stay NotReady (below), which the tests before it
     # must not inherit.
     def test_deleted_gateway_client_comes_back(
@@ -927,14 +1001,58 @@ def _refused_with(kubeconfig: bytes, namespace: str) -> int | None:
     return None
 
 
+TLS_COMPATIBILITY = (
+    "--tls-compatibility-mode"  # liqo-controller-manager's flag (chart authentication.tlsCompatibilityMode)
+)
+
+
+def _set_tls_compatibility(env: RealEnv, on: bool) -> bool:
+    """The provider's liqo-controller-manager run with --tls-compatibility-mode=<on>, rolled out, as the chart's
+    value authentication.tlsCompatibilityMode makes it (the flag only picks the algorithm of keys Liqo has not
+    made yet: its own exist already). False when Liqo runs as processes here: no Deployment to read."""
+    if install_kind() != "chart":
+        return False
+    apps = k8s.AppsV1Api(env.provider_api)
+    selector = "app.kubernetes.io/name=controller-manager,app.kubernetes.io/component=controller-manager"
+    (deployment,) = apps.list_namespaced_deployment("liqo", label_selector=selector).items
+    containers = deployment.spec.template.spec.containers  # type: ignore[union-attr]
+    index = next(i for i, c in enumerate(containers) if c.name == "controller-manager")
+    args = [a for a in containers[index].args or [] if not a.startswith(TLS_COMPATIBILITY)]
+    args.append(f"{TLS_COMPATIBILITY}={str(on).lower()}")
+    patch = [{"op": "replace", "path": f"/spec/template/spec/containers/{index}/args", "value": args}]
+    apps.patch_namespaced_deployment(str(deployment.metadata.name), "liqo", patch)  # type: ignore[union-attr]
+    cast(Any, env.pair).wait_available(sides=("provider",))
+    return True
+
+
 def test_minted_credentials_alone(
     rcase: tuple[RealEnv, str], leak_scan: LeakScan, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """spec.credentials.mint with deleteBootstrapSecret: the operator mints Liqo's peering user with the admin
     kubeconfig, peers as that user alone (the provider's audit log: every Liqo object written by it), deletes
     the bootstrap Secret and keeps reconciling; deleting the LiqoPeering unpeers, revokes the user (the
-    provider refuses its certificate) and leaves nothing of it on either cluster."""
+    provider refuses its certificate) and leaves nothing of it on either cluster. The provider's Liqo runs in
+    TLS compatibility mode (on Liqo's chart): keyAlgorithm Auto reads it, as liqoctl does, and the minted user's
+    key is RSA."""
     env, ns = rcase
+    clock = time.monotonic()
+    tls_compatible = _set_tls_compatibility(env, True)
+    try:
+        switched = time.monotonic() - clock
+        _minted_credentials_alone(env, ns, leak_scan, capsys, tls_compatible, switched)
+    finally:
+        if tls_compatible:
+            _set_tls_compatibility(env, False)
+
+
+def _minted_credentials_alone(
+    env: RealEnv,
+    ns: str,
+    leak_scan: LeakScan,
+    capsys: pytest.CaptureFixture[str],
+    tls_compatible: bool,
+    switched: float,
+) -> None:
     core = k8s.CoreV1Api(env.consumer_api)
     apis = {"consumer": env.consumer_api, "provider": env.provider_api}
     peered_before = get(env.consumer_api, "core.liqo.io", "foreignclusters", None, env.provider_id) is not None
@@ -963,6 +1081,11 @@ def test_minted_credentials_alone(
     assert "peering.liqo-operator.io/kubeconfig-in-use" in stored["metadata"].get("finalizers", [])
     kubeconfig = base64.b64decode(stored["data"]["kubeconfig"])
     leak_scan.collect(apis)  # the minted credential joins the scan's needles before it goes
+    # The key follows the provider's TLS compatibility mode (keyAlgorithm Auto); without a Deployment to read
+    # (Liqo as processes), Ed25519 as liqoctl's default.
+    key_data = yaml.safe_load(kubeconfig)["users"][0]["user"]["client-key-data"]
+    key = serialization.load_pem_private_key(base64.b64decode(key_data), password=None)
+    assert isinstance(key, rsa.RSAPrivateKey if tls_compatible else ed25519.Ed25519PrivateKey), type(key)
 
     # On the provider: liqoctl's bindings of Liqo's peering-user roles, to the minted user alone.
     p_ns = tenant_ns(env.provider_api, env.consumer_id)
@@ -1029,6 +1152,8 @@ def test_minted_credentials_alone(
             f"\nfirst peering of the pair, Liqo's kept objects: {_delta(inventory.counts(apis), before)}\n"
         )
     marks["clean"] = time.monotonic() - clock
+    if tls_compatible:
+        marks["(provider's controller manager switched to TLS compatibility mode before)"] = switched
     with capsys.disabled():
         print(
             f"\nBENCH real Liqo ({install_kind()}): minted credentials: "

@@ -7,7 +7,9 @@ from typing import Any
 
 
 def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
-    """Fill missing fields from the schema's defaults, then descend (into the defaults too)."""
+    """Fill missing fields from the schema's defaults, then descend (into the defaults and list items too)."""
+    if isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(schema["items"], item) for item in obj]
     if not isinstance(obj, dict) or "properties" not in schema:
         return obj
     out = dict(obj)

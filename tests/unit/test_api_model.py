@@ -82,7 +82,7 @@ def test_defaults_dump_by_alias_is_the_camel_case_manifest() -> None:
             "createVirtualNode": True,
             "resources": {},
         },
-        "credentials": {"mint": False, "deleteBootstrapSecret": False},
+        "credentials": {"mint": False, "deleteBootstrapSecret": False, "keyAlgorithm": "Auto"},
         "bidirectional": False,
         "reverse": {
             "offloading": {

@@ -215,8 +215,9 @@ def populate_both(p: PeeringRun) -> None:
         (consumer, C_NS, "provider-id", provider),
         (provider, P_NS, "consumer-id", consumer),
     ):
-        cluster.put(r.RESOURCE_SLICE, peer, ns, **meta)
-        cluster.put(r.VIRTUAL_NODE, peer, ns)
+        # Both labelled with their provider: the slice as the operator builds it, the VirtualNode by Liqo.
+        cluster.put(r.RESOURCE_SLICE, peer, ns, labels={**OWNER, naming.REMOTE_CLUSTER_ID: peer})
+        cluster.put(r.VIRTUAL_NODE, peer, ns, labels={naming.REMOTE_CLUSTER_ID: peer})
         cluster.put(r.IDENTITY, naming.identity_name(peer), ns, **meta)
         cluster.put(r.SECRET, naming.SIGNED_NONCE_SECRET, ns, **meta)
         # the Tenant and the nonce for this cluster's consumer side sit on the peer
@@ -544,7 +545,11 @@ def test_a_ready_reverse_direction_writes_nothing_on_another_pass() -> None:
     }
     provider.add(r.VIRTUAL_NODE, {"metadata": {"name": "consumer-id", "namespace": P_NS}})
     ready = {"conditions": [{"type": "Ready", "status": "True"}]}
-    vk = {naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE, naming.REMOTE_CLUSTER_ID: "consumer-id"}
+    vk = {
+        naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE,
+        naming.REMOTE_CLUSTER_ID: "consumer-id",
+        naming.VIRTUAL_NODE_LABEL: "consumer-id",
+    }
     provider.add(r.POD, {"metadata": {"name": "vk-consumer-id-1", "namespace": P_NS, "labels": vk}, "status": ready})
     provider.add(r.NODE, {"metadata": {"name": "consumer-id"}, "status": ready})
     assert (reverse.authenticate(rev, in_band=False).state, reverse.offload(rev).state) == ("ready", "ready")

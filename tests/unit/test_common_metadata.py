@@ -49,7 +49,9 @@ def built(ctx: PeeringContext) -> dict[str, dict[str, Any]]:
         "signed nonce": auth.signed_nonce_secret(ctx, "bm9uY2U="),
         "identity": auth.identity(ctx, tenant_status),
         "tenant metadata": auth.tenant_metadata(ctx),
-        "resource slice": offloading.resource_slice(ctx, OffloadingSpec(resources={"cpu": "2"})),
+        "resource slice": offloading.resource_slice(
+            ctx, offloading.requested_slices(OffloadingSpec(resources={"cpu": "2"}), ctx.provider.cluster_id)[0]
+        ),
         "tenant namespace": tenancy.tenant_namespace("provider-id", "liqo-tenant-provider-id", OWNER, ctx.common),
         "tenant access": tenancy.tenant_access_binding("ns", "role", "sa-ns", "sa", OWNER, ctx.common),
         "revoke role": dress(peeringuser.revoke_role("consumer-id", OWNER), ctx.common),

@@ -45,6 +45,12 @@ def test_fleet_example() -> None:
     assert "remoteKubeconfigSecretRef" not in doc["spec"]["template"]
 
 
+def test_several_slices_example() -> None:
+    (doc,) = documents(EXAMPLES / "several-slices.yaml")
+    spec = model.parse_spec(doc["spec"])
+    assert [s.name for s in spec.offloading.resource_slices or []] == ["provider-general", "provider-gpu"]
+
+
 def test_basic_example() -> None:
     (doc,) = documents(EXAMPLES / "basic.yaml")
     assert doc["metadata"] == {"name": "provider", "namespace": "default"}
@@ -74,9 +80,15 @@ def _set_paths(data: dict[str, Any], prefix: str = "") -> set[str]:
 def test_all_options_sets_every_field() -> None:
     (doc,) = documents(EXAMPLES / "all-options.yaml")
     missing = _aliases(model.LiqoPeeringSpec) - _set_paths(doc["spec"])
-    # loadBalancerIP is mutually exclusive with nodePort (CEL); the example shows it commented out.
-    assert missing <= {"networking.gatewayServer.loadBalancerIP"}, missing
-    assert "# loadBalancerIP:" in (EXAMPLES / "all-options.yaml").read_text()
+    # loadBalancerIP is mutually exclusive with nodePort, resourceSlices with the single slice's fields (CEL);
+    # the example shows them commented out.
+    assert missing <= {
+        "networking.gatewayServer.loadBalancerIP",
+        "offloading.resourceSlices",
+        "reverse.offloading.resourceSlices",
+    }, missing
+    text = (EXAMPLES / "all-options.yaml").read_text()
+    assert "# loadBalancerIP:" in text and "# resourceSlices:" in text
     assert set(doc["spec"]["offloading"]["resources"]) >= {"cpu", "memory", "pods", "nvidia.com/gpu"}
 
 

@@ -570,9 +570,15 @@ def test_identity_ready(obj: dict[str, Any] | None, ready: bool) -> None:
 # -- offloading ------------------------------------------------------------------------------
 
 
+def single(spec: OffloadingSpec) -> offloading.SliceRequest:
+    """The one slice of the single form."""
+    (req,) = offloading.requested_slices(spec, "provider-id")
+    return req
+
+
 def test_resource_slice(ctx: PeeringContext) -> None:
     spec = OffloadingSpec(resources={"cpu": 4, "memory": "8Gi", "nvidia.com/gpu": 1})
-    rs = offloading.resource_slice(ctx, spec)
+    rs = offloading.resource_slice(ctx, single(spec))
     assert rs == {
         "apiVersion": "authentication.liqo.io/v1beta1",
         "kind": "ResourceSlice",
@@ -591,7 +597,7 @@ def test_resource_slice(ctx: PeeringContext) -> None:
 
 
 def test_resource_slice_without_virtual_node_and_with_class(ctx: PeeringContext) -> None:
-    rs = offloading.resource_slice(ctx, OffloadingSpec(create_virtual_node=False, resource_slice_class="gold"))
+    rs = offloading.resource_slice(ctx, single(OffloadingSpec(create_virtual_node=False, resource_slice_class="gold")))
     assert rs["metadata"]["annotations"] == {"liqo.io/create-virtual-node": "false"}
     # No resources asked for: no resources key at all. An empty map is what Liqo's Go structs drop
     # (omitempty), and sending it each pass started a write war with Liqo's controllers.
@@ -600,7 +606,7 @@ def test_resource_slice_without_virtual_node_and_with_class(ctx: PeeringContext)
 
 def test_resource_slice_quantities_are_in_gos_canonical_form(ctx: PeeringContext) -> None:
     spec = OffloadingSpec(resources={"cpu": "1000m", "memory": "1024Mi", "ephemeral-storage": "0.5", "pods": 110})
-    rs = offloading.resource_slice(ctx, spec)
+    rs = offloading.resource_slice(ctx, single(spec))
     assert rs["spec"]["resources"] == {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "500m", "pods": "110"}
 
 
@@ -651,9 +657,74 @@ def test_virtual_node_usable_follows_liqos_rule(
 
 
 def test_virtual_kubelet_selector() -> None:
-    assert offloading.virtual_kubelet_selector("p") == (
-        "offloading.liqo.io/component=virtual-kubelet,liqo.io/remote-cluster-id=p"
+    assert offloading.virtual_kubelet_selector("p", "gpu") == (
+        "offloading.liqo.io/component=virtual-kubelet,liqo.io/remote-cluster-id=p,liqo.io/virtual-node=gpu"
     )
+
+
+def test_requested_slices_single_form_is_one_named_after_the_provider() -> None:
+    assert offloading.requested_slices(OffloadingSpec(resources={"cpu": 2}), "p") == [
+        offloading.SliceRequest("p", "default", {"cpu": 2}, True)
+    ]
+    assert (
+        offloading.requested_slices(OffloadingSpec(create_resource_slice=False, create_virtual_node=False), "p") == []
+    )
+
+
+def test_requested_slices_list_form_names_each_and_where_the_spec_sets_it() -> None:
+    spec = OffloadingSpec.model_validate(
+        {
+            "resourceSlices": [
+                {"name": "cpu", "resources": {"cpu": 4}},
+                {"name": "gpu", "class": "gpu", "resources": {"nvidia.com/gpu": 1}, "createVirtualNode": False},
+            ]
+        }
+    )
+    assert offloading.requested_slices(spec, "p") == [
+        offloading.SliceRequest("cpu", "default", {"cpu": 4}, True, ".resourceSlices[0]"),
+        offloading.SliceRequest("gpu", "gpu", {"nvidia.com/gpu": 1}, False, ".resourceSlices[1]"),
+    ]
+    assert offloading.wants_virtual_node(spec)
+    no_nodes = OffloadingSpec.model_validate({"resourceSlices": [{"name": "a", "createVirtualNode": False}]})
+    assert not offloading.wants_virtual_node(no_nodes)
+
+
+def test_resource_slice_of_the_list_form(ctx: PeeringContext) -> None:
+    spec = OffloadingSpec.model_validate({"resourceSlices": [{"name": "gpu", "class": "gpu", "resources": {"cpu": 1}}]})
+    (req,) = offloading.requested_slices(spec, "provider-id")
+    rs = offloading.resource_slice(ctx, req)
+    assert rs["metadata"]["name"] == "gpu"
+    assert rs["metadata"]["labels"][naming.REMOTE_CLUSTER_ID] == "provider-id"
+    assert rs["spec"] == {"class": "gpu", "providerClusterID": "provider-id", "resources": {"cpu": "1"}}
+
+
+def _obj(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": C_NS, "labels": labels or {}}}
+
+
+def test_leftovers_are_our_dropped_slices_and_the_virtual_nodes_made_from_them() -> None:
+    owner = naming.owner_labels("team-a", "to-provider")
+    made = lambda slice_name: {naming.RESOURCE_SLICE_NAME: slice_name}  # noqa: E731
+    slices = [
+        _obj("keep", owner),
+        _obj("drop", owner),
+        _obj("liqoctl"),  # not ours: stays, with its virtual node
+        _obj("copy", {**owner, naming.REPLICATED: "true"}),  # the other direction's, replicated in
+    ]
+    vnodes = [
+        _obj("keep", made("keep")),
+        _obj("drop", made("drop")),
+        _obj("liqoctl", made("liqoctl")),
+        _obj("orphan", made("gone")),  # its slice is gone already: going too
+        _obj("hand-made"),  # no slice at all (liqoctl create virtualnode): not ours
+        _obj("p"),  # the single form's, named after the provider, without Liqo's label
+    ]
+    left = offloading.leftovers(slices, vnodes, {"keep"}, owner, "p")
+    assert left == offloading.Leftovers(slices=("drop",), virtual_nodes=("drop", "orphan", "p"))
+    # Unpeering: nothing is wanted any more.
+    everything = offloading.leftovers(slices, vnodes, set(), owner, "p")
+    assert everything.slices == ("drop", "keep")
+    assert "liqoctl" not in everything.virtual_nodes and "hand-made" not in everything.virtual_nodes
 
 
 def _every_builder(ctx: PeeringContext) -> list[dict[str, Any]]:
@@ -669,8 +740,8 @@ def _every_builder(ctx: PeeringContext) -> list[dict[str, Any]]:
         auth.signed_nonce_secret(ctx, "bm9uY2U="),
         auth.tenant(ctx, private, csr, "c2ln", None),
         auth.identity(ctx, status),
-        offloading.resource_slice(ctx, OffloadingSpec()),
-        offloading.resource_slice(ctx, OffloadingSpec(create_virtual_node=False, resources={"cpu": 2})),
+        offloading.resource_slice(ctx, single(OffloadingSpec())),
+        offloading.resource_slice(ctx, single(OffloadingSpec(create_virtual_node=False, resources={"cpu": 2}))),
         tenancy.tenant_namespace("provider-id", "liqo-tenant-provider-id", ctx.owner),
         tenancy.tenant_access_binding("liqo-tenant-provider-id", "role", "ops", "sa", ctx.owner),
     ]

@@ -228,3 +228,46 @@ def test_the_consumer_id_is_read_back_from_the_minted_user() -> None:
     assert pu.consumer_of(pu.common_name("a-b-c", "f" * 32)) == "a-b-c"
     assert pu.consumer_of("someone-else") is None
     assert pu.consumer_of(pu.user_name("")) is None
+
+
+class _MayNotList(FakeClusterClient):
+    """A bootstrap credential that may not read the provider's Deployments."""
+
+    def find(self, res: r.Resource, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        raise ClusterForbidden("may not list deployments", side="provider")
+
+
+@pytest.mark.parametrize(
+    ("setting", "flag", "algorithm"),
+    [
+        ("Auto", "--tls-compatibility-mode=true", "RSA"),
+        ("Auto", "--tls-compatibility-mode=false", "Ed25519"),
+        ("Auto", None, "Ed25519"),  # no liqo-controller-manager found
+        ("Ed25519", "--tls-compatibility-mode=true", "Ed25519"),
+        ("RSA", None, "RSA"),
+    ],
+)
+def test_the_key_algorithm_follows_the_spec_or_the_providers_liqo(
+    setting: str, flag: str | None, algorithm: str
+) -> None:
+    provider = FakeClusterClient("provider")
+    if flag is not None:
+        labels = dict(kv.split("=") for kv in pu.CONTROLLER_MANAGER_SELECTOR.split(","))
+        container = {"name": "controller-manager", "args": ["--cluster-id=provider-id", flag]}
+        provider.add(
+            r.DEPLOYMENT,
+            {
+                "metadata": {"name": "liqo-controller-manager", "namespace": "liqo", "labels": labels},
+                "spec": {"template": {"spec": {"containers": [container]}}},
+            },
+        )
+    spec = service_module.parse_spec(
+        {"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": True, "keyAlgorithm": setting}}
+    )
+    assert credentials._key_algorithm(provider, spec) == algorithm
+
+
+def test_auto_takes_ed25519_when_the_bootstrap_may_not_read_liqos_deployment() -> None:
+    spec = service_module.parse_spec({"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": True}})
+    assert spec.credentials.key_algorithm == "Auto"
+    assert credentials._key_algorithm(_MayNotList("provider"), spec) == "Ed25519"

@@ -311,3 +311,65 @@ def test_an_unreadable_kubeconfig_counts_as_none() -> None:
     body["data"][pu.KUBECONFIG_KEY] = b64(b"not: [a kubeconfig")
     state = pu.MintState.of(body)
     assert state.cert is None and pu.next_step(state, T0) == "begin"
+
+
+# -- the key's algorithm (spec.credentials.keyAlgorithm) -----------------------------------------------------------
+def controller_manager(*args: str, name: str = "controller-manager") -> dict[str, Any]:
+    """liqo-controller-manager's Deployment as Liqo's chart renders it (only what the rule reads)."""
+    return {"spec": {"template": {"spec": {"containers": [{"name": name, "args": list(args)}]}}}}
+
+
+@pytest.mark.parametrize(
+    ("deployments", "compatible"),
+    [
+        ([controller_manager("--cluster-id=p", "--tls-compatibility-mode=true")], True),  # the chart's rendering
+        ([controller_manager("--tls-compatibility-mode=True")], True),
+        ([controller_manager("--tls-compatibility-mode")], True),  # a bare flag means true
+        ([controller_manager("--tls-compatibility-mode=")], True),  # liqoctl: an empty value too
+        ([controller_manager("--tls-compatibility-mode=false")], False),  # the chart's default
+        ([controller_manager("--cluster-id=p")], False),
+        ([controller_manager("--tls-compatibility-mode=true", name="sidecar")], False),  # another container's
+        ([], False),  # no controller manager found
+        ([controller_manager("--tls-compatibility-mode=true")] * 2, False),  # several: liqoctl gives up
+    ],
+)
+def test_tls_compatibility_mode_is_read_as_liqoctl_reads_it(
+    deployments: list[dict[str, Any]], compatible: bool
+) -> None:
+    assert pu.tls_compatibility_mode(deployments) is compatible
+
+
+@pytest.mark.parametrize(
+    ("setting", "tls_compatibility", "algorithm"),
+    [
+        ("Auto", True, "RSA"),
+        ("Auto", False, "Ed25519"),
+        ("Auto", None, "Ed25519"),  # unknown: liqoctl's default
+        ("RSA", False, "RSA"),
+        ("Ed25519", True, "Ed25519"),  # the spec's word over the provider's mode
+    ],
+)
+def test_key_algorithm(setting: str, tls_compatibility: bool | None, algorithm: str) -> None:
+    assert pu.key_algorithm(setting, tls_compatibility) == algorithm
+
+
+def test_an_rsa_key_makes_liqos_csr_signed_with_sha256_and_the_same_bytes_again() -> None:
+    key = pu.new_private_key("RSA")
+    assert pu.algorithm_of(key) == "RSA" and key.key_size == pu.RSA_KEY_BITS  # liqoctl's RSA-2048
+    pem = pu.private_key_pem(key)
+    request = pu.csr_request(pu.load_private_key(pem), "liqo-peer-user-consumer-id-x")
+    csr = x509.load_pem_x509_csr(request)
+    assert csr.is_signature_valid and csr.signature_hash_algorithm is not None
+    assert csr.signature_hash_algorithm.name == "sha256"
+    assert csr.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "liqo.io"
+    # A resumed minting rebuilds its request from the stored key and must recognise its own CSR.
+    assert pu.csr_request(pu.load_private_key(pem), "liqo-peer-user-consumer-id-x") == request
+    assert pu.algorithm_of(pu.new_private_key("Ed25519")) == "Ed25519"
+
+
+def test_a_key_of_the_other_algorithm_than_the_spec_names_is_minted_again() -> None:
+    state = pu.MintState.of(minted_secret(cert=issue("cn-1", T0, timedelta(hours=1))))
+    assert state.key_algorithm == "Ed25519"  # USER_KEY's, read back from the kubeconfig
+    assert pu.next_step(state, T0, "Ed25519") == "use"
+    assert pu.next_step(state, T0, "Auto") == "use"  # Auto's rule was applied when it was minted
+    assert pu.next_step(state, T0, "RSA") == "begin"

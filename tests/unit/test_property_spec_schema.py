@@ -186,6 +186,15 @@ def from_schema(node: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy
         return st.integers(min_value=node.get("minimum", -(2**63)), max_value=node.get("maximum", 2**63 - 1))
     if kind == "boolean":
         return st.booleans()
+    if kind == "array":
+        # A few items, names from a small set, so that duplicates are drawn too.
+        items = node["items"]
+        if "$ref" in items:
+            items = defs[items["$ref"].rsplit("/", 1)[-1]]
+        if "name" in (items.get("properties") or {}):
+            items = {**items, "properties": {**items["properties"], "name": {"enum": ["a", "b", "c"]}}}
+        low = node.get("minItems", 0)
+        return st.lists(from_schema(items, defs), min_size=low, max_size=max(low, min(node["maxItems"], 3)))
     if kind == "null":
         return st.none()
     raise AssertionError(f"no strategy for {node}")
@@ -278,6 +287,8 @@ def test_the_oracle_evaluates_every_cel_rule() -> None:
         {"authentication": {"proxyURL": "not a url"}},
         {"offloading": {"createResourceSlice": False}},
         {"networking": {"enabled": False}, "authentication": {"inBand": True}},
+        {"offloading": {"resourceSliceClass": "gold", "resourceSlices": [{"name": "a"}]}},
+        {"offloading": {"resourceSlices": [{"name": "a"}, {"name": "b", "class": "gold"}, {"name": "a"}]}},
     ]
     assert crd_accepts(base) and model_accepts(base)
     for extra in broken:

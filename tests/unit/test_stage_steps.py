@@ -8,6 +8,7 @@ objects the pass wrote.
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +34,7 @@ from liqo_peering.errors import (
 from liqo_peering.liqo import naming, versions
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from liqo_peering.liqo.offloading import DEFAULT_CLASS_DISABLED
 from liqo_peering.stages import StageResult
 from unit.fakes import FakeClusterClient
 
@@ -790,7 +792,11 @@ def virtual_kubelet(local: FakeClusterClient, pod_ready: str | None = "True", no
     """What Liqo's virtual kubelet brings up: its Pod in the tenant namespace, then the virtual Node."""
     ready = lambda status: {"conditions": [{"type": "Ready", "status": status}]}  # noqa: E731
     if pod_ready is not None:
-        labels = {naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE, naming.REMOTE_CLUSTER_ID: "provider-id"}
+        labels = {
+            naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE,
+            naming.REMOTE_CLUSTER_ID: "provider-id",
+            naming.VIRTUAL_NODE_LABEL: "provider-id",
+        }
         local.add(
             r.POD,
             {"metadata": {"name": "vk-provider-id-1", "namespace": C_NS, "labels": labels}, "status": ready(pod_ready)},
@@ -900,6 +906,129 @@ def test_offloading_disabled_deletes_slice_and_virtual_node() -> None:
     deletes = len(local.deleted)
     assert offloading.reconcile(p).state == "disabled"
     assert len(local.deleted) == deletes  # nothing left to delete: no delete calls either
+
+
+TWO_SLICES = {
+    "resourceSlices": [
+        {"name": "cpu", "resources": {"cpu": 4}},
+        {"name": "gpu", "class": "gpu", "resources": {"nvidia.com/gpu": 1}},
+    ]
+}
+
+
+def accept_named(local: FakeClusterClient, name: str, resources: str = "Accepted", reason: str = "") -> None:
+    local.obj(r.RESOURCE_SLICE, name, C_NS)["status"] = {
+        "conditions": [
+            {"type": "Authentication", "status": "Accepted"},
+            {"type": "Resources", "status": resources, **({"reason": reason} if reason else {})},
+        ]
+    }
+
+
+def liqo_makes_virtual_node(local: FakeClusterClient, name: str, finalizers: bool = False) -> None:
+    """What Liqo makes of an accepted slice: its VirtualNode (named and labelled after it, drained before it
+    goes when ``finalizers``), the virtual kubelet's Pod and the Node, all Ready."""
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": C_NS,
+        "labels": {naming.REMOTE_CLUSTER_ID: "provider-id", naming.RESOURCE_SLICE_NAME: name},
+        **({"finalizers": ["liqo.io/virtualnode-controller"]} if finalizers else {}),
+    }
+    local.add(r.VIRTUAL_NODE, {"metadata": meta, "spec": {"clusterID": "provider-id"}})
+    vk = {
+        naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE,
+        naming.REMOTE_CLUSTER_ID: "provider-id",
+        naming.VIRTUAL_NODE_LABEL: name,
+    }
+    local.add(r.POD, {"metadata": {"name": f"vk-{name}-1", "namespace": C_NS, "labels": vk}, "status": ready})
+    local.add(r.NODE, {"metadata": {"name": name}, "status": ready})
+
+
+def test_offloading_with_several_slices_waits_for_each_and_its_virtual_node() -> None:
+    p = make_run(make_spec(offloading=TWO_SLICES))
+    local, _ = fakes(p)
+
+    result = offloading.reconcile(p)
+    assert outcome(result) == waiting("offloading", "WaitingForResourceSlice")
+    assert "ResourceSlice cpu" in result.message and "ResourceSlice gpu" in result.message
+    assert {(o["metadata"]["name"], o["spec"]["class"]) for o in local.objects(r.RESOURCE_SLICE)} == {
+        ("cpu", "default"),
+        ("gpu", "gpu"),
+    }
+    assert local.obj(r.RESOURCE_SLICE, "gpu", C_NS)["spec"]["resources"] == {"nvidia.com/gpu": "1"}
+    accept_named(local, "cpu")
+    accept_named(local, "gpu")
+    liqo_makes_virtual_node(local, "cpu")
+    result = offloading.reconcile(p)
+    assert outcome(result) == waiting("offloading", "WaitingForVirtualNode")
+    assert result.message == "waiting for Liqo on the consumer to create the VirtualNode of ResourceSlice gpu"
+    liqo_makes_virtual_node(local, "gpu")
+    result = offloading.reconcile(p)
+    assert (result.state, result.reason) == ("ready", "Established")
+    assert "virtual Node cpu is Ready" in result.message and "virtual Node gpu is Ready" in result.message
+    # At rest: nothing written.
+    before = len(local.writes)
+    assert offloading.reconcile(p).state == "ready"
+    assert len(local.writes) == before and local.deleted == []
+
+
+def test_a_slice_dropped_from_the_list_goes_alone_with_its_virtual_node() -> None:
+    p = make_run(make_spec(offloading=TWO_SLICES))
+    local, _ = fakes(p)
+    offloading.reconcile(p)
+    for name in ("cpu", "gpu"):
+        accept_named(local, name)
+        liqo_makes_virtual_node(local, name, finalizers=True)
+    assert offloading.reconcile(p).state == "ready"
+    kept = copy.deepcopy(local.obj(r.VIRTUAL_NODE, "cpu", C_NS))
+
+    p.spec = make_spec(offloading={"resourceSlices": [TWO_SLICES["resourceSlices"][0]]})
+    result = offloading.reconcile(p)
+    # Liqo drains the virtual node before it goes: the stage says so until it has.
+    assert outcome(result) == waiting("offloading", "RemovingResourceSlice")
+    assert result.message == "removing VirtualNode gpu, no longer in spec.offloading"
+    assert sorted(local.deleted) == [("resourceslices", C_NS, "gpu"), ("virtualnodes", C_NS, "gpu")]
+    deletes = len(local.deleted)
+    assert offloading.reconcile(p).reason == "RemovingResourceSlice"
+    assert len(local.deleted) == deletes  # already going: not deleted again
+    local.finish_deletions()
+    result = offloading.reconcile(p)
+    assert (result.state, result.message) == (
+        "ready",
+        "the ResourceSlice cpu is accepted and the virtual Node cpu is Ready",
+    )
+    assert local.obj(r.VIRTUAL_NODE, "cpu", C_NS) == kept  # the other one untouched
+    assert local.obj(r.RESOURCE_SLICE, "cpu", C_NS)
+
+
+def test_switching_from_the_single_slice_to_a_list_replaces_it() -> None:
+    p = make_run()
+    local, _ = fakes(p)
+    offloading.reconcile(p)
+    accept_slice(local)
+    liqo_makes_virtual_node(local, "provider-id")
+    assert offloading.reconcile(p).state == "ready"
+
+    p.spec = make_spec(offloading={"resourceSlices": [{"name": "cpu"}]})
+    result = offloading.reconcile(p)
+    assert outcome(result) == waiting("offloading", "WaitingForResourceSlice")
+    assert ("resourceslices", C_NS, "provider-id") in local.deleted
+    assert ("virtualnodes", C_NS, "provider-id") in local.deleted
+    assert [o["metadata"]["name"] for o in local.objects(r.RESOURCE_SLICE)] == ["cpu"]
+
+
+def test_a_denied_slice_of_the_list_names_its_own_fields() -> None:
+    p = make_run(make_spec(offloading=TWO_SLICES))
+    local, _ = fakes(p)
+    offloading.reconcile(p)
+    accept_named(local, "cpu")
+    accept_named(local, "gpu", resources="Denied", reason=DEFAULT_CLASS_DISABLED)
+    with pytest.raises(ResourceSliceDenied) as denied:
+        offloading.reconcile(p)
+    message = denied.value.message
+    assert f"ResourceSlice {C_NS}/gpu" in message and "/cpu" not in message
+    assert "set spec.offloading.resourceSlices[1].class to a class the provider serves" in message
 
 
 def test_offloading_disabled_keeps_a_slice_made_by_liqoctl() -> None:

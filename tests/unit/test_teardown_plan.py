@@ -148,9 +148,10 @@ def populate(
     meta: dict[str, Any] = {"labels": labels, **({"finalizers": ["liqo.io/x"]} if finalizers else {})}
     for side, res, name, ns in teardown.networking_objects(CTX):
         (local if side == "consumer" else remote).put(res, name, ns, **meta)
-    local.put(r.RESOURCE_SLICE, "provider-id", C_NS, **meta)
-    # Liqo creates the VirtualNode: it never carries our labels.
-    local.put(r.VIRTUAL_NODE, "provider-id", C_NS, **({"finalizers": ["liqo.io/x"]} if finalizers else {}))
+    peer = {naming.REMOTE_CLUSTER_ID: "provider-id"}
+    local.put(r.RESOURCE_SLICE, "provider-id", C_NS, **{**meta, "labels": {**labels, **peer}})
+    # Liqo creates the VirtualNode: it never carries our labels, only its provider's.
+    local.put(r.VIRTUAL_NODE, "provider-id", C_NS, labels=peer, **({"finalizers": ["liqo.io/x"]} if finalizers else {}))
     local.put(r.IDENTITY, naming.identity_name("provider-id"), C_NS, **meta)
     local.put(r.SECRET, naming.SIGNED_NONCE_SECRET, C_NS, labels=labels)
     remote.put(r.TENANT, "consumer-id", P_NS, **meta)
@@ -219,6 +220,24 @@ def test_run_waits_for_each_phase_to_be_gone() -> None:
     assert seen[2] == [f"Tenant {P_NS}/consumer-id on the provider"]
     assert len(seen[3]) == 8 and seen[3][0] == f"GatewayClient {C_NS}/provider-id on the consumer"
     assert local.store == {} and remote.store == {}
+
+
+def test_run_removes_every_slice_of_the_peering_and_their_virtual_nodes_but_no_one_elses() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    peer = {naming.REMOTE_CLUSTER_ID: "provider-id"}
+    fin = {"finalizers": ["liqo.io/x"]}
+    for name, labels in (("cpu", {**peer, **CTX.owner}), ("gpu", {**peer, **CTX.owner}), ("by-liqoctl", peer)):
+        local.put(r.RESOURCE_SLICE, name, C_NS, labels=labels, **fin)
+        local.put(r.VIRTUAL_NODE, name, C_NS, labels={**peer, naming.RESOURCE_SLICE_NAME: name}, **fin)
+
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=True)
+    assert left == [f"ResourceSlice {C_NS}/cpu on the consumer", f"ResourceSlice {C_NS}/gpu on the consumer"]
+    local.finish_deletions()
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=True)
+    assert left == [f"VirtualNode {C_NS}/cpu on the consumer", f"VirtualNode {C_NS}/gpu on the consumer"]
+    local.finish_deletions()
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=True) == []
+    assert {(k[0], k[2]) for k in local.store} == {("resourceslices", "by-liqoctl"), ("virtualnodes", "by-liqoctl")}
 
 
 def test_run_bidirectional_keeps_networking(clusters: tuple[FakeClusterClient, FakeClusterClient]) -> None:

@@ -118,6 +118,19 @@ LOCATION_RULE = _cel(
     "location cannot be changed once set: delete the peering and create it again with the other location",
     ".location",
 )
+SLICES_FORM_RULE = _cel(
+    "!has(self.resourceSlices) || (self.createResourceSlice && self.createVirtualNode"
+    " && self.resourceSliceClass == 'default' && (!has(self.resources) || size(self.resources) == 0))",
+    "resourceSlices replaces createResourceSlice, resourceSliceClass, createVirtualNode and resources:"
+    " set those in each slice instead",
+    ".resourceSlices",
+)
+SLICE_NAMES_RULE = _cel(
+    "!has(self.resourceSlices) || self.resourceSlices.all(s, self.resourceSlices.exists_one(t, t.name == s.name))",
+    "resourceSlices must have unique names",
+    ".resourceSlices",
+)
+MAX_RESOURCE_SLICES = 16
 IN_BAND_RULE = _cel(
     "!self.authentication.inBand || self.networking.enabled",
     "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
@@ -205,8 +218,39 @@ class AuthenticationSpec(_Model):
     )
 
 
+def _resources_field() -> Any:
+    return Field(
+        default_factory=dict,
+        description=(
+            "Resources to request, by name (cpu, memory, pods, or any extended resource such as nvidia.com/gpu)"
+            " -> quantity. Empty lets the provider decide."
+        ),
+    )
+
+
+class ResourceSliceSpec(_Model):
+    """One ResourceSlice of several asked of the same provider."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=DNS_LABEL_PATTERN,
+        description="Name of the ResourceSlice, and of the virtual node Liqo makes from it: unique among this"
+        " cluster's Nodes, so also across peerings.",
+    )
+    class_: str = Field(
+        default="default", alias="class", min_length=1, max_length=63, description="Class of the ResourceSlice."
+    )
+    resources: dict[str, Quantity] = _resources_field()
+    create_virtual_node: bool = Field(
+        default=True, description="Have Liqo create a virtual node from this ResourceSlice."
+    )
+
+
 class OffloadingSpec(_Model):
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [VIRTUAL_NODE_RULE]})
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [VIRTUAL_NODE_RULE, SLICES_FORM_RULE, SLICE_NAMES_RULE]}
+    )
     create_resource_slice: bool = Field(
         default=True, description="Ask the provider for resources with a ResourceSlice."
     )
@@ -216,18 +260,32 @@ class OffloadingSpec(_Model):
     create_virtual_node: bool = Field(
         default=True, description="Have Liqo create a virtual node from the ResourceSlice."
     )
-    resources: dict[str, Quantity] = Field(
-        default_factory=dict,
-        description=(
-            "Resources to request, by name (cpu, memory, pods, or any extended resource such as nvidia.com/gpu)"
-            " -> quantity. Empty lets the provider decide."
-        ),
+    resources: dict[str, Quantity] = _resources_field()
+    resource_slices: list[ResourceSliceSpec] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_RESOURCE_SLICES,
+        description="Several ResourceSlices from the same provider, each with its own virtual node, instead of"
+        " the one that createResourceSlice, resourceSliceClass, createVirtualNode and resources describe (leave"
+        " those unset). A slice dropped from the list is removed alone, with its virtual node.",
     )
 
     @model_validator(mode="after")
     def _virtual_node_needs_slice(self) -> OffloadingSpec:
         if self.create_virtual_node and not self.create_resource_slice:
             raise ValueError(VIRTUAL_NODE_RULE["message"])
+        if self.resource_slices is not None:
+            single_form_default = (
+                self.create_resource_slice
+                and self.create_virtual_node
+                and self.resource_slice_class == "default"
+                and not self.resources
+            )
+            if not single_form_default:
+                raise ValueError(SLICES_FORM_RULE["message"])
+            names = [s.name for s in self.resource_slices]
+            if len(set(names)) != len(names):
+                raise ValueError(SLICE_NAMES_RULE["message"])
         return self
 
 
@@ -251,6 +309,15 @@ class CredentialsSpec(_Model):
         description="Requested lifetime of the minted certificate, 10m to 87600h, such as 720h (needs mint;"
         " default: the provider signer's own, a year unless its kube-controller-manager says otherwise). It is"
         " renewed at two thirds of its lifetime, with the bootstrap Secret.",
+    )
+
+    key_algorithm: Literal["Auto", "Ed25519", "RSA"] = Field(
+        default="Auto",
+        description="The minted user's key: Ed25519, or RSA (2048 bits) for a provider whose Liqo runs in TLS"
+        " compatibility mode (its chart's authentication.tlsCompatibilityMode), where some TLS stacks take no"
+        " Ed25519. Auto reads that mode from the provider's liqo-controller-manager, as `liqoctl generate"
+        " peering-user` does, and takes Ed25519 when it cannot. Changing it to the other algorithm mints the"
+        " user again.",
     )
 
     @model_validator(mode="after")

@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
@@ -69,7 +68,7 @@ def discovery_kubeconfig(
         protection.protect(local, namespace, spec.remote_kubeconfig_secret_ref.name)
     minted = _load(state, policy)
     try:
-        if minted is not None and (pu.next_step(state, now) == "use" or not present):
+        if minted is not None and (pu.next_step(state, now, spec.credentials.key_algorithm) == "use" or not present):
             return minted
         if present:
             return discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
@@ -116,7 +115,7 @@ def provider_credentials(
     if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
         protection.protect(local, namespace, spec.remote_kubeconfig_secret_ref.name)
     try:
-        if pu.next_step(state, now) != "use":
+        if pu.next_step(state, now, spec.credentials.key_algorithm) != "use":
             if present:
                 bootstrap = discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
                 state = _mint(local, peering, spec, bootstrap, state, now, connect, consumer_id)
@@ -191,12 +190,12 @@ def _mint(
     try:
         issued = False
         for _ in range(3):  # begin, issue, retire
-            step = pu.next_step(state, now)
+            step = pu.next_step(state, now, spec.credentials.key_algorithm)
             # One certificate per pass: a signer may issue one already due (a lifetime under its backdating).
             if step == "use" or (step == "begin" and issued):
                 break
             if step == "begin":
-                state = _begin(local, peering, spec, consumer_id)
+                state = _begin(local, peering, spec, consumer_id, _key_algorithm(client, spec))
             elif step == "issue":
                 state = _issue(local, client, peering, spec, bootstrap, consumer_id, state)
                 issued = True
@@ -225,7 +224,24 @@ def _common(spec: LiqoPeeringSpec) -> Common:
     return Common.of(spec.common_metadata)
 
 
-def _begin(local: ClusterClient, peering: dict[str, Any], spec: LiqoPeeringSpec, consumer_id: str) -> pu.MintState:
+def _key_algorithm(client: ClusterClient, spec: LiqoPeeringSpec) -> pu.KeyAlgorithm:
+    """spec.credentials.keyAlgorithm, Auto resolved as liqoctl does: from the provider's liqo-controller-manager,
+    Ed25519 when the bootstrap kubeconfig may not read it (any other failure is retried: guessing wrong would
+    last as long as the certificate)."""
+    setting = spec.credentials.key_algorithm
+    if setting != "Auto":
+        return pu.key_algorithm(setting, None)
+    try:
+        found = client.find(r.DEPLOYMENT, spec.remote_liqo_namespace, labels=pu.CONTROLLER_MANAGER_SELECTOR)
+    except ClusterForbidden as exc:
+        log.info(f"the provider's TLS compatibility mode is unknown ({exc.message}): minting an Ed25519 key")
+        return pu.key_algorithm(setting, None)
+    return pu.key_algorithm(setting, pu.tls_compatibility_mode(found))
+
+
+def _begin(
+    local: ClusterClient, peering: dict[str, Any], spec: LiqoPeeringSpec, consumer_id: str, algorithm: pu.KeyAlgorithm
+) -> pu.MintState:
     """A new key and CN, stored before any CSR exists: a restart finishes this same minting."""
     meta = peering["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -233,8 +249,8 @@ def _begin(local: ClusterClient, peering: dict[str, Any], spec: LiqoPeeringSpec,
     owner = naming.owner_labels(namespace, name)
     local.create_if_absent(r.SECRET, dress(pu.secret(namespace, secret_name, peering, owner), _common(spec)))
     cn = pu.common_name(consumer_id, secrets.token_hex(16))
-    key = pu.private_key_pem(ed25519.Ed25519PrivateKey.generate())
-    log.info(f"minting the provider credential {cn} into Secret {namespace}/{secret_name}")
+    key = pu.private_key_pem(pu.new_private_key(algorithm))
+    log.info(f"minting the provider credential {cn} ({algorithm} key) into Secret {namespace}/{secret_name}")
     return pu.MintState.of(local.merge_patch(r.SECRET, secret_name, namespace, pu.begin_patch(cn, key)))
 
 

@@ -14,7 +14,7 @@ from liqo_peering.liqo import resources as r
 from liqo_peering.status import detail
 
 # On a ResourceSlice that Liqo's crd-replicator copied in from the other cluster (the original is elsewhere).
-REPLICATED = "liqo.io/replicated"
+REPLICATED = naming.REPLICATED
 
 
 def _own_slices(run: PeeringRun) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ from liqo_peering.errors import (
 )
 from liqo_peering.kubeconfig import KubeconfigError
 from liqo_peering.liqo import naming, unpeering
+from liqo_peering.liqo import offloading as offloading_builders
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.common import Common
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
@@ -256,7 +257,7 @@ class PeeringService:
             liqo_checked=frozenset(
                 stage
                 for stage in STAGES
-                if stage != "offloading" or spec is None or spec.offloading.create_virtual_node
+                if stage != "offloading" or spec is None or offloading_builders.wants_virtual_node(spec.offloading)
             ),
             local_cluster_id=ids[0],
             remote_cluster_id=ids[1],

@@ -15,7 +15,8 @@ direction's steps are the same with the clusters swapped (``reverse=True``).
 from __future__ import annotations
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.liqo import naming, unpeering
+from liqo_peering.engine import offloading as offloading_stage
+from liqo_peering.liqo import naming, offloading, unpeering
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
@@ -114,11 +115,11 @@ def run(
 
 def _step(client: ClusterClient, ctx: PeeringContext, res: r.Resource, name: str, ns: str) -> list[str]:
     """Delete one object if it is ours; return what must still go before the next phase."""
+    if res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE):
+        return _offloading_step(client, ctx, res, ns)
     obj = client.get(res, name, ns)
     if obj is not None:
-        if res != r.VIRTUAL_NODE and not _owned(obj, ctx):
-            return []
-        if res == r.VIRTUAL_NODE and not _slice_was_ours(client, ctx):  # both on this direction's consumer
+        if not _owned(obj, ctx):
             return []
         client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
         left = client.get(res, name, ns)
@@ -163,10 +164,21 @@ def _identity_secrets_terminating(consumer: ClusterClient, ctx: PeeringContext) 
     ]
 
 
-def _slice_was_ours(consumer: ClusterClient, ctx: PeeringContext) -> bool:
-    """Whether the VirtualNode comes from our ResourceSlice: ours if the slice is gone or labelled ours."""
-    slice_ = consumer.get(r.RESOURCE_SLICE, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
-    return slice_ is None or _owned(slice_, ctx)
+def _offloading_step(client: ClusterClient, ctx: PeeringContext, res: r.Resource, ns: str) -> list[str]:
+    """Every ResourceSlice of this peering's direction (it may ask for several), or every VirtualNode made
+    from one of them: delete them, and say which are still there. Both are on this direction's consumer."""
+    slices, vnodes = offloading_stage.slices_and_virtual_nodes(client, ctx)
+    left = offloading.leftovers(slices, vnodes, set(), ctx.owner, ctx.provider.cluster_id)
+    remaining = []
+    for name in left.slices if res == r.RESOURCE_SLICE else left.virtual_nodes:
+        obj = client.get(res, name, ns)
+        if obj is None:
+            continue
+        if not obj["metadata"].get("deletionTimestamp"):
+            client.delete(res, name, ns)
+        if client.get(res, name, ns) is not None:
+            remaining.append(f"{res.kind} {ns}/{name} on the {client.side}")
+    return remaining
 
 
 def remove_networking(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext, *, owned_only: bool) -> bool:

@@ -22,11 +22,15 @@ AUTH_KEYS_SECRET = "authentication-keys"
 REPLICATION = "liqo.io/replication"
 REMOTE_ID = "liqo.io/remoteID"
 CREATE_VIRTUAL_NODE = "liqo.io/create-virtual-node"
+RESOURCE_SLICE_NAME = "liqo.io/resourceslice-name"  # on a VirtualNode: the ResourceSlice it was made from
+# On an object Liqo's crd-replicator copied in from the other cluster (the original is over there).
+REPLICATED = "liqo.io/replicated"
 VIRTUAL_NODE_TYPE = "liqo.io/type"
 VIRTUAL_NODE_TYPE_VALUE = "virtual-node"
 # The virtual kubelet's Pods (pkg/vkMachinery/forge in Liqo): Liqo judges a virtual node by them.
 VK_COMPONENT = "offloading.liqo.io/component"
 VK_COMPONENT_VALUE = "virtual-kubelet"
+VIRTUAL_NODE_LABEL = "liqo.io/virtual-node"  # on the virtual kubelet's Pods: their VirtualNode
 SERVER_TEMPLATE = "wireguard-server"
 CLIENT_TEMPLATE = "wireguard-client"
 POD_SECURITY = ("enforce", "audit", "warn")

@@ -2,30 +2,109 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from liqo_peering.api.model import OffloadingSpec
+from liqo_peering.api.model import OffloadingSpec, Quantity
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import PeeringContext
 from liqo_peering.liqo.stored import canonical_quantity
 from liqo_peering.liqo.versions import LiqoVersion
 
 
-def resource_slice(ctx: PeeringContext, spec: OffloadingSpec) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SliceRequest:
+    """One ResourceSlice a direction asks its provider for. ``field``: where the spec sets it, after the
+    direction's offloading field (empty for the single form, such as ``.resourceSlices[1]`` for the list)."""
+
+    name: str
+    cls: str
+    resources: Mapping[str, Quantity]
+    create_virtual_node: bool
+    field: str = ""
+
+
+def requested_slices(spec: OffloadingSpec, provider_id: str) -> list[SliceRequest]:
+    """The ResourceSlices a direction's spec asks for: each of resourceSlices, or the single form's one, named
+    after the provider as liqoctl names it."""
+    if spec.resource_slices is not None:
+        return [
+            SliceRequest(s.name, s.class_, s.resources, s.create_virtual_node, f".resourceSlices[{i}]")
+            for i, s in enumerate(spec.resource_slices)
+        ]
+    if not spec.create_resource_slice:
+        return []
+    return [SliceRequest(provider_id, spec.resource_slice_class, spec.resources, spec.create_virtual_node)]
+
+
+def wants_virtual_node(spec: OffloadingSpec) -> bool:
+    """Whether any of the direction's slices asks Liqo for a virtual node."""
+    return any(s.create_virtual_node for s in requested_slices(spec, "provider"))
+
+
+def resource_slice(ctx: PeeringContext, req: SliceRequest) -> dict[str, Any]:
     provider_id = ctx.provider.cluster_id
     labels = ctx.labels(provider_id, **{naming.REPLICATION: "true", naming.REMOTE_ID: provider_id})
-    annotations = {naming.CREATE_VIRTUAL_NODE: "true" if spec.create_virtual_node else "false"}
-    slice_spec: dict[str, Any] = {"class": spec.resource_slice_class, "providerClusterID": provider_id}
-    if spec.resources:
+    annotations = {naming.CREATE_VIRTUAL_NODE: "true" if req.create_virtual_node else "false"}
+    slice_spec: dict[str, Any] = {"class": req.cls, "providerClusterID": provider_id}
+    if req.resources:
         # Liqo writes the slice back through Go structs: no empty map (omitempty), canonical quantities.
-        slice_spec["resources"] = {name: canonical_quantity(qty) for name, qty in spec.resources.items()}
+        slice_spec["resources"] = {name: canonical_quantity(qty) for name, qty in req.resources.items()}
     return {
         "apiVersion": resources.RESOURCE_SLICE.api_version,
         "kind": resources.RESOURCE_SLICE.kind,
-        "metadata": ctx.metadata(provider_id, ctx.consumer_tenant_ns, labels, annotations),
+        "metadata": ctx.metadata(req.name, ctx.consumer_tenant_ns, labels, annotations),
         "spec": slice_spec,
     }
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _owned(obj: dict[str, Any], owner: Mapping[str, str]) -> bool:
+    labels = _meta(obj).get("labels") or {}
+    return all(labels.get(k) == v for k, v in owner.items())
+
+
+def made_from(vnode: dict[str, Any]) -> str:
+    """The ResourceSlice a VirtualNode was made from: Liqo's label, else its name (Liqo names it after the slice)."""
+    return str((_meta(vnode).get("labels") or {}).get(naming.RESOURCE_SLICE_NAME) or _meta(vnode)["name"])
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """A direction's ResourceSlices and VirtualNodes that no requested slice accounts for (names), and which of
+    them still exist (to wait for)."""
+
+    slices: tuple[str, ...] = ()
+    virtual_nodes: tuple[str, ...] = ()
+
+
+def leftovers(
+    slices: list[dict[str, Any]],
+    vnodes: list[dict[str, Any]],
+    wanted: set[str],
+    owner: Mapping[str, str],
+    provider_id: str,
+) -> Leftovers:
+    """What to remove of a direction's offloading, from the consumer's ResourceSlices and VirtualNodes for the
+    provider: the slices this peering made that are no longer requested, and the VirtualNodes made from them,
+    or from a slice already gone. A slice someone else made (liqoctl, another peering) and its virtual node are
+    not ours; a VirtualNode of no slice is ours only under the single form's name, the provider's ID. The
+    copies Liqo replicates in from the other cluster are not this direction's."""
+    own = {str(_meta(s)["name"]): s for s in slices if (_meta(s).get("labels") or {}).get(naming.REPLICATED) != "true"}
+    drop = sorted(name for name, s in own.items() if name not in wanted and _owned(s, owner))
+    drop_nodes = []
+    for vnode in vnodes:
+        source = made_from(vnode)
+        if source in wanted:
+            continue
+        made_by_slice = naming.RESOURCE_SLICE_NAME in (_meta(vnode).get("labels") or {})
+        if source in drop or (source not in own and (made_by_slice or source == provider_id)):
+            drop_nodes.append(str(_meta(vnode)["name"]))
+    return Leftovers(tuple(drop), tuple(sorted(drop_nodes)))
 
 
 def slice_conditions(obj: dict[str, Any] | None) -> dict[str, str]:
@@ -34,9 +113,12 @@ def slice_conditions(obj: dict[str, Any] | None) -> dict[str, str]:
     return {str(c.get("type")): str(c.get("status")) for c in conds}
 
 
-def virtual_kubelet_selector(provider_id: str) -> str:
-    """The virtual kubelet's Pods for a provider (Liqo's VirtualKubeletLabels)."""
-    return f"{naming.VK_COMPONENT}={naming.VK_COMPONENT_VALUE},{naming.REMOTE_CLUSTER_ID}={provider_id}"
+def virtual_kubelet_selector(provider_id: str, virtual_node: str) -> str:
+    """The virtual kubelet's Pods of one virtual node for a provider (Liqo's VirtualKubeletLabels)."""
+    return (
+        f"{naming.VK_COMPONENT}={naming.VK_COMPONENT_VALUE},{naming.REMOTE_CLUSTER_ID}={provider_id},"
+        f"{naming.VIRTUAL_NODE_LABEL}={virtual_node}"
+    )
 
 
 def _condition_true(obj: dict[str, Any], kind: str) -> bool:
@@ -103,6 +185,7 @@ class Denial:
     consumer_id: str
     field: str
     tenant_condition: str | None = None  # the provider's Tenant for this consumer: Active, Cordoned or Drained
+    class_field: str = "resourceSliceClass"  # the field under ``field`` that sets the slice's class
 
 
 def _denied_fix(cond: dict[str, Any], cls: str, d: Denial) -> str:
@@ -117,7 +200,7 @@ def _denied_fix(cond: dict[str, Any], cls: str, d: Denial) -> str:
     if reason == DEFAULT_CLASS_DISABLED:
         return (
             f"the {d.provider}'s Liqo has its built-in `default` ResourceSlice class turned off: set"
-            f" {d.field}.resourceSliceClass to a class the {d.provider} serves (its administrator knows which)"
+            f" {d.field}.{d.class_field} to a class the {d.provider} serves (its administrator knows which)"
         )
     if d.tenant_condition in ("Cordoned", "Drained"):
         return (

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.kubeconfig import RemoteKubeconfig
@@ -52,6 +53,13 @@ RETIRED_ANNOTATION = "peering.liqo-operator.io/retired-user"  # a renewed CN sti
 REVOKING_ANNOTATION = "peering.liqo-operator.io/revoking"  # unpeered: the identity is being revoked
 # Renewed at this share of the certificate's lifetime (kubelet and cert-manager renew at 70-90 % and 2/3).
 RENEW_AT = 2 / 3
+# liqo-controller-manager's Deployment (Liqo's ControllerManagerLabelSelector), its container and the flag that
+# makes Liqo's own keys RSA (pkg/liqoctl/rest/peering-user/generate.go reads it the same way).
+CONTROLLER_MANAGER_SELECTOR = "app.kubernetes.io/name=controller-manager,app.kubernetes.io/component=controller-manager"
+CONTROLLER_MANAGER_CONTAINER = "controller-manager"
+TLS_COMPATIBILITY_FLAG = "--tls-compatibility-mode"
+RSA_KEY_BITS = 2048
+KeyAlgorithm = Literal["Ed25519", "RSA"]
 
 
 def user_name(consumer_id: str) -> str:
@@ -91,8 +99,8 @@ def labels(consumer_id: str, owner: dict[str, str]) -> dict[str, str]:
 
 # -- the CSR ---------------------------------------------------------------------------------------------
 def csr_request(private_key: Any, cn: str) -> bytes:
-    """The PEM request: Liqo's encoding (O=liqo.io, then the CN). Ed25519 signatures are deterministic, so
-    the same key gives the same bytes, and a resumed minting recognises its own CSR."""
+    """The PEM request: Liqo's encoding (O=liqo.io, then the CN). Ed25519 and RSA PKCS#1 v1.5 signatures are
+    deterministic, so the same key gives the same bytes, and a resumed minting recognises its own CSR."""
     return liqo_csr(private_key, cn)
 
 
@@ -270,6 +278,48 @@ def kubeconfig(
     }
 
 
+def tls_compatibility_mode(deployments: list[dict[str, Any]]) -> bool:
+    """Whether the provider's liqo-controller-manager runs in TLS compatibility mode, read as liqoctl reads it:
+    one Deployment, its controller-manager container, the flag bare or ``=true`` (any case); anything else
+    (no such Deployment, or several, or no flag) is not."""
+    if len(deployments) != 1:
+        return False
+    containers = (((deployments[0].get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    for container in containers:
+        if container.get("name") != CONTROLLER_MANAGER_CONTAINER:
+            continue
+        for arg in container.get("args") or []:
+            if arg == TLS_COMPATIBILITY_FLAG:
+                return True
+            if isinstance(arg, str) and arg.startswith(TLS_COMPATIBILITY_FLAG + "="):
+                value = arg.split("=", 1)[1]
+                return value == "" or value.lower() == "true"
+        return False
+    return False
+
+
+def key_algorithm(setting: str, tls_compatibility: bool | None) -> KeyAlgorithm:
+    """The algorithm of a new minted key: the spec's, or for Auto what the provider's TLS mode calls for
+    (``tls_compatibility`` None: not known, Ed25519 as liqoctl defaults)."""
+    if setting == "RSA" or (setting == "Auto" and tls_compatibility):
+        return "RSA"
+    return "Ed25519"
+
+
+def new_private_key(algorithm: KeyAlgorithm) -> Any:
+    if algorithm == "RSA":
+        return rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
+    return ed25519.Ed25519PrivateKey.generate()
+
+
+def algorithm_of(private_key: Any) -> KeyAlgorithm | None:
+    if isinstance(private_key, rsa.RSAPrivateKey):
+        return "RSA"
+    if isinstance(private_key, ed25519.Ed25519PrivateKey):
+        return "Ed25519"
+    return None
+
+
 def private_key_pem(private_key: Any) -> bytes:
     return bytes(
         private_key.private_bytes(
@@ -312,6 +362,7 @@ class MintState:
 
     kubeconfig: bytes | None = None
     cert: Certificate | None = None
+    key_algorithm: KeyAlgorithm | None = None  # of the kubeconfig in use
     user: str | None = None
     pending_user: str | None = None
     pending_key: bytes | None = None
@@ -329,6 +380,7 @@ class MintState:
         return cls(
             kubeconfig=raw,
             cert=_kubeconfig_certificate(raw),
+            key_algorithm=_kubeconfig_key_algorithm(raw),
             user=notes.get(USER_ANNOTATION),
             pending_user=notes.get(PENDING_ANNOTATION) if pending_key else None,
             pending_key=pending_key if notes.get(PENDING_ANNOTATION) else None,
@@ -358,19 +410,33 @@ def _kubeconfig_certificate(raw: bytes | None) -> Certificate | None:
         return None
 
 
+def _kubeconfig_key_algorithm(raw: bytes | None) -> KeyAlgorithm | None:
+    """The algorithm of a kubeconfig's client key, None if it cannot be read."""
+    if raw is None:
+        return None
+    try:
+        doc = yaml.safe_load(raw)
+        return algorithm_of(load_private_key(base64.b64decode(doc["users"][0]["user"]["client-key-data"])))
+    except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError, binascii.Error):
+        return None
+
+
 Step = Literal["issue", "retire", "begin", "use"]
 
 
-def next_step(state: MintState, now: datetime) -> Step:
+def next_step(state: MintState, now: datetime, algorithm: str = "Auto") -> Step:
     """What minting does next: finish a CSR under way, unbind a renewed user, start one, or nothing.
 
-    "begin" when there is no usable kubeconfig, or its certificate is due for renewal.
+    "begin" when there is no usable kubeconfig, its certificate is due for renewal, or its key is not of the
+    ``algorithm`` the spec names (Auto takes the key as it is: its rule was applied when it was minted).
     """
     if state.pending_user:
         return "issue"
     if state.retired_user:
         return "retire"
     if state.kubeconfig is None or state.cert is None or now >= state.cert.renew_at:
+        return "begin"
+    if algorithm != "Auto" and state.key_algorithm is not None and state.key_algorithm != algorithm:
         return "begin"
     return "use"
 
