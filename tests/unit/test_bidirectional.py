@@ -318,7 +318,7 @@ def test_deleting_a_bidirectional_peering_unpeers_the_reverse_direction_then_the
     how: str,
 ) -> None:
     """liqoctl unpeer's order for a bidirectional peering: one direction keeping the network, then the other,
-    no longer bidirectional, with the network last. ``how``: bidirectional in the spec, or (turned off while
+    no longer bidirectional, with the network. ``how``: bidirectional in the spec, or (turned off while
     its removal had not finished) only in the status."""
     p = make_run(BIDI if how == "spec" else make_spec())
     consumer, provider = fakes(p)
@@ -332,14 +332,15 @@ def test_deleting_a_bidirectional_peering_unpeers_the_reverse_direction_then_the
     assert consumer.deleted == []  # the forward direction waits for the reverse one
     provider.finish_deletions()
     assert svc.teardown(body) == []
-    # The reverse direction went before the forward one, and the network last.
+    # The reverse direction went before the forward one, and the network with the forward one's Identity
+    # (authentication out of band: nothing of its removal needs the tunnel).
     assert consumer.deleted.index(("tenants", C_NS, "provider-id")) < consumer.deleted.index(
         ("resourceslices", C_NS, "provider-id")
     )
     assert (
         provider.deleted.index(("identities", P_NS, "controlplane-consumer-id"))
-        < provider.deleted.index(("tenants", P_NS, "consumer-id"))
         < provider.deleted.index(("gatewayservers", P_NS, "consumer-id"))
+        < provider.deleted.index(("tenants", P_NS, "consumer-id"))
     )
     # Nothing of either direction is left: the tenant namespaces (Liqo's) and the kubeconfig Secret stay.
     assert {key for key in consumer.store if key[0] != "namespaces"} == {("secrets", "team-a", "provider-kubeconfig")}
