@@ -24,8 +24,8 @@ runtime:         ## containerd, runc, CNI plugins, nftables, buildah, mmdebstrap
 images: venv     ## The operator image from the Dockerfile (on a base built from Debian), loaded into running nodes
 	hack/build-images.sh
 
-release: venv tools ## Image, chart and SBOM into an OCI registry: VERSION=x.y.z REGISTRY=host/path [REGISTRY_CA=ca.crt]
-	VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/release.sh
+release: venv tools ## Image, chart and SBOM into an OCI registry: REGISTRY=host/path [VERSION=x.y.z, default pyproject.toml's] [REGISTRY_CA=ca.crt]
+	VERSION=$(VERSION) REGISTRY=$(REGISTRY) REGISTRY_CA=$(REGISTRY_CA) hack/release.sh
 
 clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig (NODES=1: a real node each; KUBERNETES=1.29.15: the floor)
 	if [[ $(NODES) != 0 ]]; then hack/install-node-runtime.sh; fi

@@ -12,7 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 start=$SECONDS
-: "${VERSION:?VERSION=x.y.z is required}" "${REGISTRY:?REGISTRY=host/path is required}"
+# The version's one place is pyproject.toml (Chart.yaml and the Dockerfile agree with it: a unit test
+# checks); VERSION names another release of the same sources.
+VERSION=${VERSION:-$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1)}
+: "${REGISTRY:?REGISTRY=host/path is required}"
 if [[ ! $VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
     echo "error: VERSION=$VERSION is not a semantic version (x.y.z)" >&2
     exit 1
