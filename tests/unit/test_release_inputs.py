@@ -1,4 +1,5 @@
-"""The release's inputs: one version everywhere, and the SBOM hack/release.sh attaches to the image."""
+"""The release's inputs: one version everywhere, and the SBOM hack/release.sh attaches to the image
+(the end-to-end test: tests/e2e/test_release.py)."""
 
 from __future__ import annotations
 
