@@ -5,6 +5,7 @@
 #       VERSION and whose values name the image by tag and digest (`helm install oci://...` needs no --set)
 #   an SPDX SBOM of the image (every Python distribution in it, with its version), attached to the image
 #       as an OCI referrer (oras attach; artifact type application/spdx+json)
+#   cosign signatures of the image and the chart, with COSIGN_KEY or COSIGN_KEYLESS (below)
 # and writes them, with .local/release/<VERSION>/release.json (references and digests), locally.
 # REGISTRY_CA=<file>: the CA that the registry's certificate chains to, where it is not a public one.
 # Credentials: whatever buildah, helm and oras find (`buildah login`, `helm registry login`, `oras login`).
@@ -38,13 +39,14 @@ oras=$(hack/tool-path.sh oras)
 store=$(mktemp -d "${TMPDIR:-/tmp}/release-XXXXXX")
 trap 'rm -rf "$store"' EXIT
 buildah=(buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs)
-buildah_tls=() helm_tls=() oras_tls=()
+buildah_tls=() helm_tls=() oras_tls=() cosign_tls=()
 if [[ -n ${REGISTRY_CA:-} ]]; then
     mkdir "$store/certs"
     cp "$REGISTRY_CA" "$store/certs/ca.crt"
     buildah_tls=(--cert-dir "$store/certs")
     helm_tls=(--ca-file "$REGISTRY_CA")
     oras_tls=(--ca-file "$REGISTRY_CA")
+    cosign_tls=(--registry-cacert "$REGISTRY_CA")
 fi
 
 "${buildah[@]}" pull --quiet "docker-archive:$built_archive" >/dev/null
@@ -78,6 +80,22 @@ chart_digest=$("$helm" push "${helm_tls[@]}" "$out/$name-$VERSION.tgz" "oci://$R
     | tee /dev/stderr | sed -n 's/^Digest: //p')
 echo "pushed oci://$REGISTRY/charts/$name:$VERSION@$chart_digest"
 
+# Signatures of the image and the chart: COSIGN_KEY=<cosign.key> (its password in COSIGN_PASSWORD) signs
+# with a key pair, kept out of Sigstore's public log; COSIGN_KEYLESS=1 with the CI's OIDC identity (GitHub
+# Actions' id-token), recorded in that log. Without either, nothing is signed.
+signed=false
+if [[ -n ${COSIGN_KEY:-} || -n ${COSIGN_KEYLESS:-} ]]; then
+    hack/build-cosign.sh >&2
+    cosign=$(hack/tool-path.sh cosign)
+    sign=()
+    if [[ -n ${COSIGN_KEY:-} ]]; then sign=(--key "$COSIGN_KEY" --tlog-upload=false); fi
+    for ref in "$image@$digest" "$REGISTRY/charts/$name@$chart_digest"; do
+        "$cosign" sign --yes "${sign[@]}" "${cosign_tls[@]}" "$ref" >&2
+    done
+    signed=true
+    echo "signed $image@$digest and the chart"
+fi
+
 cat >"$out/release.json" <<JSON
 {
   "version": "$VERSION",
@@ -85,7 +103,8 @@ cat >"$out/release.json" <<JSON
   "image_digest": "$digest",
   "chart": "oci://$REGISTRY/charts/$name",
   "chart_digest": "$chart_digest",
-  "sbom": "$out/sbom.spdx.json"
+  "sbom": "$out/sbom.spdx.json",
+  "signed": $signed
 }
 JSON
 echo "released $VERSION to $REGISTRY in $((SECONDS - start))s"
