@@ -30,7 +30,7 @@ import pytest
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 from testenv.localk8s.images import Image
 from testenv.localk8s.registry import Registry
-from testenv.localk8s.tools import REPO_ROOT
+from testenv.localk8s.tools import REPO_ROOT, tool_path
 from testenv.operator_release import RELEASE, RELEASE_NS, Release
 from testenv.operator_support import SECRET, Peerings, api_client, wait_for
 
@@ -42,13 +42,16 @@ IMAGE_REPO = "liqo-peering-operator"
 INDEX = "application/vnd.oci.image.index.v1+json"
 
 
-def release(registry: Registry, version: str) -> dict[str, Any]:
-    """hack/release.sh VERSION to the harness's registry; its release.json."""
+def release(registry: Registry, version: str, key: Path) -> dict[str, Any]:
+    """hack/release.sh VERSION to the harness's registry, signed with the cosign key pair `key`; its
+    release.json."""
     env = {
         **os.environ,
         "VERSION": version,
         "REGISTRY": f"{registry.host}/{PATH}",
         "REGISTRY_CA": str(registry.ca_cert),
+        "COSIGN_KEY": str(key),
+        "COSIGN_PASSWORD": "",
     }
     start = time.monotonic()
     proc = subprocess.run(
@@ -58,6 +61,23 @@ def release(registry: Registry, version: str) -> dict[str, Any]:
     print(f"release {version}: {time.monotonic() - start:.0f}s")
     published: dict[str, Any] = json.loads((REPO_ROOT / ".local" / "release" / version / "release.json").read_text())
     return published
+
+
+def cosign(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COSIGN_PASSWORD": ""}
+    proc = subprocess.run(
+        [str(tool_path("cosign")), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    assert not check or proc.returncode == 0, f"cosign {' '.join(args)}: {proc.stdout}{proc.stderr}"
+    return proc
+
+
+def verify(registry: Registry, public_key: Path, ref: str) -> subprocess.CompletedProcess[str]:
+    """`cosign verify` of `ref` against the key pair's public key (no transparency log: a key-pair release)."""
+    return cosign(
+        "verify", "--key", str(public_key), "--insecure-ignore-tlog=true",
+        "--registry-cacert", str(registry.ca_cert), ref, check=False,
+    )  # fmt: skip
 
 
 def registry_get(registry: Registry, path: str, accept: str = "") -> bytes:
@@ -122,7 +142,9 @@ def test_a_release_from_the_registry_installs_peers_and_upgrades(
     lc = liqo_node_clusters
     operator = Release(cluster=lc["consumer"], image=node_images["operator"], liqo_namespace=lc.namespace)
     node_ip = lc["consumer"].node_specs()[0].ip
-    first, second = (release(oci_registry, v) for v in VERSIONS)
+    subprocess.run([str(REPO_ROOT / "hack" / "build-cosign.sh")], check=True, capture_output=True, timeout=1800)
+    cosign("generate-key-pair", cwd=tmp_path)
+    first, second = (release(oci_registry, v, tmp_path / "cosign.key") for v in VERSIONS)
     repo = f"{oci_registry.host}/{PATH}/{IMAGE_REPO}"
     assert first["chart"] == f"oci://{oci_registry.host}/{PATH}/charts/liqo-peering-operator"
 
@@ -140,6 +162,20 @@ def test_a_release_from_the_registry_installs_peers_and_upgrades(
     listed = {normalized(p["name"]): p["versionInfo"] for p in sbom["packages"] if p["SPDXID"] != "SPDXRef-Image"}
     assert {normalized(n) for n in locked_runtime_packages()} <= set(listed), sorted(listed)
     assert all(listed.values()) and "pip" not in listed and "setuptools" not in listed, listed
+
+    # Image and chart verify against the release's public key; an image pushed without a signature does not.
+    public_key = tmp_path / "cosign.pub"
+    chart_ref = f"{first['chart'].removeprefix('oci://')}@{first['chart_digest']}"
+    for ref in (f"{repo}@{first['image_digest']}", chart_ref, f"{repo}@{second['image_digest']}"):
+        assert verify(oci_registry, public_key, ref).returncode == 0, verify(oci_registry, public_key, ref).stderr
+    unsigned = f"{oci_registry.host}/{PATH}/unsigned:{first['version']}"
+    subprocess.run(
+        [str(tool_path("oras")), "copy", "--from-ca-file", str(oci_registry.ca_cert), "--to-ca-file",
+         str(oci_registry.ca_cert), f"{repo}:{first['version']}", unsigned],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    refused = verify(oci_registry, public_key, f"{unsigned.rsplit(':', 1)[0]}@{first['image_digest']}")
+    assert refused.returncode != 0 and "no signatures found" in refused.stderr, refused.stderr
 
     def install(verb: str, published: dict[str, Any]) -> None:
         # As a user would: the chart from the registry, no image values (the chart names its image).
