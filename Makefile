@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: venv lock tools runtime images clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak docs docs-serve
+.PHONY: venv lock tools runtime images release clusters-up clusters-down liqo-up demo demo-down test unit e2e lint generate bench soak docs docs-serve
 # Real nodes per cluster for `make clusters-up` (0: control planes only, as the fast suites use them).
 NODES ?= 0
 # The control planes' Kubernetes for `make clusters-up` (empty: KUBERNETES_VERSION; or hack/versions.env's
@@ -23,6 +23,9 @@ runtime:         ## containerd, runc, CNI plugins, nftables, buildah, mmdebstrap
 
 images: venv     ## The operator image from the Dockerfile (on a base built from Debian), loaded into running nodes
 	hack/build-images.sh
+
+release: venv tools ## Image, chart and SBOM into an OCI registry: REGISTRY=host/path [VERSION=x.y.z, default pyproject.toml's] [REGISTRY_CA=ca.crt]
+	VERSION=$(VERSION) REGISTRY=$(REGISTRY) REGISTRY_CA=$(REGISTRY_CA) hack/release.sh
 
 clusters-up: venv tools  ## Two local clusters: .local/clusters/{consumer,provider}.kubeconfig (NODES=1: a real node each; KUBERNETES=1.29.15: the floor)
 	if [[ $(NODES) != 0 ]]; then hack/install-node-runtime.sh; fi

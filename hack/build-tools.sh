@@ -24,6 +24,8 @@ require_version hack/tools/etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION"
 require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
 require_version hack/tools/coredns github.com/coredns/coredns "v$COREDNS_VERSION"
 require_version hack/tools/promtool github.com/prometheus/prometheus "v$PROMTOOL_VERSION"
+require_version hack/tools/registry github.com/distribution/distribution/v3 "v$REGISTRY_VERSION"
+require_version hack/tools/oras oras.land/oras "v$ORAS_VERSION"
 require_version hack/tools/kubernetes-floor k8s.io/kubernetes "v$KUBERNETES_FLOOR_VERSION"
 require_staging() { # <module dir> <kubernetes version>
     local staging="v0.${2#*.}"
@@ -82,6 +84,12 @@ build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
 # promtool: unit tests of the chart's alerting rules (tests/unit/test_alerts.py).
 build hack/tools/promtool github.com/prometheus/prometheus/cmd/promtool \
     "$cache_dir/promtool-$PROMTOOL_VERSION/promtool" ""
+# The OCI registry the release e2e test pushes to and the nodes pull from.
+build hack/tools/registry . "$cache_dir/registry-$REGISTRY_VERSION/registry" \
+    "-X github.com/distribution/distribution/v3/version.version=v$REGISTRY_VERSION"
+# oras, which attaches the SBOM to a released image (hack/release.sh).
+build hack/tools/oras oras.land/oras/cmd/oras "$cache_dir/oras-$ORAS_VERSION/oras" \
+    "-X oras.land/oras/internal/version.Version=$ORAS_VERSION -X oras.land/oras/internal/version.BuildMetadata="
 # The GitHub Actions workflow linter for hack/lint.sh (which builds it too, when missing).
 hack/build-actionlint.sh
 echo "tools ready in $((SECONDS - script_start))s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the cached path of a tool binary built by hack/build-tools.sh,
 # and of the GitOps controllers built by hack/build-gitops.sh.
-# Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool
+# Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|registry|oras|cosign
 #                          |source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize
 #                          |actionlint
 set -euo pipefail
@@ -17,6 +17,9 @@ case ${1:-} in
     helm) dir=helm-$HELM_VERSION ;;
     coredns) dir=coredns-$COREDNS_VERSION ;;
     promtool) dir=promtool-$PROMTOOL_VERSION ;;
+    registry) dir=registry-$REGISTRY_VERSION ;;
+    oras) dir=oras-$ORAS_VERSION ;;
+    cosign) dir=cosign-$COSIGN_VERSION build=hack/build-cosign.sh ;;
     source-controller) dir=source-controller-$FLUX_SOURCE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
     kustomize-controller) dir=kustomize-controller-$FLUX_KUSTOMIZE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
     helm-controller) dir=helm-controller-$FLUX_HELM_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
@@ -24,7 +27,7 @@ case ${1:-} in
     kustomize) dir=kustomize-$KUSTOMIZE_VERSION build=hack/build-gitops.sh ;;
     actionlint) dir=actionlint-$ACTIONLINT_VERSION build=hack/build-actionlint.sh ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|registry|oras|cosign|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint" >&2
         exit 2
         ;;
 esac

@@ -167,6 +167,7 @@ table ip localk8s-node {{
         s = self.spec
         d = s.dir
         (d / "cni").mkdir()
+        (d / "certs.d").mkdir()
         conflist = {
             "cniVersion": "1.0.0",
             "name": "localk8s",
@@ -214,6 +215,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     netns_mounts_under_state_dir = true
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
+
+    # Registry hosts as a user's nodes configure them (certs.d/<host>/hosts.toml: the CA to trust); the
+    # harness's registry writes its entry there (registry.py).
+    [plugins.{cri}.registry]
+      config_path = "{d / "certs.d"}"
 
     [plugins.{cri}.cni]
       bin_dir = "{CNI_BIN_DIR}"

@@ -28,6 +28,7 @@ import pytest
 
 from .cluster import LocalCluster, start_clusters
 from .images import Image, ImagesMissingError, built_images
+from .registry import Registry
 from .tools import read_versions
 
 CLUSTER_NAMES = ["consumer", "provider"]
@@ -125,3 +126,18 @@ def node_clusters(node_images: dict[str, Image]) -> Iterator[dict[str, LocalClus
         for image in node_images.values():
             clusters["consumer"].load_image(image.archive)
         yield clusters
+
+
+@pytest.fixture(scope="session")
+def oci_registry(node_clusters: dict[str, LocalCluster]) -> Iterator[Registry]:
+    """An OCI registry on the node clusters' LAN (`host`: `<ip>:<port>`; `ca_cert`, `cert_dir`: its CA), which
+    every node's containerd trusts through its hosts.toml."""
+    consumer = node_clusters["consumer"]
+    assert consumer.lan is not None
+    registry = Registry(consumer.workdir.parent / "registry", consumer.lan.host_ip).start()
+    try:
+        for cluster in node_clusters.values():
+            registry.trust(cluster.node_specs())
+        yield registry
+    finally:
+        registry.stop()

@@ -22,6 +22,9 @@ TOOLS: dict[str, tuple[str, str]] = {
     "helm": ("helm", "HELM_VERSION"),
     "coredns": ("coredns", "COREDNS_VERSION"),
     "promtool": ("promtool", "PROMTOOL_VERSION"),
+    "registry": ("registry", "REGISTRY_VERSION"),
+    "oras": ("oras", "ORAS_VERSION"),
+    "cosign": ("cosign", "COSIGN_VERSION"),
     # The GitOps e2e tests' controllers (hack/build-gitops.sh).
     "source-controller": ("source-controller", "FLUX_SOURCE_CONTROLLER_VERSION"),
     "kustomize-controller": ("kustomize-controller", "FLUX_KUSTOMIZE_CONTROLLER_VERSION"),
