@@ -72,26 +72,21 @@ class Gateways:
 def gateways(ctx: PeeringContext, location: GatewayLocation) -> Gateways:
     """The gateways' places for spec.networking.gatewayServer.location: liqoctl peer swaps the two clusters'
     roles in its network step when --gw-server-service-location is Consumer."""
-    if location == "Consumer":
-        return Gateways(
-            server_side="consumer",
-            client_side="provider",
-            server_name=ctx.provider.cluster_id,
-            server_namespace=ctx.consumer_tenant_ns,
-            server_template_namespace=ctx.consumer.liqo_namespace,
-            client_name=ctx.consumer.cluster_id,
-            client_namespace=ctx.provider_tenant_ns,
-            client_template_namespace=ctx.provider.liqo_namespace,
-        )
+    on_consumer = location == "Consumer"
+    server, client = (ctx.consumer, ctx.provider) if on_consumer else (ctx.provider, ctx.consumer)
+    tenant_ns = {"consumer": ctx.consumer_tenant_ns, "provider": ctx.provider_tenant_ns}
+    sides: tuple[Side, Side] = ("consumer", "provider") if on_consumer else ("provider", "consumer")
+    server_side, client_side = sides
+    # Each gateway is named after the cluster at the other end, in its own cluster's tenant namespace.
     return Gateways(
-        server_side="provider",
-        client_side="consumer",
-        server_name=ctx.consumer.cluster_id,
-        server_namespace=ctx.provider_tenant_ns,
-        server_template_namespace=ctx.provider.liqo_namespace,
-        client_name=ctx.provider.cluster_id,
-        client_namespace=ctx.consumer_tenant_ns,
-        client_template_namespace=ctx.consumer.liqo_namespace,
+        server_side=server_side,
+        client_side=client_side,
+        server_name=client.cluster_id,
+        server_namespace=tenant_ns[server_side],
+        server_template_namespace=server.liqo_namespace,
+        client_name=server.cluster_id,
+        client_namespace=tenant_ns[client_side],
+        client_template_namespace=client.liqo_namespace,
     )
 
 
