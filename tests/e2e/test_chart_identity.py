@@ -209,6 +209,13 @@ def test_peering_ready_with_the_charts_service_account_only(
         "timeout": "2m",
         "commonMetadata": {"labels": COMMON_LABELS},
     }
+    # The consumer's tenant namespace must be this peering's own, as the operator labels only those it makes:
+    # an earlier test's peering with the same provider leaves one (tenant namespaces outlive an unpeering).
+    core = operator_env.peerings.core
+    tenant = f"liqo.io/remote-cluster-id={operator_env.provider_id},liqo.io/tenant-namespace=true"
+    for earlier in core.list_namespace(label_selector=tenant).items:
+        core.delete_namespace(str(earlier.metadata.name))  # type: ignore[union-attr]
+    wait_for("an earlier tenant namespace to go", lambda: not core.list_namespace(label_selector=tenant).items)
     operator_env.peerings.create(PEERING_NS, NAME, spec)
 
     def settled() -> dict[str, Any] | None:
