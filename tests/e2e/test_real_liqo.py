@@ -1846,7 +1846,7 @@ def test_force_delete_once_the_provider_is_gone_for_good(
     marked permanently unreachable, so that Liqo's CRD replicator and the virtual node's drain stop waiting for
     the provider, and the consumer is cleaned: the LiqoPeering, its tenant namespace, the virtual node and every
     Liqo object of the peering gone, none left held by a finalizer. The provider is then revived and its side of
-    the peering removed by hand, for the tests that follow in this session."""
+    the peering removed by hand, for the tests that follow on the same clusters."""
     env, ns = rcase
     env.peerings.create(ns, NAME, env.spec())
     env.peerings.wait_status(ns, NAME, "ready", timeout=240)
