@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# The build helpers shared by hack/build-tools.sh and hack/build-gitops.sh (sourced; needs $root, the repo).
+# The build helpers shared by hack/build-*.sh, and cpu_seconds for hack/test.sh and hack/run-tests.sh
+# (sourced; build needs $root, the repo).
 
 # The wrapper go.mod files must agree with hack/versions.env, the single source of versions;
 # fail loudly instead of caching a binary under the wrong version key.
@@ -13,11 +14,12 @@ require_version() { # <module dir> <module path> <expected version>
     fi
 }
 
-# CPU seconds (user and system) used so far by this shell's finished children: a build's CPU time tells
-# what it costs on any machine, where its wall time depends on the cores and on what else runs.
+# CPU seconds (user and system) used so far by a shell's finished children (this script's, or the shell
+# whose PID is given: a lane's $BASHPID): a build's CPU time tells what it costs on any machine, where its
+# wall time depends on the cores and on what else runs.
 cpu_seconds() {
     local f
-    read -ra f </proc/$$/stat
+    read -ra f <"/proc/${1:-$$}/stat"
     echo $(((f[15] + f[16]) / $(getconf CLK_TCK)))
 }
 

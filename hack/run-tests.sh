@@ -18,15 +18,8 @@ fi
 # time is in its log's last line; the tiers spend most of it waiting for clusters and Liqo). Rebalance with
 # TEST_LANES.
 LANES=${TEST_LANES:-main liqo nodes,matrix,faults}
-# CPU seconds (user and system) of a shell's finished children: cpu_seconds $BASHPID.
-cpu_seconds() {
-  local f
-  read -ra f <"/proc/$1/stat"
-  echo $(((f[15] + f[16]) / $(getconf CLK_TCK)))
-}
-mkdir -p .local
-rm -rf .local/reliability .local/build-matrix.log .local/build-matrix.failed
-
+# shellcheck source=build-lib.sh
+source hack/build-lib.sh  # cpu_seconds
 # The other Liqo versions (LIQO_MATRIX) are built in the matrix tier's lane, just before it: on a cold cache
 # they build while the other lanes test; on a warm one this takes seconds. Their log: .local/build-matrix.log.
 build_matrix() {

@@ -6,13 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 declare -a TIMES=()
-# CPU seconds (user and system) of this shell's finished children: a phase's CPU time is what it costs on
-# any machine; its wall time depends on the cores and on what else runs.
-cpu_seconds() {
-    local f
-    read -ra f </proc/$$/stat
-    echo $(((f[15] + f[16]) / $(getconf CLK_TCK)))
-}
+# shellcheck source=build-lib.sh
+source hack/build-lib.sh  # cpu_seconds
 phase() {
   local name=$1; shift
   local start=$SECONDS cpu
