@@ -13,6 +13,11 @@ modules=(hack/tools/kubernetes hack/tools/kubectl hack/tools/kubernetes-floor ha
     hack/tools/coredns hack/tools/promtool hack/tools/registry hack/tools/oras hack/tools/cosign hack/tools/actionlint hack/kstatus-check "hack/tools/liqo/v$LIQO_VERSION")
 for v in $LIQO_MATRIX; do modules+=("hack/tools/liqo/v$v"); done
 modules+=(hack/tools/flux hack/tools/argocd hack/tools/kustomize)
+# The list above only sets the order; every other wrapper module of hack/ comes after it.
+while read -r dir; do
+    [[ " ${modules[*]} " == *" $dir "* ]] || modules+=("$dir")
+done < <(find hack -name go.mod -printf '%h
+' | LC_ALL=C sort)
 for dir in "${modules[@]}"; do
     [[ -f $dir/go.mod ]] || continue
     step=$SECONDS
