@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components (control plane, and kube-scheduler, kubelet, kube-proxy for local
-# clusters with nodes; the control plane of the oldest supported Kubernetes too), etcd, helm, CoreDNS and
-# promtool from their published Go modules (wrapper modules in hack/tools/<tool>/) into a cache outside
-# the repo:
+# clusters with nodes; the control plane of the oldest supported Kubernetes too), etcd, helm, CoreDNS, the
+# registry and oras from their published Go modules (wrapper modules in hack/tools/<tool>/), and promtool
+# from Debian's prometheus package, into a cache outside the repo:
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
 # Builds run one at a time on purpose: each `go build` already uses every core.
@@ -23,7 +23,6 @@ require_version hack/tools/kubectl k8s.io/kubernetes "v$KUBERNETES_VERSION"
 require_version hack/tools/etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION"
 require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
 require_version hack/tools/coredns github.com/coredns/coredns "v$COREDNS_VERSION"
-require_version hack/tools/promtool github.com/prometheus/prometheus "v$PROMTOOL_VERSION"
 require_version hack/tools/registry github.com/distribution/distribution/v3 "v$REGISTRY_VERSION"
 require_version hack/tools/oras oras.land/oras "v$ORAS_VERSION"
 require_version hack/tools/kubernetes-floor k8s.io/kubernetes "v$KUBERNETES_FLOOR_VERSION"
@@ -81,9 +80,29 @@ done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
 # Cluster DNS for local clusters with nodes; the version it reports comes from the module itself.
 build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
-# promtool: unit tests of the chart's alerting rules (tests/unit/test_alerts.py).
-build hack/tools/promtool github.com/prometheus/prometheus/cmd/promtool \
-    "$cache_dir/promtool-$PROMTOOL_VERSION/promtool" ""
+# promtool: unit tests of the chart's alerting rules (tests/unit/test_alerts.py). Taken from Debian's
+# prometheus package (its binary only, nothing installed): built from its Go module it cost nearly ten
+# CPU-minutes of a cold run.
+promtool_out=$cache_dir/promtool-$PROMTOOL_VERSION/promtool
+if [[ ! -x $promtool_out ]]; then
+    deb_version=$(apt-cache policy prometheus | awk '$1 == "Candidate:" {print $2}')
+    if [[ -z $deb_version || $deb_version == "(none)" ]]; then
+        apt-get update -qq
+        deb_version=$(apt-cache policy prometheus | awk '$1 == "Candidate:" {print $2}')
+    fi
+    if [[ $deb_version != "$PROMTOOL_VERSION"+* ]]; then
+        echo "error: Debian's prometheus package is '$deb_version', hack/versions.env says $PROMTOOL_VERSION" >&2
+        exit 1
+    fi
+    deb_dir=$(mktemp -d)
+    (cd "$deb_dir" && apt-get download -qq "prometheus=$deb_version" 2>/dev/null)
+    dpkg-deb -x "$deb_dir"/prometheus_*.deb "$deb_dir/x"
+    mkdir -p "$(dirname "$promtool_out")"
+    cp "$deb_dir/x/usr/bin/promtool" "$promtool_out.tmp"
+    mv -f "$promtool_out.tmp" "$promtool_out"
+    rm -rf "$deb_dir"
+    echo "promtool $deb_version from Debian's prometheus package"
+fi
 # The OCI registry the release e2e test pushes to and the nodes pull from.
 build hack/tools/registry . "$cache_dir/registry-$REGISTRY_VERSION/registry" \
     "-X github.com/distribution/distribution/v3/version.version=v$REGISTRY_VERSION"

@@ -10,7 +10,7 @@ start=$SECONDS
 # shellcheck source=versions.env
 source hack/versions.env
 modules=(hack/tools/kubernetes hack/tools/kubectl hack/tools/kubernetes-floor hack/tools/etcd hack/tools/helm
-    hack/tools/coredns hack/tools/promtool hack/tools/registry hack/tools/oras hack/tools/cosign hack/tools/actionlint hack/kstatus-check "hack/tools/liqo/v$LIQO_VERSION")
+    hack/tools/coredns hack/tools/registry hack/tools/oras hack/tools/cosign hack/tools/actionlint hack/kstatus-check "hack/tools/liqo/v$LIQO_VERSION")
 for v in $LIQO_MATRIX; do modules+=("hack/tools/liqo/v$v"); done
 modules+=(hack/tools/flux hack/tools/argocd hack/tools/kustomize)
 # The list above only sets the order; every other wrapper module of hack/ comes after it.
