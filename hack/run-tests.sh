@@ -14,14 +14,15 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main, liqo,
-# and nodes, matrix (the other Liqo versions) and faults one after the other take about as long (each tier's
+# and nodes, faults and matrix (the other Liqo versions) one after the other take about as long (each tier's
 # time is in its log's last line; the tiers spend most of it waiting for clusters and Liqo). Rebalance with
 # TEST_LANES.
-LANES=${TEST_LANES:-main liqo nodes,matrix,faults}
+LANES=${TEST_LANES:-main liqo nodes,faults,matrix}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
-# The other Liqo versions (LIQO_MATRIX) are built in the matrix tier's lane, just before it: on a cold cache
-# they build while the other lanes test; on a warm one this takes seconds. Their log: .local/build-matrix.log.
+# The other Liqo versions (LIQO_MATRIX) are built in the background from the start of the matrix tier's lane,
+# which waits for them before that tier: on a cold cache they build while the lanes test; on a warm one this
+# takes seconds. Their log: .local/build-matrix.log.
 build_matrix() {
   local v start=$SECONDS me=$BASHPID cpu
   cpu=$(cpu_seconds "$me")
@@ -37,9 +38,13 @@ build_matrix() {
 }
 
 lane() {
-  local tier start rc=0
+  local tier start rc=0 builds=""
+  if [[ ,$1, == *,matrix,* ]]; then
+    build_matrix &
+    builds=$!
+  fi
   for tier in ${1//,/ }; do
-    if [[ $tier == matrix ]] && ! build_matrix; then
+    if [[ $tier == matrix ]] && ! wait "$builds"; then
       echo "--> matrix builds: failed; the tier does not run (.local/build-matrix.log)"
       rc=1
       continue
