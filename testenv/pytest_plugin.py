@@ -48,7 +48,7 @@ pytest_plugins = [
 
 # Tiers: runs of the suite that share no cluster, so that hack/run-tests.sh can run them side by side.
 # A test belongs to the tier of the clusters its fixtures start; the leak scan belongs to every tier.
-TIERS = ("main", "nodes", "liqo", "matrix", "faults")
+TIERS = ("main", "nodes", "liqo", "matrix", "solo")
 
 
 def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
@@ -59,8 +59,8 @@ def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
         return "liqo"  # Liqo's chart on two clusters with a node each (testenv.liqo_real / liqo_chart)
     if names & {"node_clusters", "node_images"}:
         return "nodes"  # two clusters with a node each, the operator's image in them
-    if "faults" in marks:
-        return "faults"  # the stand-in's clusters of its own, for a test of hundreds of passes
+    if marks & {"solo", "faults"}:
+        return "solo"  # clusters of a module's own, shared with no other module (faults: hundreds of passes)
     return "main"  # control planes without nodes, the stand-in; unit tests
 
 

@@ -25,7 +25,7 @@ from testenv.killpoints import NAME, Cycle, reaches
 from testenv.operator_support import GROUP, PLURAL, SECRET, VERSION, PeeringCase
 from testenv.trigger import Event, When
 
-pytestmark = pytest.mark.faults  # a tier of its own (testenv.pytest_plugin.tier_of)
+pytestmark = pytest.mark.faults  # tier solo: clusters of its own (testenv.pytest_plugin.tier_of)
 
 STAGE_CONDITIONS = {
     "networking": "NetworkReady",

@@ -36,6 +36,8 @@ CHART_NAMESPACE = "lpo-system"
 NAMESPACE = "floor"  # where the LiqoPeering and its kubeconfig Secret live
 NAME = "provider"
 
+pytestmark = pytest.mark.solo  # the floor's pair is its own
+
 
 @pytest.fixture(scope="module")
 def floor(floor_clusters: dict[str, LocalCluster]) -> LiqoClusters:

@@ -11,7 +11,7 @@ import pytest
 from testenv import kube as k
 from testenv.liqo_real.pytest_plugin import start_real_liqo_pair
 
-pytestmark = [pytest.mark.e2e, pytest.mark.realliqo]
+pytestmark = [pytest.mark.e2e, pytest.mark.realliqo, pytest.mark.solo]  # a pair of its own
 
 
 def test_the_process_pair_comes_up_with_every_component_running() -> None:
