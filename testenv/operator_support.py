@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
     from testenv.localk8s.cluster import LocalCluster
 
-DOWN_SECONDS = 30.0  # the provider's API server stopped this long (docs/reliability.md: "provider outage")
-HUNG_SECONDS = 60.0  # the same point: the provider's API server frozen this long
+DOWN_SECONDS = 15.0  # the provider's API server stopped this long (docs/reliability.md: "provider outage")
+HUNG_SECONDS = 30.0  # the same point: the provider's API server frozen this long
 
 
 def api_client(kubeconfig: Path | str) -> k8s.ApiClient:

@@ -668,7 +668,7 @@ def test_secret_rotation_takes_effect_and_releases_the_old_client(
 def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
     case: PeeringCase, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The provider's API server frozen (SIGSTOP) for 60 s: connections hang instead of being refused. The
+    """The provider's API server frozen (SIGSTOP) for 30 s (HUNG_SECONDS): connections hang instead of being refused. The
     status says so (Ready=False, ProviderUnreachable) while it lasts, the peering is Ready again once it thaws,
     and no Liqo object was touched meanwhile. How long the status took to say so is printed, not asserted."""
     env, ns = case.env, case.namespace
@@ -700,7 +700,7 @@ def _provider_down(case: PeeringCase, phase: str, capsys: pytest.CaptureFixture[
 def test_provider_api_server_stopped_is_reported_and_the_peering_recovers_by_itself(
     case: PeeringCase, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The provider's kube-apiserver stopped (SIGKILL) for 30 s, so connections are refused where the
+    """The provider's kube-apiserver stopped (SIGKILL) for 15 s (DOWN_SECONDS), so connections are refused where the
     freeze below lets them hang: first while the peering is establishing (held in networking by Connections
     the stand-in withholds), then, once it is Ready, again. While it is down the status says
     ProviderUnreachable and names the server; once it is back the peering goes on to Ready by itself, and

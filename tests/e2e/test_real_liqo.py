@@ -1555,7 +1555,7 @@ def _ready_again(env: RealEnv, ns: str) -> tuple[float, list[str]]:
 def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recovers(
     rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The provider's kube-apiserver stopped (SIGKILL) for 30 s against Liqo itself: first while the peering
+    """The provider's kube-apiserver stopped (SIGKILL) for DOWN_SECONDS against Liqo itself: first while the peering
     is establishing (held in networking by the partition of the tunnel), then, once it is Ready, again. While
     it is down the status says ProviderUnreachable, naming the server; once it is back the peering is Ready by
     itself (no spec change, no operator restart), every object of the peering on both clusters is the one
