@@ -668,9 +668,9 @@ def test_secret_rotation_takes_effect_and_releases_the_old_client(
 def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
     case: PeeringCase, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The provider's API server frozen (SIGSTOP) for 30 s (HUNG_SECONDS): connections hang instead of being refused. The
-    status says so (Ready=False, ProviderUnreachable) while it lasts, the peering is Ready again once it thaws,
-    and no Liqo object was touched meanwhile. How long the status took to say so is printed, not asserted."""
+    """The provider's API server frozen (SIGSTOP) for HUNG_SECONDS: connections hang instead of being refused.
+    The status says so (Ready=False, ProviderUnreachable) while it lasts, the peering is Ready again once it
+    thaws, and no Liqo object was touched meanwhile. How long the status took to say so is printed, not asserted."""
     env, ns = case.env, case.namespace
     case.peerings.create(ns, NAME, spec())
     case.peerings.wait_status(ns, NAME, "ready")
