@@ -1,0 +1,59 @@
+"""`helm template` of the chart for unit tests. helm (and promtool) come from the tool cache
+(hack/build-tools.sh); locally the tests skip until they are built, in CI (CI=true) a missing tool fails."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from testenv.helm import CHART, run_helm
+from testenv.localk8s import ToolMissingError, tool_path
+
+RELEASE = "lpo"
+NAMESPACE = "lpo-system"
+FULLNAME = f"{RELEASE}-liqo-peering-operator"
+
+
+def tool(name: str) -> Path:
+    try:
+        return tool_path(name)
+    except ToolMissingError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"{name} is not built yet: {exc}")
+
+
+def helm(*args: str, check: bool = True) -> str:
+    return run_helm(*args, check=check, binary=tool("helm"))
+
+
+def template_args(*sets: str, chart: Path = CHART) -> list[str]:
+    args = ["template", RELEASE, str(chart), "--namespace", NAMESPACE]
+    for s in sets:
+        args += ["--set", s]
+    return args
+
+
+def render(*sets: str, chart: Path = CHART) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(helm(*template_args(*sets, chart=chart))) if d]
+
+
+def render_error(*sets: str) -> str:
+    """What helm says when it refuses these values (the test fails if it renders them)."""
+    out = helm(*template_args(*sets), check=False)
+    assert "Error:" in out, f"rendered: {sets}"
+    return out
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def pod_spec(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = find(docs, "Deployment")
+    spec: dict[str, Any] = deployment["spec"]["template"]["spec"]
+    return spec
