@@ -244,49 +244,7 @@ def test_ha_scheduling_values(helm: Path) -> None:
         "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
     )
     assert set(own["affinity"]) == {"nodeAffinity"}
-    spread = pod(
-        "topologySpreadConstraints[0].maxSkew=1",
-        "topologySpreadConstraints[0].topologyKey=zone",
-        "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
-    )
-    assert spread["topologySpreadConstraints"] == [
-        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
-    ]
-    (pdb,) = find(
-        render(helm, *ha, "podDisruptionBudget.minAvailable=", "podDisruptionBudget.maxUnavailable=1"),
-        "PodDisruptionBudget",
-    )
-    assert pdb["spec"] == {"maxUnavailable": 1, "selector": pdb["spec"]["selector"]}
-    assert not find(render(helm, *ha, "podDisruptionBudget.enabled=false"), "PodDisruptionBudget")
-
-
-def test_values_like_cert_managers(helm: Path) -> None:
-    digest = "sha256:" + "ab" * 32
-    docs = render(
-        helm,
-        "global.anything=1",
-        "commonLabels.team=platform",
-        f"image.digest={digest}",
-        "revisionHistoryLimit=3",
-        "extraVolumes[0].name=ca",
-        "extraVolumes[0].configMap.name=ca-bundle",
-        "extraVolumeMounts[0].name=ca",
-        "extraVolumeMounts[0].mountPath=/etc/ca",
-        "prometheusRule.enabled=true",
-        "metrics.serviceMonitor.enabled=true",
-    )
-    assert all(d["metadata"]["labels"]["team"] == "platform" for d in docs), [
-        d["kind"] for d in docs if d["metadata"].get("labels", {}).get("team") != "platform"
-    ]
-    (deployment,) = find(docs, "Deployment")
-    spec = deployment["spec"]
-    pod = spec["template"]["spec"]
-    assert spec["revisionHistoryLimit"] == 3 and spec["template"]["metadata"]["labels"]["team"] == "platform"
-    assert pod["containers"][0]["image"] == f"ghcr.io/liqo-peering-operator/liqo-peering-operator@{digest}"
-    assert {"name": "ca", "configMap": {"name": "ca-bundle"}} in pod["volumes"]
-    assert {"name": "ca", "mountPath": "/etc/ca"} in pod["containers"][0]["volumeMounts"]
-    (monitor,) = find(docs, "ServiceMonitor")
-    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    # topologySpreadConstraints and podDisruptionBudget.*: tests/unit/test_chart_options.py.
 
 
 TENANT_ACCESS = f"{RELEASE}-liqo-peering-operator-tenant-access"
@@ -396,15 +354,34 @@ def test_server_side_dry_run(consumer: LocalCluster, helm: Path) -> None:
             api_version=crd["apiVersion"], kind=crd["kind"]
         ).server_side_apply(body=crd, name=crd["metadata"]["name"], field_manager="lpo-test")
         _wait_established(consumer, crd["metadata"]["name"])
-    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *_values("ha.enabled=true", "replicaCount=2")]
+    # The optional objects too: the NetworkPolicy (with a peer of each kind) and the dashboard's ConfigMap.
+    optional = (
+        "networkPolicy.enabled=true",
+        "networkPolicy.apiServer.cidrs={10.0.0.10/32,fd00::10/128}",
+        "networkPolicy.providers.cidrs={203.0.113.7/32}",
+        "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
+        "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
+        "networkPolicy.healthFrom[0].ipBlock.cidr=192.0.2.0/24",
+        "grafanaDashboard.enabled=true",
+        "commonLabels.team=platform",
+        "topologySpreadConstraints[0].maxSkew=1",
+        "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+        "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+        "extraVolumes[0].name=ca",
+        "extraVolumes[0].configMap.name=ca-bundle",
+        "extraVolumeMounts[0].name=ca",
+        "extraVolumeMounts[0].mountPath=/etc/ssl/ca",
+    )
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    args += _values("ha.enabled=true", "replicaCount=2", *optional)
     docs = [d for d in yaml.safe_load_all(run_helm(helm, *args)) if d]
-    checked = 0
+    checked = set()
     for doc in docs:
         if "helm.sh/hook" in (doc["metadata"].get("annotations") or {}):
             continue
         _server_dry_run(client, doc)
-        checked += 1
-    assert checked >= 9
+        checked.add(doc["kind"])
+    assert {"Deployment", "PodDisruptionBudget", "NetworkPolicy", "ConfigMap"} <= checked and len(checked) >= 9
 
 
 def _server_dry_run(client: kubernetes.client.ApiClient, doc: dict[str, Any]) -> None:

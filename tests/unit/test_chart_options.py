@@ -48,6 +48,11 @@ def test_common_labels_are_on_every_object_the_chart_renders() -> None:
     assert "team" not in deployment["spec"]["selector"]["matchLabels"]
 
 
+def test_lint_is_clean_with_every_option() -> None:
+    out = helm("lint", "--strict", str(CHART), *[a for s in EVERYTHING for a in ("--set", s)])
+    assert "0 chart(s) failed" in out and "[WARNING]" not in out and "[ERROR]" not in out, out
+
+
 def test_image_digest_replaces_the_tag() -> None:
     digest = "sha256:" + "ab" * 32
     for sets in ([f"image.digest={digest}"], [f"image.digest={digest}", "image.tag=v9"]):
