@@ -8,7 +8,13 @@
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/images/{python-base,operator}-<hash>.tar
 # and .local/images.json says which ones belong to this checkout (testenv.localk8s.images reads it).
 # A warm run (nothing changed) takes about a second.
+#
+# `hack/build-images.sh --verify` then builds the operator image once more, from the same inputs in a new
+# storage, and fails unless it is the same image as the cached one (the same config and layer digests),
+# printing what differs: the image is reproducible (docs/operations/releases.md).
 set -euo pipefail
+verify=false
+if [[ ${1:-} == --verify ]]; then verify=true; fi
 cd "$(dirname "$0")/.."
 root=$PWD
 start=$SECONDS
@@ -36,13 +42,17 @@ if [[ ! -f $base_archive ]]; then
     echo "built $python_image in $((SECONDS - step))s"
 fi
 
-# The operator: everything the Dockerfile's context holds (.dockerignore: pyproject.toml, uv.lock and operator/).
-operator_key=$(hash_of Dockerfile .dockerignore <(echo "$base_key") \
+# The operator: everything the Dockerfile's context holds (.dockerignore: pyproject.toml, uv.lock, operator/ and
+# hack/images/rootfs.py).
+operator_key=$(hash_of Dockerfile .dockerignore hack/images/rootfs.py <(echo "$base_key") \
     <(find pyproject.toml uv.lock operator -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' \
         | LC_ALL=C sort | xargs sha256sum))
 operator_ref=localhost/liqo-peering-operator:$operator_key
 operator_archive=$cache/operator-$operator_key.tar
-if [[ ! -f $operator_archive ]]; then
+# Every file's time and the image's creation time: SOURCE_DATE_EPOCH (default 0), for the same digest.
+epoch=${SOURCE_DATE_EPOCH:-0}
+build_operator() {  # OUT.tar
+    local out=$1 store
     echo "building $operator_ref from the Dockerfile (buildah)"
     step=$SECONDS
     # A storage of our own, thrown away after the build: vfs needs no mounts, so nothing is left behind.
@@ -50,19 +60,31 @@ if [[ ! -f $operator_archive ]]; then
     trap 'rm -rf "$store"' EXIT
     buildah=(buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs)
     "${buildah[@]}" pull --quiet "docker-archive:$base_archive" >/dev/null
-    # pip in the build stage fetches the dependencies (uv.lock's versions and hashes) from the index: the host's network and, where the
-    # host reaches it through a TLS-intercepting proxy, the host's CA bundle, which pip is told to trust
-    # (both mounted for the build's RUN steps only, not part of the image).
-    printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$store/pip.conf"
+    # pip in the build stage fetches the dependencies (uv.lock's versions and hashes) from the index: the
+    # host's network and, where the host reaches it through a TLS-intercepting proxy, the host's CA bundle,
+    # which pip is told to trust (both mounted for the build's RUN steps only, beside the base's own CA
+    # bundle, which the image keeps).
+    printf '[global]\ncert = /tmp/host-ca.crt\n' >"$store/pip.conf"
     "${buildah[@]}" build --quiet --network host --pull=never --layers=false \
-        --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
+        --timestamp "$epoch" --build-arg SOURCE_DATE_EPOCH="$epoch" \
+        --volume /etc/ssl/certs/ca-certificates.crt:/tmp/host-ca.crt:ro \
         --volume "$store/pip.conf:/etc/pip.conf:ro" \
         --tag "$operator_ref" --file Dockerfile . >/dev/null
-    "${buildah[@]}" push --quiet "$operator_ref" "docker-archive:$operator_archive.tmp:$operator_ref"
-    mv -f "$operator_archive.tmp" "$operator_archive"
+    "${buildah[@]}" push --quiet "$operator_ref" "docker-archive:$out.tmp:$operator_ref"
+    mv -f "$out.tmp" "$out"
     rm -rf "$store"
     trap - EXIT
     echo "built $operator_ref in $((SECONDS - step))s"
+}
+if [[ ! -f $operator_archive ]]; then
+    build_operator "$operator_archive"
+fi
+if $verify; then
+    again=$(mktemp "$cache/.verify-XXXXXX.tar")
+    build_operator "$again"
+    PYTHONPATH=$root .venv/bin/python -m testenv.localk8s compare "$operator_archive" "$again" \
+        || { rm -f "$again"; echo "error: $operator_ref is not reproducible (above: what differs)" >&2; exit 1; }
+    rm -f "$again"
 fi
 
 # Each change to the operator's code makes a new archive: keep the three newest of each image (other

@@ -73,8 +73,10 @@ def sbom(name: str, version: str, digest: str, dists: list[tuple[str, str]]) -> 
     }
 
 
-def installed() -> list[tuple[str, str]]:
-    found = {(d.metadata["Name"], d.version) for d in importlib.metadata.distributions()}
+def installed(path: list[str] | None = None) -> list[tuple[str, str]]:
+    """(name, version) of every distribution the interpreter sees, or of those in the directories `path`."""
+    dists = importlib.metadata.distributions() if path is None else importlib.metadata.distributions(path=path)
+    found = {(d.metadata["Name"], d.version) for d in dists}
     return sorted(found, key=lambda nv: (nv[0].lower(), nv[1]))
 
 

@@ -1,7 +1,9 @@
 """CLI: `python -m testenv.localk8s up --dir DIR [--nodes N] [--kubernetes-version V] NAME...` / `... down --dir DIR` /
 `... load --dir DIR ARCHIVE...` (docker-archives into every node of the clusters in DIR) /
 `... archive ROOTFS.tar REF OUT.tar CONFIG-JSON [--base LAYER.tar]...` (a root filesystem tarball as a
-docker-archive, on top of the --base layers if any, for hack/build-images.sh and build-liqo-images.sh)."""
+docker-archive, on top of the --base layers if any, for hack/build-images.sh and build-liqo-images.sh) /
+`... compare FIRST.tar SECOND.tar` (whether two docker-archives are the same image, and what differs:
+hack/build-images.sh --verify)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import time
 from pathlib import Path
 
 from .cluster import STATE_FILE, LocalCluster, start_clusters
-from .images import docker_archive
+from .images import archive_differences, archive_digests, docker_archive
 
 
 def recorded_clusters(base_dir: Path) -> list[LocalCluster]:
@@ -84,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     p_archive.add_argument(
         "--base", type=Path, action="append", default=[], help="a lower layer (tarball), repeatable; ROOTFS goes on top"
     )
+    p_compare = sub.add_parser("compare", help="whether two docker-archives are the same image; what differs")
+    p_compare.add_argument("first", type=Path)
+    p_compare.add_argument("second", type=Path)
     args = parser.parse_args(argv)
     if args.command == "up":
         up(args.dir, args.names, args.nodes, args.kubernetes_version)
@@ -92,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "archive":
         created_by = f"{args.rootfs.name} as {'a' if args.base else 'one'} layer"
         docker_archive(args.out, args.ref, args.rootfs, args.config, created_by, args.base)
+    elif args.command == "compare":
+        differences = archive_differences(args.first, args.second)
+        image_id, layers = archive_digests(args.first)
+        if differences:
+            print(f"{args.first} and {args.second} differ:", *differences, sep="\n  ", file=sys.stderr)
+            return 1
+        print(f"the same image: {image_id}, layers {' '.join(layers)}")
     else:
         down(args.dir)
     return 0
