@@ -50,14 +50,16 @@ if [[ -n ${REGISTRY_CA:-} ]]; then
 fi
 
 "${buildah[@]}" pull --quiet "docker-archive:$built_archive" >/dev/null
-container=$("${buildah[@]}" from --pull=never --quiet "$built_ref")
-"${buildah[@]}" config --label "org.opencontainers.image.version=$VERSION" "$container"
-# A fixed creation time: the same image and VERSION give the same digest.
-"${buildah[@]}" commit --quiet --format oci --timestamp "${SOURCE_DATE_EPOCH:-0}" "$container" "$image:$VERSION" >/dev/null
+# The release's version as the image's label: a new config on the same layer (a LABEL is an empty layer when
+# each step is committed, --layers), created at a fixed time: the same image and VERSION give the same digest.
+printf 'FROM %s\nLABEL org.opencontainers.image.version="%s"\n' "$built_ref" "$VERSION" >"$store/Containerfile"
+"${buildah[@]}" build --quiet --pull=never --layers --format oci --timestamp "${SOURCE_DATE_EPOCH:-0}" \
+    --tag "$image:$VERSION" --file "$store/Containerfile" "$store" >/dev/null
 "${buildah[@]}" push --quiet "${buildah_tls[@]}" --digestfile "$out/image.digest" \
     "$image:$VERSION" "docker://$image:$VERSION"
 digest=$(cat "$out/image.digest")
 echo "pushed $image:$VERSION@$digest"
+container=$("${buildah[@]}" from --pull=never --quiet "$image:$VERSION")
 
 # The SBOM, by the image's own interpreter (what it imports from is what it lists).
 "${buildah[@]}" run --volume "$root/hack/sbom.py:/tmp/sbom.py:ro" "$container" \

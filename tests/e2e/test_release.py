@@ -7,6 +7,10 @@ values: the kubelet pulls the image by the digest the packaged chart names, from
 peers an example (against the Liqo stand-in) to Ready, and `helm upgrade` to a second release, pulled the
 same way, rolls the Pod while the peering stays Ready.
 
+The image is reproducible: `hack/build-images.sh --verify` builds it once more from the same inputs and it is
+the same image (config and layer digests) as the one the nodes run; the release's image is that image with its
+version label, on the same layer; its SBOM lists exactly the Python distributions in the image's venv.
+
 One test: each release and each Pod start costs cluster time, and every step needs the one before.
 """
 
@@ -28,7 +32,7 @@ from typing import Any
 import pytest
 
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
-from testenv.localk8s.images import Image
+from testenv.localk8s.images import Image, archive_digests, image_files
 from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, tool_path
 from testenv.operator_release import RELEASE, RELEASE_NS, Release
@@ -40,6 +44,7 @@ PATH = "lpo"  # the repository path under the registry's host, as a user's REGIS
 VERSIONS = ("1.0.0", "1.0.1")
 IMAGE_REPO = "liqo-peering-operator"
 INDEX = "application/vnd.oci.image.index.v1+json"
+MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
 def release(registry: Registry, version: str, key: Path) -> dict[str, Any]:
@@ -118,6 +123,27 @@ def normalized(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+def verify_reproducible() -> None:
+    """The operator image built once more, from the same inputs in a new storage: the same image."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(REPO_ROOT / "hack" / "build-images.sh"), "--verify"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"the image is not reproducible:\n{proc.stdout}\n{proc.stderr[-5000:]}"
+    print(f"hack/build-images.sh --verify: {time.monotonic() - start:.0f}s")
+
+
+def distributions(archive: Path) -> dict[str, str]:
+    """Normalized name -> version of every distribution installed in the image's venv (its .dist-info)."""
+    found = {}
+    for path in image_files(archive):
+        if path.startswith("opt/venv/lib/") and path.endswith(".dist-info") and path.count("/") == 5:
+            name, version = path.rsplit("/", 1)[1].removesuffix(".dist-info").rsplit("-", 1)
+            found[normalized(name)] = version
+    return found
+
+
 def is_ready(status: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
 
@@ -143,10 +169,23 @@ def test_a_release_from_the_registry_installs_peers_and_upgrades(
     operator = Release(cluster=lc["consumer"], image=node_images["operator"], liqo_namespace=lc.namespace)
     node_ip = lc["consumer"].node_specs()[0].ip
     subprocess.run([str(REPO_ROOT / "hack" / "build-cosign.sh")], check=True, capture_output=True, timeout=1800)
+    verify_reproducible()
     cosign("generate-key-pair", cwd=tmp_path)
     first, second = (release(oci_registry, v, tmp_path / "cosign.key") for v in VERSIONS)
     repo = f"{oci_registry.host}/{PATH}/{IMAGE_REPO}"
     assert first["chart"] == f"oci://{oci_registry.host}/{PATH}/charts/liqo-peering-operator"
+
+    # Each release's image is the image the nodes run, with the release's version label: the same layers.
+    _, layers = archive_digests(operator.image.archive)
+    for published in (first, second):
+        image_manifest = json.loads(
+            registry_get(oci_registry, f"{PATH}/{IMAGE_REPO}/manifests/{published['image_digest']}", MANIFEST)
+        )
+        config = json.loads(
+            registry_get(oci_registry, f"{PATH}/{IMAGE_REPO}/blobs/{image_manifest['config']['digest']}")
+        )
+        assert config["rootfs"]["diff_ids"] == layers, (config["rootfs"], layers)
+        assert config["config"]["Labels"]["org.opencontainers.image.version"] == published["version"]
 
     # The SBOM is attached to the image in the registry (an OCI referrer) and lists every Python package
     # the image runs with, each with its version.
@@ -162,6 +201,7 @@ def test_a_release_from_the_registry_installs_peers_and_upgrades(
     listed = {normalized(p["name"]): p["versionInfo"] for p in sbom["packages"] if p["SPDXID"] != "SPDXRef-Image"}
     assert {normalized(n) for n in locked_runtime_packages()} <= set(listed), sorted(listed)
     assert all(listed.values()) and "pip" not in listed and "setuptools" not in listed, listed
+    assert listed == distributions(operator.image.archive)
 
     # Image and chart verify against the release's public key; an image pushed without a signature does not.
     public_key = tmp_path / "cosign.pub"
