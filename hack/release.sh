@@ -52,9 +52,10 @@ fi
 "${buildah[@]}" pull --quiet "docker-archive:$built_archive" >/dev/null
 # The release's version as the image's label: a new config on the same layer (a LABEL is an empty layer when
 # each step is committed, --layers), created at a fixed time: the same image and VERSION give the same digest.
+mkdir "$store/context"
 printf 'FROM %s\nLABEL org.opencontainers.image.version="%s"\n' "$built_ref" "$VERSION" >"$store/Containerfile"
 "${buildah[@]}" build --quiet --pull=never --layers --format oci --timestamp "${SOURCE_DATE_EPOCH:-0}" \
-    --tag "$image:$VERSION" --file "$store/Containerfile" "$store" >/dev/null
+    --tag "$image:$VERSION" --file "$store/Containerfile" "$store/context" >/dev/null
 "${buildah[@]}" push --quiet "${buildah_tls[@]}" --digestfile "$out/image.digest" \
     "$image:$VERSION" "docker://$image:$VERSION"
 digest=$(cat "$out/image.digest")
