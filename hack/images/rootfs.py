@@ -143,6 +143,7 @@ class Rootfs:
         """The directory `top` with its content, without bytecode (compiled anew), without the entries of
         `top` in `left_out` and those of its subdirectories in `nested_left_out`."""
         self._dir(top)
+        self.done.add(top)
         for entry in sorted(os.scandir(self._src(top)), key=lambda e: e.name):
             path = os.path.join(top, entry.name)
             if entry.name in left_out or entry.name == "__pycache__" or entry.name.endswith(".pyc"):
