@@ -194,8 +194,9 @@ def build(dest: Path, epoch: int) -> None:
     venv = sys.prefix
     if venv == sys.base_prefix:
         raise RootfsError("run rootfs.py with the venv's interpreter (/opt/venv/bin/python)")
-    stdlibs = sorted({sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")})
-    dynload = os.path.join(sysconfig.get_path("platstdlib"), "lib-dynload")
+    # The standard library as the interpreter finds it (in a venv, sysconfig's platstdlib is the venv's).
+    stdlibs = sorted({sysconfig.get_path("stdlib"), os.path.dirname(os.__file__)})
+    dynload = next(path for path in sys.path if os.path.basename(path) == "lib-dynload")
     fs = Rootfs(dest)
     fs.keep(venv, recursive=True)
     fs.keep(sys.executable)
