@@ -37,11 +37,27 @@ build_matrix() {
   echo "--> matrix builds: done in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
 }
 
+# The operator image is reproducible: built once more from the same inputs, in a new storage, it must be the
+# same image (config and layer digests) as the one the tests run. Beside the matrix tier, the shortest lane.
+# Its log: .local/verify-image.log.
+verify_image() {
+  local start=$SECONDS me=$BASHPID cpu
+  cpu=$(cpu_seconds "$me")
+  echo "--> image rebuilt to compare: started (log: .local/verify-image.log)"
+  if ! hack/build-images.sh --verify >.local/verify-image.log 2>&1; then
+    echo "--> image rebuilt to compare: it differs, or the build failed (.local/verify-image.log)"
+    return 1
+  fi
+  echo "--> image rebuilt to compare: the same image, in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
+}
+
 lane() {
-  local tier start rc=0 builds=""
+  local tier start rc=0 builds="" verify=""
   if [[ ,$1, == *,matrix,* ]]; then
     build_matrix &
     builds=$!
+    verify_image &
+    verify=$!
   fi
   for tier in ${1//,/ }; do
     if [[ $tier == matrix ]] && ! wait "$builds"; then
@@ -57,9 +73,14 @@ lane() {
     echo "--> tier $tier: exit $code in $((SECONDS - start))s ($(tail -n 1 ".local/tests-$tier.log"))"
     ((code == 0)) || rc=1
   done
+  if [[ -n $verify ]] && ! wait "$verify"; then
+    rc=1
+  fi
   return $rc
 }
 
+# What an earlier run left.
+rm -f .local/build-matrix.failed .local/verify-image.log
 pids=()
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' INT TERM
 for l in $LANES; do
@@ -71,6 +92,11 @@ for pid in "${pids[@]}"; do
   wait "$pid" || rc=1
 done
 
+if [[ -f .local/verify-image.log ]] && ! grep -q "^images ready" .local/verify-image.log; then
+  echo
+  echo "==================== image rebuilt to compare (.local/verify-image.log) ===================="
+  cat .local/verify-image.log
+fi
 if [[ -f .local/build-matrix.failed ]]; then
   echo
   echo "==================== matrix builds (.local/build-matrix.log) ===================="

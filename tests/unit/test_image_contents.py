@@ -2,7 +2,7 @@
 manager, installer or compiler in it, every Python distribution in its venv listed by the SBOM that
 hack/sbom.py writes, with its version, and the size the docs state. Locally these tests skip until
 `make images` has run; in CI (CI=true) a missing image is a failure. (Reproducibility: hack/build-images.sh
---verify, in tests/e2e/test_release.py.)"""
+--verify, which hack/run-tests.sh runs beside the tests.)"""
 
 from __future__ import annotations
 
