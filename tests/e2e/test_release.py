@@ -8,7 +8,8 @@ peers an example (against the Liqo stand-in) to Ready, and `helm upgrade` to a s
 same way, rolls the Pod while the peering stays Ready.
 
 The release's image is the image the nodes run (`make test` checks that it builds again to the same config and
-layer digests: `hack/build-images.sh --verify`, hack/run-tests.sh) with its version label, on the same layer; its SBOM lists exactly the Python distributions in the image's venv.
+layer digests: `hack/build-images.sh --verify`, hack/run-tests.sh) with its version label, on the same layer;
+its SBOM lists exactly the Python distributions in the image's venv.
 
 One test: each release and each Pod start costs cluster time, and every step needs the one before.
 """
