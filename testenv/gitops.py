@@ -4,7 +4,7 @@
   in namespace flux-system, with Flux's CRDs read from their Go modules in the module cache.
 - `ArgoCD`: Argo CD's application controller and repo server (its multi-call binary, hack/build-gitops.sh)
   with a redis-server (Debian's) as their cache, in namespace argocd, with Argo CD's CRDs read from its Go
-  module.
+  module; the repo server runs helm (the tool cache's) for Helm charts, as its image does.
 
 Both run as users run them outside a cluster: their usual flags, the cluster's admin kubeconfig, every
 listener on a free port of 127.0.0.1. `stop()` deletes what they manage while they still run (so their
@@ -33,6 +33,7 @@ from testenv.wait import wait_for
 TOOLS_DIR = REPO_ROOT / "hack" / "tools"
 
 GITREPOSITORY = k.Res("source.toolkit.fluxcd.io", "v1", "gitrepositories")
+OCIREPOSITORY = k.Res("source.toolkit.fluxcd.io", "v1", "ocirepositories")
 KUSTOMIZATION = k.Res("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
 HELMCHART = k.Res("source.toolkit.fluxcd.io", "v1", "helmcharts")
 HELMRELEASE = k.Res("helm.toolkit.fluxcd.io", "v2", "helmreleases")
@@ -43,6 +44,8 @@ FLUX_MODULES = {
     "helm-controller": "github.com/fluxcd/helm-controller",
 }
 APPLICATION = k.Res("argoproj.io", "v1alpha1", "applications")
+# The repositories' CAs, a key per server name (no port), as Argo CD's install manifests make it (empty).
+TLS_CERTS_CM = "argocd-tls-certs-cm"
 APPPROJECT = k.Res("argoproj.io", "v1alpha1", "appprojects")
 
 
@@ -227,7 +230,7 @@ class Flux(Controllers):
     def stop(self) -> None:
         # The objects that hold what a controller applied first (a HelmRelease's uninstall, a
         # Kustomization's prune), then their sources (HelmChart: the one helm-controller made).
-        kinds = [KUSTOMIZATION, HELMRELEASE, HELMCHART, GITREPOSITORY]
+        kinds = [KUSTOMIZATION, HELMRELEASE, HELMCHART, GITREPOSITORY, OCIREPOSITORY]
         kinds = [res for res in kinds if self._serves(res)]
         try:
             if self.procs and all(p.alive() for p in self.procs):
@@ -292,7 +295,9 @@ class ArgoCD(Controllers):
     Set up as Argo CD's install manifests set up namespace argocd (argocd-cm, argocd-secret, the default
     AppProject), with the cluster it runs against as its in-cluster destination
     (https://kubernetes.default.svc): ARGOCD_FAKE_IN_CLUSTER, as `argocd admin`/core mode runs outside a Pod,
-    points it at KUBECONFIG. The repo server runs `git` and `kustomize` (hack/build-gitops.sh) from PATH.
+    points it at KUBECONFIG. The repo server runs `git`, `kustomize` (hack/build-gitops.sh) and `helm` (the
+    tool cache's) from PATH, and reads the repositories' CAs of argocd-tls-certs-cm from ARGOCD_TLS_DATA_PATH,
+    where its Pod would mount that ConfigMap (`mount_tls_certs`).
     """
 
     NAMESPACE = "argocd"
@@ -300,6 +305,8 @@ class ArgoCD(Controllers):
     def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
         super().__init__(kubeconfig, log_dir)
         self.work = Path(tempfile.mkdtemp(prefix="argocd-"))
+        self.tls_dir = self.work / "tls"
+        self.tls_dir.mkdir()
         self.metrics_port = 0
 
     def crd_files(self) -> list[Path]:
@@ -315,6 +322,7 @@ class ArgoCD(Controllers):
         for name in ("argocd-application-controller", "argocd-repo-server"):
             (bin_dir / name).symlink_to(argocd)
         (bin_dir / "kustomize").symlink_to(tool_path("kustomize"))
+        (bin_dir / "helm").symlink_to(tool_path("helm"))
         git = shutil.which("git")
         if git is None:
             raise FileNotFoundError("git is not installed (hack/install-node-runtime.sh installs it)")
@@ -324,7 +332,7 @@ class ArgoCD(Controllers):
         ensure_namespace(self.kc, self.NAMESPACE)
         self.crds = install_crds(self.kc, self.crd_files())
         labels = {"app.kubernetes.io/part-of": "argocd"}
-        for name in ("argocd-cm", "argocd-rbac-cm", "argocd-cmd-params-cm"):
+        for name in ("argocd-cm", "argocd-rbac-cm", "argocd-cmd-params-cm", TLS_CERTS_CM):
             body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}}
             self.kc.apply(k.CONFIGMAP, body, "e2e-gitops", self.NAMESPACE)
         secret = {
@@ -352,6 +360,14 @@ class ArgoCD(Controllers):
         patch = yaml.safe_load(snippet.read_text())
         self.kc.patch(k.CONFIGMAP, "argocd-cm", {"data": patch["data"]}, self.NAMESPACE)
 
+    def mount_tls_certs(self) -> None:
+        """Write argocd-tls-certs-cm's keys (a server name each, its CAs as PEM) as files into the repo
+        server's TLS directory, as the kubelet projects that ConfigMap into the repo server's Pod. The repo
+        server reads a repository's CA file at each connection, by the repository's host name."""
+        data = (self.kc.get(k.CONFIGMAP, TLS_CERTS_CM, self.NAMESPACE) or {}).get("data") or {}
+        for server, pem in data.items():
+            (self.tls_dir / server).write_text(pem)
+
     def start(self) -> ArgoCD:
         started = time.monotonic()
         self._install()
@@ -364,6 +380,7 @@ class ArgoCD(Controllers):
             "KUBECONFIG": str(self.kubeconfig),
             "ARGOCD_FAKE_IN_CLUSTER": "true",
             "ARGOCD_GPG_ENABLED": "false",
+            "ARGOCD_TLS_DATA_PATH": str(self.tls_dir),
             "TMPDIR": str(self.work),
             "HOME": str(self.work),
         }

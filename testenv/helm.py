@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from testenv.localk8s import tool_path
 
 HELM_HOME = Path("/tmp/lpo-helm")
@@ -35,3 +37,19 @@ def run_helm(
     if check and proc.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout if check else proc.stdout + proc.stderr
+
+
+def push_chart(destination: str, ca_file: Path, workdir: Path, chart: Path = CHART) -> tuple[str, str]:
+    """`helm package` `chart` and `helm push` it to `destination` (oci://<registry host>/<path>: the chart
+    becomes <path>/<chart name>, tagged with its version), trusting the registry's `ca_file`, as
+    hack/release.sh pushes a release's chart (here as it is: its own version and values). Returns the
+    chart's version and the pushed manifest's digest."""
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    run_helm("package", str(chart), "--destination", str(workdir))
+    package = workdir / f"{meta['name']}-{meta['version']}.tgz"
+    # helm push reports what it pushed: "Pushed: <ref>" and "Digest: sha256:...".
+    out = run_helm("push", str(package), destination, "--ca-file", str(ca_file), check=False)
+    digests = [line.removeprefix("Digest: ").strip() for line in out.splitlines() if line.startswith("Digest: ")]
+    if not digests:
+        raise AssertionError(f"helm push {package} {destination} failed:\n{out}")
+    return str(meta["version"]), digests[0]

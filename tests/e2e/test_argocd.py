@@ -1,7 +1,9 @@
-"""Argo CD drives a LiqoPeering from Git: its application controller and repo server (built from its Go
-module, run as processes against the consumer, with Debian's redis-server) sync the Application of
-examples/gitops/application.yaml from a Git server on loopback, with deploy/argocd/argocd-cm-snippet.yaml
-merged into argocd-cm as a user would."""
+"""Argo CD drives a LiqoPeering from Git, and installs the operator's chart from an OCI registry: its
+application controller and repo server (built from its Go module, run as processes against the consumer,
+with Debian's redis-server) sync the Application of examples/gitops/application.yaml from a Git server on
+loopback, with deploy/argocd/argocd-cm-snippet.yaml merged into argocd-cm as a user would, and the
+Application of examples/argocd/operator.yaml from a registry on loopback (testenv.localk8s.registry, TLS
+with a CA of its own), to which the test pushes the chart."""
 
 from __future__ import annotations
 
@@ -16,21 +18,33 @@ from typing import Any
 import pytest
 from gitops_common import Timeline, commit_example, peering_objects_left, peering_summary, tenant_namespaces
 
+from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import kube as k
-from testenv.gitops import APPLICATION, ArgoCD, manifests
+from testenv.gitops import APPLICATION, TLS_CERTS_CM, ArgoCD, manifests
 from testenv.gitserver import GitServer
+from testenv.helm import push_chart
+from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
 from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, wait_for
 
 SNIPPET = REPO_ROOT / "deploy" / "argocd" / "argocd-cm-snippet.yaml"
 APP_EXAMPLE = REPO_ROOT / "examples" / "gitops" / "application.yaml"
 OFFLOADING = k.Res("offloading.liqo.io", "v1beta1", "namespaceoffloadings")
+OPERATOR_EXAMPLE = REPO_ROOT / "examples" / "argocd" / "operator.yaml"
+CHARTS = "argocd/charts"  # where the chart is pushed, under the registry's host
+SERVICEACCOUNT = k.Res("", "v1", "serviceaccounts")
+ROLE = k.Res("rbac.authorization.k8s.io", "v1", "roles")
+# What the chart makes on its own (a Role in Liqo's namespace among them), by kind; and its CRDs, which
+# carry helm.sh/resource-policy: keep, and kopf's, from its crds/ (Argo CD applies those too).
+CHART_KINDS = (k.DEPLOYMENT, k.SERVICE, SERVICEACCOUNT, k.CLUSTERROLE, k.CLUSTERROLEBINDING, ROLE, k.ROLEBINDING)
+KEPT_CRDS = (CRD_NAME, SET_CRD_NAME)
+KOPF_CRDS = ("clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
 
 
 @pytest.fixture(scope="module")
 def argocd(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoCD]:
     try:
-        for tool in ("argocd", "kustomize"):
+        for tool in ("argocd", "kustomize", "helm"):
             tool_path(tool)
     except ToolMissingError as exc:
         if os.environ.get("CI"):
@@ -200,3 +214,117 @@ def test_wrong_secret_is_degraded_with_the_operators_message(
     wait_for("the Application gone", lambda: application(argocd, name) is None, timeout=120)
     assert case.peerings.get(ns, "provider") is None
     assert argocd.kc.get(k.SECRET, SECRET, ns) is None
+
+
+def test_application_installs_the_operators_chart_from_an_oci_registry(
+    argocd: ArgoCD, operator_env: OperatorEnv, tmp_path: Path
+) -> None:
+    """examples/argocd/operator.yaml: the chart from the registry, by version, its objects applied. No node
+    runs the operator's Pod here, so its Deployment never becomes available."""
+    started = time.monotonic()
+    kc = argocd.kc
+    # On loopback: the repo server is the only client, and no node pulls from it.
+    registry = Registry(tmp_path / "registry", "127.0.0.1").start()
+    try:
+        version, _ = push_chart(f"oci://{registry.host}/{CHARTS}", registry.ca_cert, tmp_path)
+        pushed_log = len((registry.workdir / "registry.log").read_text())
+        repository, app = manifests(OPERATOR_EXAMPLE)
+        source = app["spec"]["source"]
+        assert source["targetRevision"] == version, source  # the example's version, the chart's
+        source["repoURL"] = repository["stringData"]["url"] = f"{registry.host}/{CHARTS}"
+        source["helm"]["valuesObject"]["liqoNamespace"] = operator_env.lc.namespace
+        target_ns = app["spec"]["destination"]["namespace"]
+        release = source["helm"]["releaseName"]
+        # The registry's CA, by its host name, as `kubectl -n argocd edit configmap argocd-tls-certs-cm` adds it.
+        kc.patch(k.CONFIGMAP, TLS_CERTS_CM, {"data": {registry.ip: registry.ca_cert.read_text()}}, ArgoCD.NAMESPACE)
+        argocd.mount_tls_certs()
+        repository["data"] = {key: k.b64(value) for key, value in repository.pop("stringData").items()}
+        kc.apply(k.SECRET, repository, "e2e-gitops", ArgoCD.NAMESPACE)
+        kc.apply(APPLICATION, app, "e2e-gitops", ArgoCD.NAMESPACE)
+        name = app["metadata"]["name"]
+
+        def synced() -> dict[str, Any] | None:
+            found = application(argocd, name)
+            sync = ((found or {}).get("status") or {}).get("sync") or {}
+            deployment = kc.get(k.DEPLOYMENT, release, target_ns)
+            return found if sync.get("status") == "Synced" and deployment is not None else None
+
+        try:
+            found = wait_for("the Application Synced from the registry's chart", synced, timeout=180)
+        except AssertionError as exc:
+            status = (application(argocd, name) or {}).get("status") or {}
+            out_of_sync = [r for r in status.get("resources") or [] if r.get("status") != "Synced"]
+            raise AssertionError(f"{exc}\nconditions: {status.get('conditions')}\nnot synced: {out_of_sync}"
+                                 f"\noperation: {status.get('operationState')}") from None  # fmt: skip
+        argocd.check()
+        status = found["status"]
+        print(f"\nApplication Synced {time.monotonic() - started:.1f}s after the registry started")
+        print(f"sync operation: {(status.get('operationState') or {}).get('phase')}: "
+              f"{(status.get('operationState') or {}).get('message')}")  # fmt: skip
+
+        # The chart, at the version pushed, from the registry: Argo CD's revision is the chart's version,
+        # and the repo server (helm pull) fetched the chart's blobs from the registry after the push.
+        assert status["sourceType"] == "Helm", status
+        assert status["sync"]["revision"] == version, status["sync"]
+        compared = status["sync"]["comparedTo"]["source"]
+        assert (compared["repoURL"], compared["chart"]) == (f"{registry.host}/{CHARTS}", "liqo-peering-operator")
+        log = (registry.workdir / "registry.log").read_text()[pushed_log:]
+        assert f"GET /v2/{CHARTS}/liqo-peering-operator/blobs/sha256:" in log, log
+
+        # Its objects, with the chart's labels at that version, tracked by Argo CD (an annotation naming
+        # the Application), the CRDs among them.
+        labels = {
+            "helm.sh/chart": f"liqo-peering-operator-{version}",
+            "app.kubernetes.io/name": "liqo-peering-operator",
+            "app.kubernetes.io/instance": release,
+            "app.kubernetes.io/managed-by": "Helm",
+        }
+        selector = ",".join(f"{key}={value}" for key, value in labels.items())
+        made = {f"{res.plural} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}": o
+                for res in (*CHART_KINDS, k.CRD) for o in kc.list(res, None, selector)}  # fmt: skip
+        expected = [
+            f"deployments {target_ns}/{release}",
+            f"serviceaccounts {target_ns}/{release}",
+            f"clusterroles /{release}",
+            f"clusterrolebindings /{release}",
+            f"roles {operator_env.lc.namespace}/{release}-liqo",
+            *(f"customresourcedefinitions /{crd}" for crd in KEPT_CRDS),
+        ]
+        assert not [where for where in expected if where not in made], sorted(made)
+        for obj in made.values():
+            assert obj["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"].startswith(f"{name}:"), obj
+        kept_crd = made[f"customresourcedefinitions /{CRD_NAME}"]
+        assert kept_crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+        # The operator's Pod has no node to run on: its Deployment, and so the Application, stay Progressing.
+        deployment_health = resource_health(found, "Deployment")
+        print(f"Argo CD: Application {status['health']['status']}, Deployment {deployment_health}")
+        assert deployment_health.get("status") == "Progressing" and status["health"]["status"] == "Progressing"
+
+        # Deleted (its sync ended first, as `argocd app terminate-op` does, were it still waiting for the
+        # Deployment), the Application takes the chart's objects with it but the kept CRDs.
+        if "operation" in (application(argocd, name) or {}):
+            terminate = {"status": {"operationState": {"phase": "Terminating"}}}
+            kc.patch(APPLICATION, name, terminate, ArgoCD.NAMESPACE)
+            wait_for("the sync operation ended", lambda: "operation" not in (application(argocd, name) or {}), 60)
+        kc.delete(APPLICATION, name, ArgoCD.NAMESPACE)
+        wait_for("the Application gone", lambda: application(argocd, name) is None, timeout=120)
+
+        def left() -> list[str]:
+            return sorted(
+                f"{res.plural} {o['metadata']['name']}"
+                for res in (*CHART_KINDS, k.CRD)
+                for o in kc.list(res, None, selector)
+            )
+
+        kept = sorted(f"customresourcedefinitions {crd}" for crd in KEPT_CRDS)
+        wait_for("the chart's objects gone but its kept CRDs", lambda: left() == kept, timeout=60)
+        wait_for("kopf's CRDs gone", lambda: all(kc.get(k.CRD, crd) is None for crd in KOPF_CRDS), timeout=60)
+        argocd.check()
+    finally:
+        registry.stop()
+        kc.delete(k.SECRET, "liqo-peering-operator-charts", ArgoCD.NAMESPACE)
+        kc.delete(k.NAMESPACE, "liqo-peering")
+        for crd in KOPF_CRDS:
+            kc.delete(k.CRD, crd)
+        print(f"test_application_installs_the_operators_chart_from_an_oci_registry: {time.monotonic() - started:.0f}s")

@@ -1,11 +1,13 @@
-"""Flux installs the operator: a HelmRelease (helm-controller) of the chart, from a GitRepository.
+"""Flux installs the operator: a HelmRelease (helm-controller) of the chart, from an OCIRepository.
 
 source-controller and helm-controller (built from their Go modules, run as processes against the consumer,
-as in test_flux.py) install deploy/helm/liqo-peering-operator from a Git server on loopback holding the
-chart, with the objects of examples/flux/helmrelease.yaml. The consumer has a real node (the session's
-`liqo_node_clusters`, shared with test_operator_pod.py), into which the image `make images` built is
-loaded; the Liqo stand-in plays Liqo's controllers. The tests run in order, on one release: install and
-peer, then delete the HelmRelease (and install again to unpeer).
+as in test_flux.py) install deploy/helm/liqo-peering-operator, packaged and pushed with `helm push` to the
+harness's OCI registry (`oci_registry`: TLS with a CA of its own, which the OCIRepository trusts through
+its certSecretRef), with the objects of examples/flux/helmrelease.yaml. The consumer has a real node (the
+session's `liqo_node_clusters`, shared with test_operator_pod.py), into which the image `make images` built
+is loaded (only the chart comes from the registry here: test_release.py pulls the image from it too); the
+Liqo stand-in plays Liqo's controllers. The tests run in order, on one release: install and peer, then
+delete the HelmRelease (and install again to unpeer).
 """
 
 from __future__ import annotations
@@ -26,18 +28,20 @@ from kubernetes import client as k8s
 from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import audit
 from testenv import kube as k
-from testenv.gitops import GITREPOSITORY, HELMCHART, HELMRELEASE, Flux, condition, manifests
-from testenv.gitserver import GitServer
-from testenv.helm import CHART, run_helm
+from testenv.gitops import HELMCHART, HELMRELEASE, OCIREPOSITORY, Flux, condition, manifests
+from testenv.helm import push_chart, run_helm
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 from testenv.localk8s.images import Image
+from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
 from testenv.operator_support import SECRET, Peerings, api_client, tenant_ns, wait_for
 
 EXAMPLE = REPO_ROOT / "examples" / "flux" / "helmrelease.yaml"
 PEERING_EXAMPLE = REPO_ROOT / "examples" / "basic.yaml"
 PEERING_NS = "e2e-flux-helm"
+CHARTS = "flux/charts"  # where the chart is pushed, under the registry's host
+CA_SECRET = "registry-ca"  # the registry's CA, for the OCIRepository's certSecretRef
 ROLE = k.Res("rbac.authorization.k8s.io", "v1", "roles")
 SERVICEACCOUNT = k.Res("", "v1", "serviceaccounts")
 # What the chart makes, by kind (each object carries helm-controller's helm.toolkit.fluxcd.io/name label).
@@ -53,10 +57,12 @@ class Env:
     peerings: Peerings
     provider_api: k8s.ApiClient
     flux: Flux
-    git: GitServer
+    registry: Registry
     image: Image
-    gitrepo: dict[str, Any]  # examples/flux/helmrelease.yaml's two objects, as the tests apply them
+    ocirepo: dict[str, Any]  # examples/flux/helmrelease.yaml's two objects, as the tests apply them
     release: dict[str, Any]
+    chart_version: str  # the chart pushed to the registry: its version and its manifest's digest
+    chart_digest: str
 
     @property
     def name(self) -> str:
@@ -78,8 +84,19 @@ class Env:
         return self.kc.get(k.DEPLOYMENT, self.release_name, self.target_ns)
 
     def apply(self) -> None:
-        self.kc.apply(GITREPOSITORY, self.gitrepo, "e2e-gitops", Flux.NAMESPACE)
+        # The registry's CA, as `kubectl create secret generic registry-ca --from-file=ca.crt` makes it.
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": CA_SECRET},
+            "data": {"ca.crt": k.b64(self.registry.ca_cert.read_bytes())},
+        }
+        self.kc.apply(k.SECRET, secret, "e2e-gitops", Flux.NAMESPACE)
+        self.kc.apply(OCIREPOSITORY, self.ocirepo, "e2e-gitops", Flux.NAMESPACE)
         self.kc.apply(HELMRELEASE, self.release, "e2e-gitops", Flux.NAMESPACE)
+
+    def ocirepository(self) -> dict[str, Any] | None:
+        return self.kc.get(OCIREPOSITORY, self.ocirepo["metadata"]["name"], Flux.NAMESPACE)
 
     def released(self) -> list[str]:
         """The objects helm-controller's release made, still there: "deployments <ns>/<name>"."""
@@ -101,12 +118,15 @@ class Env:
         return self.kc.list(k.POD, self.target_ns, f"app.kubernetes.io/instance={self.release_name}")
 
     def diagnosis(self) -> str:
-        hr = self.helmrelease() or {}
-        lines = [f"HelmRelease status: {(hr.get('status') or {}).get('conditions')}"]
+        hr, ocirepo = self.helmrelease() or {}, self.ocirepository() or {}
+        lines = [
+            f"OCIRepository status: {(ocirepo.get('status') or {}).get('conditions')}",
+            f"HelmRelease status: {(hr.get('status') or {}).get('conditions')}",
+        ]
         for pod in self.operator_pods():
             statuses = (pod.get("status") or {}).get("containerStatuses") or []
             lines.append(f"pod {pod['metadata']['name']}: {[s.get('state') for s in statuses]}")
-        lines += [f"--- {p.name} log\n{p.log_tail()}" for p in self.flux.procs if p.name == "helm-controller"]
+        lines += [f"--- {p.name} log\n{p.log_tail()}" for p in self.flux.procs]
         return "\n".join(lines)
 
 
@@ -114,7 +134,7 @@ class Env:
 def env(
     liqo_node_clusters: LiqoClusters,
     node_images: dict[str, Image],
-    git_server: GitServer,
+    oci_registry: Registry,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Env]:
     try:
@@ -130,12 +150,18 @@ def env(
     peerings.make_namespace(PEERING_NS)
     # The provider's admin kubeconfig: its server is the provider's API server on the LAN, where the Pod is.
     peerings.put_kubeconfig_secret(PEERING_NS, SECRET, Path(lc["provider"].kubeconfig).read_bytes())
-    gitrepo, release = manifests(EXAMPLE)
-    gitrepo["spec"]["url"] = git_server.url("liqo-peering-operator")
+    ocirepo, release = manifests(EXAMPLE)
+    # The chart as committed, pushed to the registry at its own version, which the example asks for.
+    version, digest = push_chart(
+        f"oci://{oci_registry.host}/{CHARTS}", oci_registry.ca_cert, tmp_path_factory.mktemp("chart")
+    )
+    assert ocirepo["spec"]["ref"] == {"tag": version}, ocirepo["spec"]["ref"]
+    ocirepo["spec"]["url"] = f"oci://{oci_registry.host}/{CHARTS}/liqo-peering-operator"
+    ocirepo["spec"]["certSecretRef"] = {"name": CA_SECRET}
     repository, tag = node_images["operator"].ref.rsplit(":", 1)
     release["spec"]["values"].update(
         {
-            # Loaded into the node by `make images`: there is no registry to pull from.
+            # Loaded into the node by `make images`: only the chart comes from the registry here.
             "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
             "liqoNamespace": lc.namespace,
             # Probed every 2 s instead of 10 (the first probe still waits 5 s, so the Deployment is
@@ -147,8 +173,8 @@ def env(
         Path(lc["consumer"].kubeconfig), tmp_path_factory.mktemp("flux-helm"), ("source-controller", "helm-controller")
     )
     env = Env(
-        lc, lc.kube("consumer"), peerings, api_client(lc["provider"].kubeconfig), flux, git_server,
-        node_images["operator"], gitrepo, release,
+        lc, lc.kube("consumer"), peerings, api_client(lc["provider"].kubeconfig), flux, oci_registry,
+        node_images["operator"], ocirepo, release, version, digest,
     )  # fmt: skip
     standin = StandInProcess(lc, tmp_path_factory.mktemp("standin") / "liqo-standin.log")
     try:
@@ -202,12 +228,6 @@ def scanned(env: Env, leak_scan: LeakScan) -> Iterator[None]:
     leak_scan.collect({side: api_client(env.lc[side].kubeconfig) for side in ("consumer", "provider")})
 
 
-def chart_files() -> dict[str, bytes]:
-    """The chart as committed in this repository, at the same path."""
-    where = CHART.relative_to(REPO_ROOT)
-    return {f"{where}/{p.relative_to(CHART)}": p.read_bytes() for p in sorted(CHART.rglob("*")) if p.is_file()}
-
-
 def verdict(hr: dict[str, Any] | None) -> str:
     ready = condition(hr, "Ready")
     return f"HelmRelease {ready.get('status', '-')}/{ready.get('reason', '-')}"
@@ -257,7 +277,6 @@ def wait_helmrelease_ready(env: Env, timeline: Timeline) -> None:
 
 
 def test_helmrelease_installs_the_chart_and_its_operator_peers(env: Env) -> None:
-    commit = env.git.write_repo("liqo-peering-operator", chart_files(), message="the operator's chart")
     since = datetime.now(UTC)
     env.apply()
     timeline = Timeline()
@@ -275,22 +294,26 @@ def test_helmrelease_installs_the_chart_and_its_operator_peers(env: Env) -> None
         ready["lastTransitionTime"]
     )
 
-    # The chart came from Git: the HelmChart source-controller packaged from the GitRepository's revision.
-    version = str(manifests(CHART / "Chart.yaml")[0]["version"])
-    gitrepo = env.kc.get(GITREPOSITORY, env.gitrepo["metadata"]["name"], Flux.NAMESPACE)
-    assert gitrepo is not None and gitrepo["status"]["artifact"]["revision"] == f"main@sha1:{commit}"
-    chart_ns, chart_name = hr["status"]["helmChart"].split("/")
-    helmchart = env.kc.get(HELMCHART, chart_name, chart_ns)
-    assert helmchart is not None and helmchart["status"]["artifact"]["revision"] == version, helmchart
+    # The chart came from the registry: the OCIRepository's artifact is the pushed tag and manifest digest,
+    # and helm-controller released that artifact (no HelmChart of its own, as a chart from Git would have),
+    # the digest's first 12 hex digits appended to the chart's version.
+    version, digest = env.chart_version, env.chart_digest
+    released = f"{version}+{digest.removeprefix('sha256:')[:12]}"
+    ocirepo = env.ocirepository()
+    assert ocirepo is not None and ocirepo["status"]["artifact"]["revision"] == f"{version}@{digest}", ocirepo
+    assert "helmChart" not in hr["status"] and env.kc.list(HELMCHART, Flux.NAMESPACE) == []
+    assert (hr["status"]["lastAttemptedRevision"], hr["status"]["lastAttemptedRevisionDigest"]) == (released, digest)
     (release,) = hr["status"]["history"]
     assert (release["name"], release["namespace"], release["status"]) == (env.release_name, env.target_ns, "deployed")
-    assert (release["chartName"], release["chartVersion"], release["version"]) == ("liqo-peering-operator", version, 1)
+    assert (release["chartName"], release["chartVersion"], release["version"], release["ociDigest"]) == (
+        "liqo-peering-operator", released, 1, digest
+    )  # fmt: skip
     # Stored in the target namespace, where Helm's own CLI finds it.
     listed = run_helm(
         "list", "--namespace", env.target_ns, "--output", "yaml", kubeconfig=env.lc["consumer"].kubeconfig
     )
     assert [(r["name"], r["status"], r["chart"]) for r in yaml.safe_load(listed) or []] == [
-        (env.release_name, "deployed", f"liqo-peering-operator-{version}")
+        (env.release_name, "deployed", f"liqo-peering-operator-{released}")
     ], listed
 
     # The chart's objects, the CRD among them (kept on uninstall: crds.keep defaults to true).
@@ -303,6 +326,7 @@ def test_helmrelease_installs_the_chart_and_its_operator_peers(env: Env) -> None
     assert annotations["meta.helm.sh/release-namespace"] == env.target_ns, annotations
     assert annotations["helm.sh/resource-policy"] == "keep", annotations
     assert crd["metadata"]["labels"]["helm.toolkit.fluxcd.io/name"] == env.name
+    assert crd["metadata"]["labels"]["helm.sh/chart"] == f"liqo-peering-operator-{released.replace('+', '_')}"
     made = env.released()
     assert (
         f"customresourcedefinitions /{CRD_NAME}" in made and f"deployments {env.target_ns}/{env.release_name}" in made
@@ -332,11 +356,15 @@ def test_deleting_the_helmrelease_uninstalls_the_chart_but_the_crd_and_peerings(
     print(f"\nHelmRelease deleted and its release uninstalled in {time.monotonic() - started:.1f}s")
     wait_for("the operator Pods gone", lambda: not env.operator_pods(), timeout=120)
 
-    # Everything of the release is gone but the CRD (helm.sh/resource-policy: keep); so is the HelmChart
-    # helm-controller had made, and Helm's record of the release. The namespace stays (Helm never deletes it).
+    # Everything of the release is gone but the CRD (helm.sh/resource-policy: keep); so is Helm's record of
+    # the release. The namespace stays (Helm never deletes it), and so does the OCIRepository, the
+    # HelmRelease's source, with the pushed chart as its artifact.
     assert sorted(env.released()) == sorted(f"customresourcedefinitions /{crd}" for crd in KEPT_CRDS)
-    assert env.kc.list(HELMCHART, Flux.NAMESPACE) == []
     assert env.kc.list(k.SECRET, env.target_ns, "owner=helm") == []
+    ocirepo = env.ocirepository()
+    assert (
+        ocirepo is not None and ocirepo["status"]["artifact"]["revision"] == f"{env.chart_version}@{env.chart_digest}"
+    )
     assert env.kc.get(k.NAMESPACE, env.target_ns) is not None
     # The LiqoPeering stays, Ready as the operator last wrote it, with its finalizer: with no operator
     # nothing tears the peering down, and its Liqo objects stay on both sides.

@@ -1,4 +1,5 @@
-"""examples/ stay valid against the LiqoPeering model, and the GitOps example keeps its sync waves."""
+"""examples/ stay valid against the LiqoPeering model, the GitOps example keeps its sync waves, and the Flux
+and Argo CD examples install the released chart."""
 
 from __future__ import annotations
 
@@ -123,15 +124,48 @@ def test_gitops_sync_waves() -> None:
     assert app["spec"]["source"]["path"] == "examples/gitops"
 
 
-def test_flux_helmrelease_installs_this_repositorys_chart() -> None:
-    gitrepo, release = documents(EXAMPLES / "flux" / "helmrelease.yaml")
-    chart = REPO / release["spec"]["chart"]["spec"]["chart"]
-    assert (chart / "Chart.yaml").is_file(), chart
-    assert release["spec"]["chart"]["spec"]["sourceRef"] == {
-        "kind": gitrepo["kind"],
-        "name": gitrepo["metadata"]["name"],
-    }
+# The released chart, as README.md's install line names it.
+RELEASED_CHART = "oci://ghcr.io/liqo-peering-operator/charts/liqo-peering-operator"
+CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
+HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+
+
+def chart_meta() -> dict[str, Any]:
+    return documents(CHART / "Chart.yaml")[0]
+
+
+def test_readme_installs_the_released_chart() -> None:
+    assert f"helm install liqo-peering-operator {RELEASED_CHART}" in (REPO / "README.md").read_text()
+
+
+def test_flux_helmrelease_installs_the_released_chart() -> None:
+    ocirepo, release = documents(EXAMPLES / "flux" / "helmrelease.yaml")
+    assert ocirepo["kind"] == "OCIRepository"
+    assert ocirepo["spec"]["url"] == RELEASED_CHART
+    # The chart's layer, copied as pushed; the version is this chart's.
+    assert ocirepo["spec"]["layerSelector"] == {"mediaType": HELM_CHART_LAYER, "operation": "copy"}
+    assert ocirepo["spec"]["ref"] == {"tag": chart_meta()["version"]}
+    assert "chart" not in release["spec"]
+    assert release["spec"]["chartRef"] == {"kind": ocirepo["kind"], "name": ocirepo["metadata"]["name"]}
+    assert release["metadata"]["namespace"] == ocirepo["metadata"]["namespace"]
     # The release name holds the chart's, so the objects are named after it alone (the chart's fullname).
-    assert documents(chart / "Chart.yaml")[0]["name"] in release["spec"]["releaseName"]
-    schema = json.loads((chart / "values.schema.json").read_text())
+    assert chart_meta()["name"] in release["spec"]["releaseName"]
+    schema = json.loads((CHART / "values.schema.json").read_text())
     jsonschema.validate(release["spec"]["values"], schema)
+
+
+def test_argocd_application_installs_the_released_chart() -> None:
+    repository, app = documents(EXAMPLES / "argocd" / "operator.yaml")
+    assert repository["metadata"]["labels"] == {"argocd.argoproj.io/secret-type": "repository"}
+    assert repository["metadata"]["namespace"] == app["metadata"]["namespace"] == "argocd"
+    creds = repository["stringData"]
+    assert (creds["type"], creds["enableOCI"]) == ("helm", "true")
+    source = app["spec"]["source"]
+    # Argo CD's Helm OCI source: the registry path without a scheme, and the chart's name apart.
+    assert source["repoURL"] == creds["url"]
+    assert f"oci://{source['repoURL']}/{source['chart']}" == RELEASED_CHART
+    assert source["targetRevision"] == chart_meta()["version"]
+    assert chart_meta()["name"] in source["helm"]["releaseName"]
+    assert "CreateNamespace=true" in app["spec"]["syncPolicy"]["syncOptions"]
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.validate(source["helm"]["valuesObject"], schema)
