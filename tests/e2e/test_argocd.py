@@ -25,7 +25,7 @@ from testenv.gitserver import GitServer
 from testenv.helm import push_chart
 from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
-from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, wait_for
+from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, install_crd, wait_for
 
 SNIPPET = REPO_ROOT / "deploy" / "argocd" / "argocd-cm-snippet.yaml"
 APP_EXAMPLE = REPO_ROOT / "examples" / "gitops" / "application.yaml"
@@ -223,31 +223,30 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
     runs the operator's Pod here, so its Deployment never becomes available."""
     started = time.monotonic()
     kc = argocd.kc
+    repository, app = manifests(OPERATOR_EXAMPLE)
+    name, source = app["metadata"]["name"], app["spec"]["source"]
+    target_ns, release = app["spec"]["destination"]["namespace"], source["helm"]["releaseName"]
     # On loopback: the repo server is the only client, and no node pulls from it.
     registry = Registry(tmp_path / "registry", "127.0.0.1").start()
     try:
         version, _ = push_chart(f"oci://{registry.host}/{CHARTS}", registry.ca_cert, tmp_path)
         pushed_log = len((registry.workdir / "registry.log").read_text())
-        repository, app = manifests(OPERATOR_EXAMPLE)
-        source = app["spec"]["source"]
         assert source["targetRevision"] == version, source  # the example's version, the chart's
         source["repoURL"] = repository["stringData"]["url"] = f"{registry.host}/{CHARTS}"
         source["helm"]["valuesObject"]["liqoNamespace"] = operator_env.lc.namespace
-        target_ns = app["spec"]["destination"]["namespace"]
-        release = source["helm"]["releaseName"]
         # The registry's CA, by its host name, as `kubectl -n argocd edit configmap argocd-tls-certs-cm` adds it.
         kc.patch(k.CONFIGMAP, TLS_CERTS_CM, {"data": {registry.ip: registry.ca_cert.read_text()}}, ArgoCD.NAMESPACE)
         argocd.mount_tls_certs()
         repository["data"] = {key: k.b64(value) for key, value in repository.pop("stringData").items()}
         kc.apply(k.SECRET, repository, "e2e-gitops", ArgoCD.NAMESPACE)
         kc.apply(APPLICATION, app, "e2e-gitops", ArgoCD.NAMESPACE)
-        name = app["metadata"]["name"]
 
         def synced() -> dict[str, Any] | None:
             found = application(argocd, name)
             sync = ((found or {}).get("status") or {}).get("sync") or {}
             deployment = kc.get(k.DEPLOYMENT, release, target_ns)
-            return found if sync.get("status") == "Synced" and deployment is not None else None
+            health = resource_health(found, "Deployment").get("status")
+            return found if sync.get("status") == "Synced" and deployment is not None and health else None
 
         try:
             found = wait_for("the Application Synced from the registry's chart", synced, timeout=180)
@@ -323,8 +322,10 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
         argocd.check()
     finally:
         registry.stop()
-        kc.delete(k.SECRET, "liqo-peering-operator-charts", ArgoCD.NAMESPACE)
-        kc.delete(k.NAMESPACE, "liqo-peering")
+        kc.delete(k.SECRET, repository["metadata"]["name"], ArgoCD.NAMESPACE)
+        kc.delete(k.NAMESPACE, target_ns)
         for crd in KOPF_CRDS:
             kc.delete(k.CRD, crd)
+        # The kept CRDs, with the chart's labels and Argo CD's annotation: back as the session applied them.
+        install_crd(operator_env.peerings.api)
         print(f"test_application_installs_the_operators_chart_from_an_oci_registry: {time.monotonic() - started:.0f}s")
