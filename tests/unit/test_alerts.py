@@ -4,17 +4,15 @@ these tests skip until they are built, in CI (CI=true) a missing tool is a failu
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from testenv.helm import CHART, run_helm
-from testenv.localk8s import ToolMissingError, tool_path
+from unit.chart import tool
 
 CASES = Path(__file__).parent / "alerts" / "liqo-peering-operator.test.yaml"
 ALERTS = {
@@ -28,20 +26,11 @@ ALERTS = {
 }
 
 
-def _tool(name: str) -> Path:
-    try:
-        return tool_path(name)
-    except ToolMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"{name} is not built yet: {exc}")
-
-
 def render(*sets: str) -> list[dict[str, Any]]:
     args = ["template", "lpo", str(CHART), "--set", "fullnameOverride=lpo"]
     for s in sets:
         args += ["--set", s]
-    return [d for d in yaml.safe_load_all(run_helm(*args, binary=_tool("helm"))) if d]
+    return [d for d in yaml.safe_load_all(run_helm(*args, binary=tool("helm"))) if d]
 
 
 def rule_groups(*sets: str) -> list[dict[str, Any]]:
@@ -51,7 +40,7 @@ def rule_groups(*sets: str) -> list[dict[str, Any]]:
 
 
 def promtool(*args: str, cwd: Path) -> str:
-    proc = subprocess.run([str(_tool("promtool")), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    proc = subprocess.run([str(tool("promtool")), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
     assert proc.returncode == 0, f"promtool {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 

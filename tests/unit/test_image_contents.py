@@ -7,15 +7,14 @@ hack/sbom.py writes, with its version, and the size the docs state. Locally thes
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from testenv.localk8s.images import ImageFile, ImagesMissingError, built_images, image_files
+from unit import hack_scripts
 
 REPO = Path(__file__).resolve().parents[2]
 SITE_PACKAGES = re.compile(r"opt/venv/lib/python3\.\d+/site-packages")
@@ -31,14 +30,6 @@ FORBIDDEN_DIR = re.compile(
     r"(.*/(site|dist)-packages/|usr/(local/)?lib/python3\.\d+/)(pip|setuptools|_distutils_hack|wheel|ensurepip)"
     r"|var/lib/(dpkg|apt)|etc/apt|usr/lib/apt"
 )
-
-
-def _sbom_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sbom", REPO / "hack" / "sbom.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _is_metadata(path: str) -> bool:
@@ -85,7 +76,7 @@ def test_the_sbom_lists_every_python_distribution_with_its_version(tmp_path: Pat
         assert metadata, f"{path} has no METADATA"
         (tmp_path / os.path.basename(path)).mkdir()
         (tmp_path / os.path.basename(path) / "METADATA").write_bytes(metadata)
-    sbom = _sbom_module()
+    sbom = hack_scripts.load("sbom")
     dists = sbom.installed([str(tmp_path)])
     assert {(normalized(n), v) for n, v in dists} == expected
     assert normalized("liqo-peering-operator") in {n for n, _ in expected}

@@ -3,24 +3,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import yaml
 
+from unit import hack_scripts
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
-
-
-def _sbom_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sbom", REPO / "hack" / "sbom.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_one_version_pyproject_chart_and_dockerfile_agree() -> None:
@@ -42,7 +34,7 @@ def test_values_name_the_image_in_the_lines_release_rewrites() -> None:
 
 
 def test_sbom_lists_each_distribution_with_its_version_and_purl() -> None:
-    sbom = _sbom_module()
+    sbom = hack_scripts.load("sbom")
     dists = [("kopf", "1.45.2"), ("PyYAML", "6.0.3"), ("typing_extensions", "4.16.0")]
     doc = sbom.sbom("registry.example/lpo/liqo-peering-operator", "1.2.3", "sha256:" + "ab" * 32, dists)
     assert doc["spdxVersion"] == "SPDX-2.3"
