@@ -36,7 +36,7 @@ def test_ldd_output_gives_the_libraries_by_path() -> None:
         "/lib64/ld-linux-x86-64.so.2",
     ]
     assert missing == ["libtk8.6.so"]
-    # This machine's interpreter, as the image build runs ldd on the base's.
+    # The host's interpreter, as the image build runs ldd on the base's.
     assert any(path.endswith("/libc.so.6") for path in rootfs.libraries_of([Path(os.path.realpath(sys.executable))]))
 
 
