@@ -95,7 +95,7 @@ def wait_liqo_done(env: RealPair) -> None:
         return last[0] == {"consumer": {}, "provider": {}}
 
     try:
-        wait_for("Liqo to remove the unpeered objects on both clusters", done, timeout=120, interval=1)
+        wait_for("Liqo to remove the unpeered objects on both clusters", done, timeout=240, interval=1)
     except AssertionError:
         raise AssertionError(f"left on the clusters after unpeering: {last[0]}") from None
 
