@@ -20,6 +20,10 @@ fi
 LANES=${TEST_LANES:-main liqo nodes,solo matrix}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
+mkdir -p .local
+# What an earlier run left (a build's <name>.failed marks its log for printing at the end).
+rm -rf .local/reliability .local/build-matrix.log .local/build-matrix.failed .local/verify-image.log \
+  .local/verify-image.failed
 # The other Liqo versions (LIQO_MATRIX) are built in the background from the start of the matrix tier's lane,
 # which waits for them before that tier: on a cold cache they build while the lanes test; on a warm one this
 # takes seconds. Their log: .local/build-matrix.log.
@@ -46,6 +50,7 @@ verify_image() {
   echo "--> image rebuilt to compare: started (log: .local/verify-image.log)"
   if ! hack/build-images.sh --verify >.local/verify-image.log 2>&1; then
     echo "--> image rebuilt to compare: it differs, or the build failed (.local/verify-image.log)"
+    touch .local/verify-image.failed
     return 1
   fi
   echo "--> image rebuilt to compare: the same image, in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
@@ -79,8 +84,6 @@ lane() {
   return $rc
 }
 
-# What an earlier run left.
-rm -f .local/build-matrix.failed .local/verify-image.log
 pids=()
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' INT TERM
 for l in $LANES; do
@@ -92,16 +95,13 @@ for pid in "${pids[@]}"; do
   wait "$pid" || rc=1
 done
 
-if [[ -f .local/verify-image.log ]] && ! grep -q "^images ready" .local/verify-image.log; then
-  echo
-  echo "==================== image rebuilt to compare (.local/verify-image.log) ===================="
-  cat .local/verify-image.log
-fi
-if [[ -f .local/build-matrix.failed ]]; then
-  echo
-  echo "==================== matrix builds (.local/build-matrix.log) ===================="
-  cat .local/build-matrix.log
-fi
+for build in build-matrix verify-image; do
+  if [[ -f .local/$build.failed ]]; then
+    echo
+    echo "==================== $build (.local/$build.log) ===================="
+    cat ".local/$build.log"
+  fi
+done
 for l in $LANES; do
   for tier in ${l//,/ }; do
     echo
