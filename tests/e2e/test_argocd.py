@@ -300,10 +300,22 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
         kept_crd = made[f"customresourcedefinitions /{CRD_NAME}"]
         assert kept_crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
-        # The operator's Pod has no node to run on: its Deployment, and so the Application, stay Progressing.
-        deployment_health = resource_health(found, "Deployment")
-        print(f"Argo CD: Application {status['health']['status']}, Deployment {deployment_health}")
-        assert deployment_health.get("status") == "Progressing" and status["health"]["status"] == "Progressing"
+        # The operator's Pod has no node to run on: its Deployment, and so the Application, stay Progressing
+        # (once the CRDs just created are Established: until then Argo CD counts them, hence it, Degraded).
+        def progressing() -> dict[str, Any] | None:
+            app = application(argocd, name)
+            health = ((app or {}).get("status") or {}).get("health", {}).get("status")
+            deployment = resource_health(app, "Deployment").get("status")
+            return app if health == deployment == "Progressing" else None
+
+        try:
+            found = wait_for("the Application Progressing with its Deployment", progressing, timeout=60)
+        except AssertionError as exc:
+            resources = ((application(argocd, name) or {}).get("status") or {}).get("resources") or []
+            unhealthy = [(r["kind"], r["name"], r.get("health")) for r in resources
+                         if (r.get("health") or {}).get("status") not in (None, "Healthy")]  # fmt: skip
+            raise AssertionError(f"{exc}\nnot healthy: {unhealthy}") from None
+        print(f"Argo CD: Application Progressing, Deployment {resource_health(found, 'Deployment')}")
 
         # Deleted (its sync ended first, as `argocd app terminate-op` does, were it still running), the
         # Application takes the chart's objects with it but the CRDs, kopf's too: untracked, never deleted.
