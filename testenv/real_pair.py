@@ -127,6 +127,15 @@ def object_uids(env: RealPair, missing_ok: bool = False) -> dict[str, str]:
     return uids
 
 
+def every_object_uids(env: RealPair) -> dict[str, str] | None:
+    """object_uids once every object of the peering exists, else None: liqoctl returns once the
+    ResourceSlice is accepted, and Liqo makes the VirtualNode from it right after, on a busy host later."""
+    try:
+        return object_uids(env)
+    except AssertionError:
+        return None
+
+
 # Where each object of a peering lives: the side, and its kind as (group, plural).
 TENANT = "authentication.liqo.io", "tenants"
 RESOURCE_SLICE = "authentication.liqo.io", "resourceslices"

@@ -45,7 +45,15 @@ from testenv.operator_support import (
     tenant_ns,
     wait_for,
 )
-from testenv.real_pair import RealPair, assert_one_of_each, case_namespace, object_uids, unpeer, wait_liqo_done
+from testenv.real_pair import (
+    RealPair,
+    assert_one_of_each,
+    case_namespace,
+    every_object_uids,
+    object_uids,
+    unpeer,
+    wait_liqo_done,
+)
 
 pytestmark = [pytest.mark.liqomatrix, pytest.mark.liqochart]
 
@@ -207,14 +215,6 @@ def test_unpeering_leaves_nothing_on_either_cluster(matrix_env: MatrixEnv, capsy
     assert matrix_env.pair.kube("consumer").list(k.NODE, selector="liqo.io/type=virtual-node") == []
 
 
-def _every_object(env: RealPair) -> dict[str, str] | None:
-    """object_uids once every object of the peering exists, else None."""
-    try:
-        return object_uids(env)
-    except AssertionError:
-        return None
-
-
 def test_a_liqoctl_peering_of_the_same_version_is_adopted(
     matrix_env: MatrixEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -238,9 +238,7 @@ def test_a_liqoctl_peering_of_the_same_version_is_adopted(
     assert peer.returncode == 0, f"liqoctl peer failed:\n{peer.stdout[-4000:]}\n{peer.stderr[-4000:]}"
     _bench(capsys, env, f"liqoctl peer -> done: {took:.1f}s")
 
-    # liqoctl returns once the ResourceSlice is accepted; Liqo's controller makes the VirtualNode from it
-    # right after, and on a busy machine that can be later than liqoctl's return.
-    before = wait_for("every object of liqoctl's peering", lambda: _every_object(env), timeout=120)
+    before = wait_for("every object of liqoctl's peering", lambda: every_object_uids(env), timeout=120)
     env.peerings.create(env.namespace, NAME, env.spec())
     try:
         env.peerings.wait_status(env.namespace, NAME, "ready", timeout=180)

@@ -61,6 +61,7 @@ from testenv.real_pair import (
     RealPair,
     assert_one_of_each,
     case_namespace,
+    every_object_uids,
     liqos_own,
     object_uids,
     unpeer,
@@ -180,7 +181,7 @@ def test_liqoctl_peering_is_adopted_without_disruption(
     with capsys.disabled():  # printed in CI's output
         print(f"\nBENCH real Liqo ({install_kind()}): liqoctl peer -> done: {took:.1f}s")
 
-    before = object_uids(env)
+    before = wait_for("every object of liqoctl's peering", lambda: every_object_uids(env), timeout=120)
     env.peerings.create(namespace, NAME, env.spec())
     status = env.peerings.wait_status(namespace, NAME, "ready", timeout=180)
     after = object_uids(env)
