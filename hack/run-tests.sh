@@ -110,4 +110,5 @@ for l in $LANES; do
   done
 done
 .venv/bin/python -m testenv.reliability merge
+.venv/bin/python -m testenv.failures .local/junit-*.xml
 exit $rc
