@@ -13,17 +13,37 @@ if (($#)); then
   exec "${PYTEST[@]}" --junitxml=.local/junit.xml "$@"
 fi
 
-# Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main, liqo,
-# nodes then solo, and matrix (the other Liqo versions, built in its lane first) take about as long (each
-# tier's time is in its log's last line; the tiers spend most of it waiting for clusters and Liqo).
+# Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main; liqo
+# then gitops; outages then nodes (by then the operator image is built); matrix (the other Liqo versions,
+# built in its lane first) then solo take about as long (each tier's time is in its log's last line; the
+# tiers spend most of it waiting for clusters and Liqo).
 # Rebalance with TEST_LANES.
-LANES=${TEST_LANES:-main liqo nodes,solo matrix}
+LANES=${TEST_LANES:-main liqo,gitops outages,nodes matrix,solo}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local
 # What an earlier run left (a build's <name>.failed marks its log for printing at the end).
 rm -rf .local/reliability .local/build-matrix.log .local/build-matrix.failed .local/verify-image.log \
-  .local/verify-image.failed
+  .local/verify-image.failed .local/build-images.log .local/build-images.failed
+
+# The operator image (hack/build-images.sh) builds in the background from the start, holding
+# .local/images.lock: only what runs or reads it (tier nodes, the reproducibility check) waits for it.
+build_images() {
+  local start=$SECONDS me=$BASHPID cpu
+  cpu=$(cpu_seconds "$me")
+  echo "--> operator image: started (log: .local/build-images.log)"
+  # The lock is this function's: nothing the build leaves running may hold it.
+  if ! hack/build-images.sh 9>&- >.local/build-images.log 2>&1; then
+    touch .local/build-images.failed
+    echo "--> operator image: the build failed (.local/build-images.log)"
+    return 1
+  fi
+  echo "--> operator image: built in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
+}
+# Blocks until the build has ended; false if it failed.
+image_built() {
+  flock -s .local/images.lock true && [[ ! -f .local/build-images.failed ]]
+}
 # The other Liqo versions (LIQO_MATRIX) are built in the background from the start of the matrix tier's lane,
 # which waits for them before that tier: on a cold cache they build while the lanes test; on a warm one this
 # takes seconds. Their log: .local/build-matrix.log.
@@ -45,7 +65,9 @@ build_matrix() {
 # same image (config and layer digests) as the one the tests run. Beside the matrix tier, the shortest lane.
 # Its log: .local/verify-image.log.
 verify_image() {
-  local start=$SECONDS me=$BASHPID cpu
+  local start me=$BASHPID cpu
+  image_built || return 1
+  start=$SECONDS
   cpu=$(cpu_seconds "$me")
   echo "--> image rebuilt to compare: started (log: .local/verify-image.log)"
   if ! hack/build-images.sh --verify >.local/verify-image.log 2>&1; then
@@ -70,6 +92,11 @@ lane() {
       rc=1
       continue
     fi
+    if [[ $tier == nodes ]] && ! image_built; then
+      echo "--> operator image: failed; the tier nodes does not run (.local/build-images.log)"
+      rc=1
+      continue
+    fi
     start=$SECONDS
     echo "--> tier $tier: started (log: .local/tests-$tier.log)"
     "${PYTEST[@]}" tests testenv/tests --tier "$tier" --junitxml=".local/junit-$tier.xml" \
@@ -84,7 +111,11 @@ lane() {
   return $rc
 }
 
-pids=()
+exec 9>.local/images.lock
+flock 9
+build_images &
+pids=($!)
+exec 9>&-
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' INT TERM
 for l in $LANES; do
   lane "$l" &
@@ -95,7 +126,7 @@ for pid in "${pids[@]}"; do
   wait "$pid" || rc=1
 done
 
-for build in build-matrix verify-image; do
+for build in build-images build-matrix verify-image; do
   if [[ -f .local/$build.failed ]]; then
     echo
     echo "==================== $build (.local/$build.log) ===================="
@@ -106,7 +137,7 @@ for l in $LANES; do
   for tier in ${l//,/ }; do
     echo
     echo "==================== tier $tier (.local/tests-$tier.log) ===================="
-    cat ".local/tests-$tier.log"
+    cat ".local/tests-$tier.log" 2>/dev/null || echo "(not run)"
   done
 done
 .venv/bin/python -m testenv.reliability merge

@@ -43,9 +43,9 @@ if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-c
 phase "liqo-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo.sh
 # The GitOps controllers for the GitOps e2e tests: Flux's source- and kustomize-controller, Argo CD, kustomize.
 phase gitops hack/build-gitops.sh
-# The nodes' container runtime (Debian packages) and the images they run (the operator's, from the Dockerfile).
+# The nodes' container runtime (Debian packages). The operator's image builds beside the first tests
+# (hack/run-tests.sh).
 phase runtime hack/install-node-runtime.sh
-phase images hack/build-images.sh
 # Liqo's images, from the same modules (the liqochart e2e tests: Liqo's chart installed with helm).
 phase "liqo-images-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo-images.sh
 wait "$downloads" || true

@@ -27,6 +27,8 @@ from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
 from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, install_crd, wait_for
 
+pytestmark = pytest.mark.gitops
+
 SNIPPET = REPO_ROOT / "deploy" / "argocd" / "argocd-cm-snippet.yaml"
 APP_EXAMPLE = REPO_ROOT / "examples" / "gitops" / "application.yaml"
 OFFLOADING = k.Res("offloading.liqo.io", "v1beta1", "namespaceoffloadings")

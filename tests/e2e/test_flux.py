@@ -26,6 +26,8 @@ from testenv.gitserver import GitServer
 from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
 from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, wait_for
 
+pytestmark = pytest.mark.gitops
+
 FLUX_EXAMPLE = REPO_ROOT / "examples" / "flux" / "liqo-peering.yaml"
 OFFLOADING = k.Res("offloading.liqo.io", "v1beta1", "namespaceoffloadings")
 

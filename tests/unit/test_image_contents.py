@@ -16,6 +16,8 @@ import pytest
 from testenv.localk8s.images import ImageFile, ImagesMissingError, built_images, image_files
 from unit import hack_scripts
 
+pytestmark = pytest.mark.image
+
 REPO = Path(__file__).resolve().parents[2]
 SITE_PACKAGES = re.compile(r"opt/venv/lib/python3\.\d+/site-packages")
 # Package managers, installers and compilers, by file name (with Debian's versioned and triplet-prefixed
