@@ -47,7 +47,8 @@ METHOD = """## What is measured
   - **M1**: the ResourceSlice's `Authentication` condition is `Accepted`. **M2**: the virtual Node is
     `Ready` (for liqoctl: `liqoctl peer`, then 1 s polls of the Node, as `liqoctl create virtualnode`
     waits). **M3**: the LiqoPeering is `Ready`. **Delete**: until every object of the peering is gone
-    on both clusters (for liqoctl, `liqoctl unpeer`).
+    on both clusters (for liqoctl, `liqoctl unpeer`), and what Liqo's garbage collection removes after
+    them: the Identity's ControlPlane kubeconfig Secret, the Renews, the Tenant's RoleBindings.
   - Milestones come from watches on both clusters, timestamped as each change arrives. Requests are
     counted per verb for the contender's own user from API Priority and Fairness's counters (reads and
     watches included). A reaction is the time from a prerequisite's status write to the contender's next
@@ -96,7 +97,10 @@ NOTES = """## Reading the numbers
   handshake, the same for both contenders. The operator runs networking and authentication at once, so
   its M1 comes before the network is up; liqoctl runs them one after the other.
 - **Deletion.** liqoctl's `unpeer` deletes and returns, and leaves the PublicKeys and nonce Secrets. The
-  operator deletes in the same order, waits for each object to be gone, and removes those too.
+  operator deletes in the same order, waits for each object to be gone, and removes those too. It deletes
+  the Identity and the Tenant in the foreground, so they go only after what they own; `liqoctl unpeer`
+  returns while Liqo still removes that, and a peering made again meanwhile can adopt it half-removed.
+  Both are timed until it is gone.
 - **Requests.** The operator holds watches where liqoctl polls, patches the LiqoPeering's status once per
   change a user can see, and gets what no informer covers (Liqo's gateway templates, the
   `authentication-keys` Secret, the LiqoPeering before a status write, reads of a pass before its

@@ -58,6 +58,16 @@ PEERING_KINDS = [
     Kind("provider", k.GATEWAYSERVER),
     Kind("provider", k.CONFIGURATION),
 ]
+# What Liqo's garbage collection removes after the objects above are deleted: gone too before a peering is
+# gone (the operator deletes their owners in the foreground and waits; `liqoctl unpeer` returns before).
+# The Identity's ControlPlane kubeconfig Secret (held by the CRD replicator until the Renews are gone on
+# both sides), the Renews, and the RoleBindings that grant the consumer its rights on the provider.
+DEPENDENT_KINDS = [
+    Kind("consumer", k.SECRET, "liqo.io/identity-type=ControlPlane", owner="Identity"),
+    Kind("consumer", k.RENEW),
+    Kind("provider", k.RENEW),
+    Kind("provider", k.ROLEBINDING, owner="Tenant"),
+]
 # The virtual kubelet's Pod: Liqo (and the operator) judge the virtual node by its readiness too.
 VK_PODS = Kind("consumer", k.POD, "offloading.liqo.io/component=virtual-kubelet")
 STAGES = ("NetworkReady", "AuthenticationReady", "OffloadingReady")
@@ -274,7 +284,7 @@ def run_once(
         for side in SIDES:
             requests.install_counters(kubes[side], CONTENDER)
             kubeconfigs[side] = pair[side].user_kubeconfig(CONTENDER)
-        kinds = list(PEERING_KINDS)
+        kinds = [*PEERING_KINDS, *DEPENDENT_KINDS]
         peerings = None
         if contender == "operator":
             admin = api_client(pair["consumer"].kubeconfig)

@@ -21,15 +21,21 @@ WATCH_SECONDS = 3600  # one watch per kind for a whole run: no gaps to resync
 
 @dataclass(frozen=True)
 class Kind:
-    """One watched kind on one side; `key` names it in predicates ("consumer/resourceslices")."""
+    """One watched kind on one side; `key` names it in predicates ("consumer/resourceslices"). With `owner`,
+    only the objects an object of that kind owns (an ownerReference), as the garbage collector sees them."""
 
     side: str
     res: k.Res
     selector: str | None = None
+    owner: str | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.side}/{self.res.plural}"
+        return f"{self.side}/{self.res.plural}" + (f" of {self.owner}" if self.owner else "")
+
+    def holds(self, obj: Obj) -> bool:
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        return self.owner is None or any(ref.get("kind") == self.owner for ref in refs)
 
 
 State = dict[str, dict[str, Obj]]  # kind key -> "namespace/name" -> object
@@ -69,7 +75,7 @@ class Tracker:
                 # what exists as ADDED (harmless) and every change after.
                 items = kc.list(kind.res, selector=kind.selector)
                 with self._lock:
-                    self.state[kind.key] = {_key(o): o for o in items}
+                    self.state[kind.key] = {_key(o): o for o in items if kind.holds(o)}
                     self.requests += 2
                     self._synced.add(kind.key)
                     self._evaluate(time.time())
@@ -88,7 +94,7 @@ class Tracker:
         obj = event.get("object") or {}
         name = _key(obj)
         with self._lock:
-            if event.get("type") == "DELETED":
+            if event.get("type") == "DELETED" or not kind.holds(obj):
                 self.state[kind.key].pop(name, None)
             elif event.get("type") in ("ADDED", "MODIFIED"):
                 self.state[kind.key][name] = obj

@@ -80,6 +80,7 @@ CONNECTION = Res("networking.liqo.io", "v1beta1", "connections")
 TENANT = Res("authentication.liqo.io", "v1beta1", "tenants")
 IDENTITY = Res("authentication.liqo.io", "v1beta1", "identities")
 RESOURCESLICE = Res("authentication.liqo.io", "v1beta1", "resourceslices")
+RENEW = Res("authentication.liqo.io", "v1beta1", "renews")
 VIRTUALNODE = Res("offloading.liqo.io", "v1beta1", "virtualnodes")
 NETWORK = Res("ipam.liqo.io", "v1alpha1", "networks")
 
