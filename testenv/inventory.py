@@ -9,33 +9,58 @@ from typing import Any, cast
 from kubernetes import client as k8s
 
 Ignore = Callable[[dict[str, Any]], bool]  # objects not to count
+# The API server's metadata-only list (what `kubectl get` asks for as a table's source): names, labels and
+# owners, without specs and statuses. Counting and naming need no more, and tests count while polling.
+METADATA_ONLY = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"}
 
 
-def listed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+def listed(call: Callable[..., Any], *args: Any, metadata_only: bool = False, **kwargs: Any) -> list[dict[str, Any]]:
     """A list call's items as plain JSON: the client's models for CRDs (Liqo's schemas are large) and
-    Secrets cost seconds of CPU per count, and counts are taken many times a test."""
+    Secrets cost seconds of CPU per count, and counts are taken many times a test. With metadata_only, each
+    item is {"metadata": ...} alone."""
+    if metadata_only:
+        kwargs["_headers"] = METADATA_ONLY
     resp = call(*args, _preload_content=False, **kwargs)
-    return cast(list[dict[str, Any]], json.loads(resp.data)["items"])
+    # An empty metadata-only list of custom objects has "items": null.
+    return cast(list[dict[str, Any]], json.loads(resp.data)["items"] or [])
 
 
-def liqo_kinds(api: k8s.ApiClient) -> list[tuple[str, str, str]]:
-    """(group, storage version, plural) of every Liqo kind installed on the cluster (found through its CRDs)."""
-    kinds = []
-    for crd in listed(k8s.ApiextensionsV1Api(api).list_custom_resource_definition):
-        spec = crd["spec"]
-        if spec["group"].endswith("liqo.io"):
-            version = next(v["name"] for v in spec["versions"] if v["storage"])
-            kinds.append((spec["group"], version, spec["names"]["plural"]))
-    return kinds
+Kinds = list[tuple[str, str, str, str]]
+# By API server and the CRDs' (name, resourceVersion): a count re-reads the CRDs' metadata only, and their
+# schemas only when one of them changed (a test installing Liqo, or another version of it).
+_kinds: dict[tuple[str, frozenset[tuple[str, str]]], Kinds] = {}
+
+
+def liqo_kinds(api: k8s.ApiClient) -> Kinds:
+    """(group, storage version, plural, kind) of every Liqo kind installed on the cluster (found through its
+    CRDs)."""
+    ext = k8s.ApiextensionsV1Api(api)
+    crds = listed(ext.list_custom_resource_definition, metadata_only=True)
+    key = (api.configuration.host, frozenset((c["metadata"]["name"], c["metadata"]["resourceVersion"]) for c in crds))
+    if key not in _kinds:
+        kinds = []
+        for crd in listed(ext.list_custom_resource_definition):
+            spec = crd["spec"]
+            if spec["group"].endswith("liqo.io"):
+                version = next(v["name"] for v in spec["versions"] if v["storage"])
+                kinds.append((spec["group"], version, spec["names"]["plural"], spec["names"]["kind"]))
+        _kinds[key] = kinds
+    return _kinds[key]
 
 
 def liqo_items(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, list[dict[str, Any]]]:
     """Objects of every Liqo kind on the cluster (found through its CRDs), by plural.group; kinds with
     none are left out."""
+    return _liqo_items(api, ignore, metadata_only=False)
+
+
+def _liqo_items(api: k8s.ApiClient, ignore: Ignore | None, metadata_only: bool) -> dict[str, list[dict[str, Any]]]:
     custom = k8s.CustomObjectsApi(api)
     found: dict[str, list[dict[str, Any]]] = {}
-    for group, version, plural in liqo_kinds(api):
-        items = listed(custom.list_cluster_custom_object, group, version, plural)
+    for group, version, plural, kind in liqo_kinds(api):
+        items = listed(custom.list_cluster_custom_object, group, version, plural, metadata_only=metadata_only)
+        # A metadata-only item is a PartialObjectMetadata: its own kind, for `ignore`.
+        items = [{**item, "kind": kind} for item in items] if metadata_only else items
         kept = [item for item in items if ignore is None or not ignore(item)]
         if kept:
             found[f"{plural}.{group}"] = kept
@@ -43,15 +68,17 @@ def liqo_items(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, li
 
 
 def liqo_objects(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, int]:
-    """How many objects of every Liqo kind there are, by plural.group; kinds with none are left out."""
-    return {kind: len(objs) for kind, objs in liqo_items(api, ignore).items()}
+    """How many objects of every Liqo kind there are, by plural.group; kinds with none are left out. `ignore`
+    sees an object's kind and metadata only."""
+    return {kind: len(objs) for kind, objs in _liqo_items(api, ignore, metadata_only=True).items()}
 
 
 def liqo_names(api: k8s.ApiClient, ignore: Ignore | None = None) -> dict[str, list[str]]:
-    """namespace/name of the objects of every Liqo kind, by plural.group; kinds with none are left out."""
+    """namespace/name of the objects of every Liqo kind, by plural.group; kinds with none are left out.
+    `ignore` sees an object's kind and metadata only."""
     return {
         kind: sorted(f"{o['metadata'].get('namespace') or ''}/{o['metadata']['name']}" for o in objs)
-        for kind, objs in liqo_items(api, ignore).items()
+        for kind, objs in _liqo_items(api, ignore, metadata_only=True).items()
     }
 
 
@@ -62,9 +89,10 @@ def counts(apis: dict[str, k8s.ApiClient], ignore: Ignore | None = None) -> dict
     out = {}
     for side, api in apis.items():
         core = k8s.CoreV1Api(api)
-        namespaces = listed(core.list_namespace)
+        namespaces = listed(core.list_namespace, metadata_only=True)
         going = {n["metadata"]["name"] for n in namespaces if n["metadata"].get("deletionTimestamp")}
-        secrets = [s for s in listed(core.list_secret_for_all_namespaces) if s["metadata"]["namespace"] not in going]
+        secrets = listed(core.list_secret_for_all_namespaces, metadata_only=True)
+        secrets = [s for s in secrets if s["metadata"]["namespace"] not in going]
         out[side] = {**liqo_objects(api, ignore), "secrets": len(secrets), "namespaces": len(namespaces) - len(going)}
     return out
 
@@ -92,7 +120,7 @@ def labelled(api: k8s.ApiClient, selector: str) -> dict[str, dict[str, Any]]:
     for plural, listing in listings.items():
         add(plural, listed(listing, label_selector=selector))
     custom = k8s.CustomObjectsApi(api)
-    for group, version, plural in liqo_kinds(api):
+    for group, version, plural, _ in liqo_kinds(api):
         add(plural, listed(custom.list_cluster_custom_object, group, version, plural, label_selector=selector))
     return found
 

@@ -48,15 +48,13 @@ pytest_plugins = [
 
 # Tiers: runs of the suite that share no cluster, so that hack/run-tests.sh can run them side by side.
 # A test belongs to the tier of the clusters its fixtures start; the leak scan belongs to every tier.
-TIERS = ("main", "nodes", "liqo", "outages", "matrix", "gitops", "solo")
+TIERS = ("main", "nodes", "liqo", "matrix", "gitops", "solo")
 
 
 def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
     names, marks = set(fixturenames), set(markers)
     if "liqo_matrix_pair" in names:
         return "matrix"  # Liqo's chart of each other version of LIQO_MATRIX on a pair of its own
-    if "real_liqo" in names and "outage" in marks:
-        return "outages"  # the provider stopped, frozen or gone: a Liqo pair of their own, beside liqo's
     if "real_liqo" in names or "liqochart" in marks:  # test_liqo_chart asks for real_liqo at run time
         return "liqo"  # Liqo's chart on two clusters with a node each (testenv.liqo_real / liqo_chart)
     if names & {"node_clusters", "node_images"} or "image" in marks:

@@ -18,7 +18,6 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of(["rcase", "real_liqo", "leak_scan"]) == "liqo"
     assert tier_of(["real_liqo", "node_images", "leak_scan"]) == "liqo"  # the chart's Pods on Liqo's chart pair
     assert tier_of(["pair", "images"], markers=["liqochart", "e2e"]) == "liqo"  # asks for real_liqo at run time
-    assert tier_of(["rcase", "real_liqo", "leak_scan"], markers=["outage", "realliqo"]) == "outages"
     assert tier_of(["argocd", "operator_env"], markers=["gitops", "e2e"]) == "gitops"
     assert tier_of([], markers=["image"]) == "nodes"  # waits for the image build, as the nodes tier does
     assert tier_of(["liqo_matrix_pair", "matrix_env"]) == "matrix"
@@ -52,7 +51,6 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_real_liqo.py",
         "tests/e2e/test_real_liqo_ha.py",
     }
-    assert modules["outages"] == {"tests/e2e/test_real_liqo.py"}
     assert modules["gitops"] == {"tests/e2e/test_argocd.py", "tests/e2e/test_flux.py"}
     assert modules["matrix"] == {"tests/e2e/test_liqo_matrix.py"}
     assert modules["solo"] == {
