@@ -59,11 +59,12 @@ def test_plan_follows_liqoctl_unpeer_order_with_the_network_last_in_band() -> No
 
 def test_plan_removes_the_network_with_the_identity_out_of_band() -> None:
     """Out of band nothing of the Identity's or the Tenant's removal goes through the tunnel: the network
-    goes at once with the Identity, instead of after the Tenant as liqoctl waits to do."""
+    goes at once with the Identity, instead of after the Tenant as liqoctl waits to do, and the Tenant does
+    not wait for it (the last phase does)."""
     assert steps(teardown.plan(CTX, bidirectional=False, local_only=False, in_band=False)) == [
         *SLICE_AND_NODE,
         IDENTITY + NETWORKING_PHASE,
-        TENANT_AND_NONCES,
+        TENANT_AND_NONCES + NETWORKING_PHASE,
     ]
 
 
@@ -124,7 +125,7 @@ def test_local_only_keeps_only_consumer_steps() -> None:
     assert steps(teardown.plan(CTX, bidirectional=False, local_only=True, in_band=False)) == [
         *SLICE_AND_NODE,
         IDENTITY + consumer,
-        [("consumer", "Secret", "liqo-signed-nonce", C_NS)],
+        [("consumer", "Secret", "liqo-signed-nonce", C_NS), *consumer],
     ]
 
 
@@ -383,3 +384,19 @@ def test_run_out_of_band_removes_the_network_before_the_tenant(
     tenant = order.index(("provider", "tenants"))
     assert order.index(("consumer", "identities")) < order.index(("consumer", "gatewayclients")) < tenant
     assert order.index(("provider", "configurations")) < tenant
+
+
+def test_out_of_band_the_tenant_goes_while_the_network_is_still_going(
+    clusters: tuple[FakeClusterClient, FakeClusterClient],
+) -> None:
+    """The Identity gone, the Tenant is deleted though a Configuration is still terminating (a finalizer of
+    Liqo's); unpeering ends only once that is gone too."""
+    local, remote = clusters
+    held = ["networking.liqo.io/configuration-controller"]
+    local.put(r.CONFIGURATION, "provider-id", C_NS, labels=CTX.owner, finalizers=held)
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False)
+    left = left or teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False)
+    assert ("tenants", P_NS, "consumer-id") in remote.deleted
+    assert left == [f"Configuration {C_NS}/provider-id on the consumer"]
+    local.finish_deletions()
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False) == []

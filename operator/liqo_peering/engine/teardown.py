@@ -3,7 +3,8 @@
 Order: ResourceSlice (wait gone) -> VirtualNode (wait gone) -> Identity -> Tenant and the nonce Secrets.
 Unless the peering is bidirectional, the network (gateways, PublicKeys and Configurations on both sides)
 goes too: with the Identity when authentication is out of band, as nothing of the Identity's or the
-Tenant's removal needs the tunnel then; last, after the Tenant, when it goes through the tunnel (in-band).
+Tenant's removal needs the tunnel then, and the Tenant does not wait for it; last, after the Tenant, when it
+goes through the tunnel (in-band).
 liqoctl removes the network last either way, waiting in between. Each call deletes what is next and
 reports what still exists, so the delete handler can retry until everything is gone.
 
@@ -24,7 +25,9 @@ from liqo_peering.liqo.context import PeeringContext
 def plan(
     ctx: PeeringContext, *, bidirectional: bool, local_only: bool, in_band: bool = True
 ) -> list[list[tuple[str, r.Resource, str, str]]]:
-    """Phases of deletions; a phase starts only when the previous one is gone."""
+    """Phases of deletions; a phase starts only when the previous one is gone. A step that a later phase
+    repeats starts early and is waited for there (out of band, the network: deleted with the Identity,
+    gone by the end)."""
     c_ns, p_ns = ctx.consumer_tenant_ns, ctx.provider_tenant_ns
     prov, cons = ctx.provider.cluster_id, ctx.consumer.cluster_id
     identity = [("consumer", r.IDENTITY, naming.identity_name(prov), c_ns)]
@@ -37,6 +40,7 @@ def plan(
             ("provider", r.TENANT, cons, p_ns),
             ("consumer", r.SECRET, naming.SIGNED_NONCE_SECRET, c_ns),
             ("provider", r.SECRET, naming.NONCE_SECRET, p_ns),
+            *([] if in_band else network),
         ],
     ]
     if in_band:
@@ -102,12 +106,16 @@ def run(
     reachable = remote if not local_only else None
     roles = {"consumer": remote, "provider": local} if reverse else {"consumer": local, "provider": remote}
     clients = {role: client if client is local else reachable for role, client in roles.items()}
-    for phase in plan(ctx, bidirectional=bidirectional, local_only=False, in_band=in_band):
+    phases = plan(ctx, bidirectional=bidirectional, local_only=False, in_band=in_band)
+    for index, phase in enumerate(phases):
+        later = {step for next_phase in phases[index + 1 :] for step in next_phase}
         remaining = []
-        for role, res, name, ns in phase:
+        for step in phase:
+            role, res, name, ns = step
             client = clients[role]
             if client is not None and ns:
-                remaining += _step(client, ctx, res, name, ns)
+                left = _step(client, ctx, res, name, ns)
+                remaining += [] if step in later else left
         if remaining:
             return remaining
     return []
