@@ -55,6 +55,20 @@ class Series:
     name: str
     times: list[float]  # Unix seconds
     values: list[float]
+    labels: dict[str, str] | None = None  # a query without legendFormat: its labels, for a shorter name
+
+
+def short_names(lines: list[Series]) -> list[str]:
+    """Names for a chart's legend: a series named by its labels is named by those that differ between the
+    chart's series (all of them when one series alone has labels)."""
+    labelled = [s.labels for s in lines if s.labels]
+    varying = {key for labels in labelled for key in labels if len({str(o.get(key)) for o in labelled}) > 1}
+    return [
+        ", ".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k in varying) or s.name
+        if s.labels and varying
+        else s.name
+        for s in lines
+    ]
 
 
 def series(result: list[dict[str, Any]], template: str | None) -> list[Series]:
@@ -64,6 +78,7 @@ def series(result: list[dict[str, Any]], template: str | None) -> list[Series]:
             legend(template, item["metric"]),
             [float(t) for t, _ in item["values"]],
             [float(v) for _, v in item["values"]],
+            None if template else {k: v for k, v in item["metric"].items() if k != "__name__"},
         )
         for item in result
     ]
@@ -75,11 +90,12 @@ def draw(
     notes: dict[int, str],
     path: Path,
     caption: str,
+    span: tuple[float, float],
     shaded: tuple[float, float] | None = None,
 ) -> None:
     """One small chart per panel (by panel id: its series in `data`, or the reason it has none in `notes`),
-    three to a row, titled as in the dashboard, written to `path` as a PNG; `shaded` (Unix seconds, from
-    and to) marks a time span on every chart."""
+    three to a row, titled as in the dashboard, over the time `span` (Unix seconds, from and to), written to
+    `path` as a PNG; `shaded` marks a time span on every chart."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,19 +105,24 @@ def draw(
     shown = list(panels(dashboard))
     columns = 3
     rows = math.ceil(len(shown) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(15, 2.6 * rows), squeeze=False)
+
+    def when(t: float) -> datetime:
+        return datetime.fromtimestamp(t, UTC)
+
+    fig, axes = plt.subplots(rows, columns, figsize=(15, 2.8 * rows), squeeze=False)
     for ax, panel in zip(axes.flat, shown, strict=False):
         ax.set_title(panel["title"], fontsize=10)
         ax.tick_params(labelsize=7)
         lines = data.get(panel["id"]) or []
-        for s in lines:
-            times = [datetime.fromtimestamp(t, UTC) for t in s.times]
-            ax.plot(times, s.values, label=s.name, linewidth=1.2)
+        for s, name in zip(lines, short_names(lines), strict=True):
+            ax.plot([when(t) for t in s.times], s.values, label=textwrap.shorten(name, 60), linewidth=1.2)
         if lines:
             if shaded is not None:
-                ax.axvspan(*(datetime.fromtimestamp(t, UTC) for t in shaded), color="tab:red", alpha=0.12)
+                ax.axvspan(when(shaded[0]), when(shaded[1]), color="tab:red", alpha=0.12)
+            ax.set_xlim(when(span[0]), when(span[1]))
+            ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=5))
             ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
-            ax.legend(fontsize=7, loc="best")
+            ax.legend(fontsize=6, loc="upper left")
         else:
             ax.set_xticks([])
             ax.set_yticks([])
@@ -110,6 +131,6 @@ def draw(
     for ax in list(axes.flat)[len(shown) :]:
         ax.axis("off")
     fig.suptitle(caption, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.subplots_adjust(left=0.04, right=0.99, bottom=0.03, top=0.95, hspace=0.45, wspace=0.15)
     fig.savefig(path, dpi=80)
     plt.close(fig)

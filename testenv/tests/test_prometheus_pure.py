@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from testenv.dashboard import legend, promql, rate_interval, series
+from testenv.dashboard import Series, legend, promql, rate_interval, series, short_names
 from testenv.helm import CHART, run_helm
 from testenv.localk8s import ToolMissingError, tool_path
 from testenv.prometheus import config, endpoints_targets, rule_file, scrape_configs
@@ -137,7 +137,14 @@ def test_series_are_named_by_the_legend_format() -> None:
     )
     assert legend(None, {"__name__": "x", "b": "2", "a": "1"}) == "a=1, b=2"
     (s,) = series([{"metric": {"reason": "R"}, "values": [[1.5, "2"], [2.5, "NaN"]]}], "{{reason}}")
-    assert s.name == "R" and s.times == [1.5, 2.5] and s.values[0] == 2.0
+    assert s.name == "R" and s.times == [1.5, 2.5] and s.values[0] == 2.0 and s.labels is None
+
+
+def test_a_legend_names_series_by_the_labels_that_tell_them_apart() -> None:
+    a = Series("x", [], [], {"name": "p", "reason": "A"})
+    b = Series("y", [], [], {"name": "p", "reason": "B"})
+    assert short_names([a, b]) == ["reason=A", "reason=B"]
+    assert short_names([a]) == ["x"] and short_names([Series("s", [], [])]) == ["s"]
 
 
 def _tool(name: str) -> Path:

@@ -346,6 +346,7 @@ def test_prometheus_fires_the_not_ready_alert_while_the_provider_is_cut_off_and_
             DASHBOARD_PNG,
             "The chart's dashboard from an end-to-end run: a LiqoPeering Ready, its provider cut off from the"
             " operator's Pod (shaded), then Ready again",
+            span=(start, end),
             shaded=(cut, healed),
         )
     with capsys.disabled():
