@@ -80,11 +80,13 @@ done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
 # Cluster DNS for local clusters with nodes; the version it reports comes from the module itself.
 build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
-# promtool: unit tests of the chart's alerting rules (tests/unit/test_alerts.py). Taken from Debian's
-# prometheus package (its binary only, nothing installed): built from its Go module it cost nearly ten
-# CPU-minutes of a cold run.
+# promtool (unit tests of the chart's alerting rules, tests/unit/test_alerts.py) and prometheus (the nodes
+# tier scrapes the operator's Pod with it and evaluates the chart's alerts and dashboard,
+# tests/e2e/test_operator_pod.py). Both taken from Debian's prometheus package (its binaries only, nothing
+# installed): built from its Go module they cost nearly ten CPU-minutes of a cold run.
 promtool_out=$cache_dir/promtool-$PROMTOOL_VERSION/promtool
-if [[ ! -x $promtool_out ]]; then
+prometheus_out=$cache_dir/prometheus-$PROMTOOL_VERSION/prometheus
+if [[ ! -x $promtool_out || ! -x $prometheus_out ]]; then
     deb_version=$(apt-cache policy prometheus | awk '$1 == "Candidate:" {print $2}')
     if [[ -z $deb_version || $deb_version == "(none)" ]]; then
         apt-get update -qq
@@ -97,11 +99,13 @@ if [[ ! -x $promtool_out ]]; then
     deb_dir=$(mktemp -d)
     (cd "$deb_dir" && apt-get download -qq "prometheus=$deb_version" 2>/dev/null)
     dpkg-deb -x "$deb_dir"/prometheus_*.deb "$deb_dir/x"
-    mkdir -p "$(dirname "$promtool_out")"
-    cp "$deb_dir/x/usr/bin/promtool" "$promtool_out.tmp"
-    mv -f "$promtool_out.tmp" "$promtool_out"
+    for out in "$promtool_out" "$prometheus_out"; do
+        mkdir -p "$(dirname "$out")"
+        cp "$deb_dir/x/usr/bin/$(basename "$out")" "$out.tmp"
+        mv -f "$out.tmp" "$out"
+    done
     rm -rf "$deb_dir"
-    echo "promtool $deb_version from Debian's prometheus package"
+    echo "promtool and prometheus $deb_version from Debian's prometheus package"
 fi
 # The OCI registry the release e2e test pushes to and the nodes pull from.
 build hack/tools/registry . "$cache_dir/registry-$REGISTRY_VERSION/registry" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the cached path of a tool binary built by hack/build-tools.sh,
 # and of the GitOps controllers built by hack/build-gitops.sh.
-# Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|registry|oras|cosign
+# Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign
 #                          |source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize
 #                          |actionlint
 set -euo pipefail
@@ -17,6 +17,7 @@ case ${1:-} in
     helm) dir=helm-$HELM_VERSION ;;
     coredns) dir=coredns-$COREDNS_VERSION ;;
     promtool) dir=promtool-$PROMTOOL_VERSION ;;
+    prometheus) dir=prometheus-$PROMTOOL_VERSION ;;
     registry) dir=registry-$REGISTRY_VERSION ;;
     oras) dir=oras-$ORAS_VERSION ;;
     cosign) dir=cosign-$COSIGN_VERSION build=hack/build-cosign.sh ;;
@@ -27,7 +28,7 @@ case ${1:-} in
     kustomize) dir=kustomize-$KUSTOMIZE_VERSION build=hack/build-gitops.sh ;;
     actionlint) dir=actionlint-$ACTIONLINT_VERSION build=hack/build-actionlint.sh ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|registry|oras|cosign|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint" >&2
         exit 2
         ;;
 esac

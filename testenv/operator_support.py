@@ -439,3 +439,31 @@ def tarpit_kubeconfig(kubeconfig: bytes) -> Iterator[tuple[bytes, str]]:
         yield yaml.safe_dump(config).encode(), where
     finally:
         tarpit.close()
+
+
+@contextlib.contextmanager
+def partitioned(netns: Path, server: str) -> Iterator[None]:
+    """The Pods of the node whose network namespace is `netns` cut off from `server` (https://host:port),
+    as a network partition does, while nothing else changes: in the node's forward path (Pods' traffic,
+    not the node's own), packets to the server are refused with a TCP reset and its packets back dropped.
+    Healed on leaving."""
+    from testenv.localk8s.network import run  # the nodes' namespaces, as localk8s made them
+
+    host, port = server.split("//", 1)[1].rsplit(":", 1)
+    run(
+        ["nft", "-f", "-"],
+        netns,
+        stdin=f"""
+table ip e2e-partition {{
+    chain forward {{
+        type filter hook forward priority filter - 10; policy accept;
+        ip daddr {host} tcp dport {port} reject with tcp reset
+        ip saddr {host} tcp sport {port} drop
+    }}
+}}
+""",
+    )
+    try:
+        yield
+    finally:
+        run(["nft", "delete", "table", "ip", "e2e-partition"], netns)

@@ -5,12 +5,14 @@ the Liqo stand-in as a process against both (as in the other suites). The image 
 built from the Dockerfile, loaded into the nodes' containerd. `helm install` runs the chart: the operator
 reads in-cluster config (the `kubernetes` Service, through kube-proxy), acts with the chart's
 ServiceAccount and RBAC, the kubelet runs its probes and enforces its securityContext, and its metrics are
-scraped through the chart's Service from another Pod. The provider's kubeconfig in the Secret points at
-the provider's API server on the LAN, where the Pod reaches it.
+scraped through the chart's Service from another Pod, and by a real Prometheus configured from the chart's
+ServiceMonitor and PrometheusRule (testenv.prometheus), which fires the not-Ready alert while the operator's
+Pod is cut off from the provider and whose data every panel of the chart's dashboard shows. The provider's
+kubeconfig in the Secret points at the provider's API server on the LAN, where the Pod reaches it.
 
-The tests run in order, on one release: install, Ready, metrics, upgrade, a killed Pod, two replicas (the
-active one's Pod deleted, its container SIGKILLed, its process frozen), uninstall (once keeping the CRD,
-once not).
+The tests run in order, on one release: install, Ready, metrics, alerts and dashboard, upgrade, a killed
+Pod, two replicas (the active one's Pod deleted, its container SIGKILLed, its process frozen), uninstall
+(once keeping the CRD, once not).
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 
 from liqo_peering.api.crdgen import CRD_NAME
 from testenv import audit
+from testenv import dashboard as board
 from testenv import kube as k
+from testenv.helm import CHART, run_helm
+from testenv.kube import Kube
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 from testenv.localk8s.images import Image
@@ -48,7 +54,8 @@ from testenv.operator_release import (
     ha_values,
     standing_by,
 )
-from testenv.operator_support import SECRET, Peerings, api_client, tenant_ns, wait_for
+from testenv.operator_support import SECRET, Peerings, api_client, partitioned, tenant_ns, wait_for
+from testenv.prometheus import EndpointsDiscovery, Prometheus, rule_file, scrape_configs
 
 PEERING_NS = "e2e-operator-pod"
 NAME = "provider"
@@ -63,6 +70,27 @@ CONSUMER_OBJECTS = [
     ("authentication.liqo.io", "resourceslices"),
     ("offloading.liqo.io", "virtualnodes"),
 ]
+# The chart's monitoring objects as Prometheus runs them here: a scrape a second, and the not-Ready alert
+# after seconds rather than the default 10 minutes.
+SCRAPE_SECONDS = 1
+MONITORING = (
+    "metrics.serviceMonitor.enabled=true",
+    f"metrics.serviceMonitor.interval={SCRAPE_SECONDS}s",
+    "prometheusRule.enabled=true",
+    "prometheusRule.peeringNotReadyFor=5s",
+)
+DASHBOARD = CHART / "dashboards" / "liqo-peering-operator.json"
+DASHBOARD_PNG = Path(__file__).resolve().parents[2] / "docs" / "operations" / "dashboard.png"
+# The dashboard's panels (by id: two are titled Unpeering) whose series exist only in what this suite does
+# not do, and why.
+NO_MINTING = "no data here: this peering uses the provider's kubeconfig as it is (credentials.mint off)"
+PANELS_WITHOUT_DATA = {
+    21: NO_MINTING,  # Minted credentials
+    22: NO_MINTING,  # Credential time left
+    24: "no data here: the peering is deleted only after Prometheus has stopped",  # Unpeering (the table)
+    25: "no data here: this suite makes no LiqoPeeringSet",  # LiqoPeeringSets
+}
+
 PROVIDER_OBJECTS = [
     ("networking.liqo.io", "configurations"),
     ("networking.liqo.io", "gatewayservers"),
@@ -164,7 +192,48 @@ def _container_process(suite: Suite, container_id: str) -> dict[str, str]:
     return {name: Path(f"/proc/{pid}/{name}").read_text() for name in ("status", "mountinfo")}
 
 
-def test_a_peering_turns_ready(suite: Suite) -> None:
+@dataclass
+class Monitoring:
+    prometheus: Prometheus
+    started: float  # Unix time: when Prometheus began to scrape the operator
+
+
+@pytest.fixture(scope="module")
+def monitoring(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitoring]:
+    """Prometheus in the consumer node's network namespace, scraping what the chart's ServiceMonitor selects
+    (rendered by helm for this release) and evaluating the chart's PrometheusRule; started before the peering,
+    so that its time to Ready and stage durations are in the data."""
+    rendered = run_helm("template", RELEASE, *suite.install_args(*MONITORING, wait=False))
+    objects = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
+    node = suite.cluster.node_specs()[0]
+    discovery = EndpointsDiscovery(Kube(suite.cluster.api_client()), node.lan.host_ip)
+    prometheus = Prometheus(node.netns, node.ip, tmp_path_factory.mktemp("prometheus"))
+    try:
+        prometheus.start(
+            scrape_configs(objects["ServiceMonitor"], discovery.url),
+            [rule_file(objects["PrometheusRule"])],
+            f"{SCRAPE_SECONDS}s",
+        )
+
+        def scraped() -> list[dict[str, Any]] | None:
+            return [t for t in prometheus.active_targets() if t["health"] == "up"] or None
+
+        try:
+            (target,) = wait_for("Prometheus to scrape what the ServiceMonitor selects", scraped, timeout=60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{prometheus.active_targets()}\n{prometheus.log()}") from None
+        # The one target is the operator's Pod behind the metrics Service, in the job the alerts select.
+        (pod,) = suite.pods()
+        labels = target["labels"]
+        assert labels["pod"] == pod["metadata"]["name"] and labels["namespace"] == RELEASE_NS, labels
+        assert labels["job"] == labels["service"] == f"{FULLNAME}-metrics" and labels["endpoint"] == "metrics", labels
+        yield Monitoring(prometheus, time.time())
+    finally:
+        prometheus.stop()
+        discovery.stop()
+
+
+def test_a_peering_turns_ready(suite: Suite, monitoring: Monitoring) -> None:
     suite.peerings.create(PEERING_NS, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "3m"})
     try:
         status = suite.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=180)
@@ -194,6 +263,97 @@ for _ in range(30):
     metrics = run_to_completion(suite.kc, PEERING_NS, pod)
     assert 'liqo_peering_peerings{status="ready"} 1.0' in metrics, metrics[-3000:]
     assert "liqo_peering_time_to_ready_seconds_count 1.0" in metrics, metrics[-3000:]
+
+
+def _not_ready_alert(prometheus: Prometheus, peering: dict[str, str], state: str) -> dict[str, Any] | None:
+    return next(
+        (
+            a
+            for a in prometheus.alerts()
+            if a["labels"].get("alertname") == "LiqoPeeringNotReady"
+            and a["state"] == state
+            and all(a["labels"].get(key) == value for key, value in peering.items())
+        ),
+        None,
+    )
+
+
+def test_prometheus_fires_the_not_ready_alert_while_the_provider_is_cut_off_and_the_dashboard_shows_it(
+    suite: Suite, monitoring: Monitoring, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    began = time.monotonic()
+    prometheus = monitoring.prometheus
+    peering = {"namespace": PEERING_NS, "name": NAME, "remote_cluster_id": suite.lc.ids["provider"]}
+    assert _not_ready_alert(prometheus, peering, "firing") is None
+    node = suite.cluster.node_specs()[0]
+    # The operator's Pod cut off from the provider's API server, nothing else: the stand-in, the provider's
+    # node and the consumer's API server go on.
+    with partitioned(node.netns, suite.lc["provider"].server):
+        cut = time.time()
+        suite.peerings.wait_reason(PEERING_NS, NAME, "ProviderUnreachable", timeout=120)
+        alert = wait_for(
+            "LiqoPeeringNotReady firing for the peering",
+            partial(_not_ready_alert, prometheus, peering, "firing"),
+            timeout=120,
+        )
+        fired = time.time() - cut
+    healed = time.time()
+    assert alert["labels"]["severity"] == "warning", alert
+    assert f"{PEERING_NS}/{NAME}" in alert["annotations"]["description"], alert
+    suite.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=180)
+    wait_for(
+        "LiqoPeeringNotReady to resolve once the peering is Ready again",
+        lambda: _not_ready_alert(prometheus, peering, "firing") is None,
+        timeout=120,
+    )
+    ready_again = time.time()
+
+    # Every panel of the dashboard, over the whole run (Ready, cut off, Ready again), with "All" chosen for its
+    # variables, as Grafana would send it; and the variables' own selectors.
+    dashboard = json.loads(DASHBOARD.read_text())
+    start, end = monitoring.started, time.time()
+    step = max(1.0, (end - start) / 300)
+    ranges = {"range": end - start, "interval": step, "rate_interval": board.rate_interval(step, SCRAPE_SECONDS)}
+    variables = {v["name"]: v["allValue"] for v in dashboard["templating"]["list"] if v["type"] == "query"}
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            selector = variable["definition"].removeprefix("label_values(").rsplit(",", 1)[0]
+            assert prometheus.query(board.promql(selector, ranges, variables)), variable["definition"]
+    data: dict[int, list[board.Series]] = {}
+    for panel in board.panels(dashboard):
+        data[panel["id"]] = [
+            line
+            for target in panel["targets"]
+            for line in board.series(
+                prometheus.query_range(board.promql(target["expr"], ranges, variables), start, end, step),
+                target.get("legendFormat"),
+            )
+        ]
+    titles = {panel["id"]: panel["title"] for panel in board.panels(dashboard)}
+    empty = {i: titles[i] for i, lines in data.items() if not lines}
+    assert set(empty) == set(PANELS_WITHOUT_DATA), f"panels without data: {empty}"
+    # The table of peerings not Ready had this one, with why, while it was cut off.
+    (not_ready,) = [i for i, title in titles.items() if title == "Peerings not ready"]
+    rows = [s.name for s in data[not_ready]]
+    assert any(f"name={NAME}" in r and "reason=ProviderUnreachable" in r for r in rows), rows
+    prometheus.stop()  # nothing after this test reads it
+    # The picture in the docs comes from a run of the whole module (a -k run leaves it alone).
+    if not request.config.option.keyword:
+        board.draw(
+            dashboard,
+            data,
+            PANELS_WITHOUT_DATA,
+            DASHBOARD_PNG,
+            "The chart's dashboard from an end-to-end run: a LiqoPeering Ready, its provider cut off from the"
+            " operator's Pod (shaded), then Ready again",
+            span=(start, end),
+            shaded=(cut, healed),
+        )
+    with capsys.disabled():
+        print(
+            f"\nBENCH Prometheus: provider cut off -> LiqoPeeringNotReady firing: {fired:.1f}s (for: 5s, scrape 1s);"
+            f" healed -> resolved: {ready_again - healed:.1f}s; the test took {time.monotonic() - began:.1f}s"
+        )
 
 
 def test_helm_upgrade_rolls_the_pod_and_the_peering_stays_ready(suite: Suite) -> None:
