@@ -5,8 +5,6 @@ in CI)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +13,8 @@ import yaml
 
 from testenv.dashboard import Series, legend, promql, rate_interval, series, short_names
 from testenv.helm import CHART, run_helm
-from testenv.localk8s import ToolMissingError, tool_path
 from testenv.prometheus import config, endpoints_targets, rule_file, scrape_configs
+from unit.chart import promtool, tool
 
 MONITOR: dict[str, Any] = {
     "kind": "ServiceMonitor",
@@ -147,15 +145,6 @@ def test_a_legend_names_series_by_the_labels_that_tell_them_apart() -> None:
     assert short_names([a]) == ["x"] and short_names([Series("s", [], [])]) == ["s"]
 
 
-def _tool(name: str) -> Path:
-    try:
-        return tool_path(name)
-    except ToolMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
-
-
 def test_promtool_accepts_the_configuration_made_from_the_chart(tmp_path: Path) -> None:
     rendered = run_helm(
         "template",
@@ -167,7 +156,7 @@ def test_promtool_accepts_the_configuration_made_from_the_chart(tmp_path: Path) 
         "metrics.serviceMonitor.enabled=true",
         "--set",
         "prometheusRule.enabled=true",
-        binary=_tool("helm"),
+        binary=tool("helm"),
     )
     docs = {
         d["kind"]: d for d in yaml.safe_load_all(rendered) if d and d["kind"] in ("ServiceMonitor", "PrometheusRule")
@@ -175,12 +164,5 @@ def test_promtool_accepts_the_configuration_made_from_the_chart(tmp_path: Path) 
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_file(docs["PrometheusRule"])))
     scrapes = scrape_configs(docs["ServiceMonitor"], SD)
     (tmp_path / "prometheus.yaml").write_text(yaml.safe_dump(config(scrapes, ["rules.yaml"], "1s")))
-    proc = subprocess.run(
-        [str(_tool("promtool")), "check", "config", "prometheus.yaml"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
-    assert "SUCCESS: 7 rules found" in proc.stdout, proc.stdout
+    out = promtool("check", "config", "prometheus.yaml", cwd=tmp_path)
+    assert "SUCCESS: 7 rules found" in out, out

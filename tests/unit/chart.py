@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,13 @@ def tool(name: str) -> Path:
         if os.environ.get("CI"):
             raise
         pytest.skip(f"{name} is not built yet: {exc}")
+
+
+def promtool(*args: str, cwd: Path) -> str:
+    """promtool's output; the test fails with it unless promtool succeeds."""
+    proc = subprocess.run([str(tool("promtool")), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    assert proc.returncode == 0, f"promtool {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
 
 
 def helm(*args: str, check: bool = True) -> str:

@@ -5,14 +5,13 @@ these tests skip until they are built, in CI (CI=true) a missing tool is a failu
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from testenv.helm import CHART, run_helm
-from unit.chart import tool
+from unit.chart import promtool, tool
 
 CASES = Path(__file__).parent / "alerts" / "liqo-peering-operator.test.yaml"
 ALERTS = {
@@ -37,12 +36,6 @@ def rule_groups(*sets: str) -> list[dict[str, Any]]:
     (rule,) = [d for d in render("prometheusRule.enabled=true", *sets) if d["kind"] == "PrometheusRule"]
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
     return groups
-
-
-def promtool(*args: str, cwd: Path) -> str:
-    proc = subprocess.run([str(tool("promtool")), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
-    assert proc.returncode == 0, f"promtool {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 def test_no_prometheus_rule_unless_enabled() -> None:

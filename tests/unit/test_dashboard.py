@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from prometheus_client import generate_latest
 
 from liqo_peering.metrics import Metrics
 from testenv.helm import CHART
-from unit.chart import NAMESPACE, find, render, tool
+from unit.chart import NAMESPACE, find, promtool, render
 
 DASHBOARD = CHART / "dashboards" / "liqo-peering-operator.json"
 METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations" / "metrics.md"
@@ -121,15 +120,8 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     ]
     assert len(rules) > 20
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    proc = subprocess.run(
-        [str(tool("promtool")), "check", "rules", "rules.yaml"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
-    assert f"SUCCESS: {len(rules)} rules found" in proc.stdout, proc.stdout
+    out = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
+    assert f"SUCCESS: {len(rules)} rules found" in out, out
 
 
 def test_every_query_uses_only_metrics_the_operator_exports() -> None:
