@@ -14,11 +14,11 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main; liqo;
-# solo then nodes (by then the operator image is built); matrix (the other Liqo versions, built in its lane
+# nodes (once the operator image is built) then solo; matrix (the other Liqo versions, built in its lane
 # first) then gitops take about as long (each tier's time is in its log's last line). The lanes share two
-# cores: a lane more, or a Liqo pair more, makes every lane slower.
+# cores: a lane more, a Liqo pair more, or the heavy solo tier in the busy first half makes every lane slower.
 # Rebalance with TEST_LANES.
-LANES=${TEST_LANES:-main liqo solo,nodes matrix,gitops}
+LANES=${TEST_LANES:-main liqo nodes,solo matrix,gitops}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local
