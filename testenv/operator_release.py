@@ -89,9 +89,17 @@ class Release:
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def ready_pods(self, count: int) -> list[dict[str, Any]] | None:
+        """`count` ready Pods once the Deployment's rollout is complete, as `kubectl rollout status` judges it:
+        `helm upgrade --wait` may return with a Pod of the replaced template still running beside the new ones."""
+        deployment = self.kc.get(k.DEPLOYMENT, FULLNAME, RELEASE_NS) or {}
+        meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
+        settled = status.get("observedGeneration", 0) >= meta.get("generation", 1) and all(
+            status.get(field) == count for field in ("replicas", "updatedReplicas", "availableReplicas")
+        )
         pods = self.pods()
         ready = [p for p in pods if pod_ready(p)]
-        return ready if len(ready) == count == len(pods) else None
+        templates = {(p["metadata"].get("labels") or {}).get("pod-template-hash") for p in pods}
+        return ready if settled and len(ready) == count == len(pods) and len(templates) == 1 else None
 
     def running_pods(self, count: int) -> dict[str, dict[str, Any]] | None:
         """The operator's Pods by name once there are `count`, each with its container running (ready or not)."""
