@@ -361,9 +361,8 @@ def run_once(
             gone = tracker.wait(["gone"], GONE_TIMEOUT + start - time.time())["gone"]
         except TimeoutError:
             gone = start + GONE_TIMEOUT
-            result.left_after_delete = {
-                key: sorted(objs) for key, objs in tracker.snapshot().items() if objs and key in {k.key for k in kinds}
-            }
+            state = tracker.snapshot()
+            result.left_after_delete = {kind.key: sorted(state[kind.key]) for kind in kinds if state[kind.key]}
             log(f"{contender} run {index}: not all gone after {GONE_TIMEOUT:.0f}s: {result.left_after_delete}")
         result.delete_requests = _since(before, kubes)
         result.delete = gone - start
