@@ -170,17 +170,27 @@ def cgroup_hierarchies() -> list[Path]:
 def make_cgroup_root(relative: str) -> None:
     """The kubelet's cgroupRoot, made in every v1 hierarchy before it starts (it refuses to start when a
     hierarchy lacks it: "cgroup [...] has some missing paths"). A new cpuset is empty until given the
-    parent's cpus and mems."""
+    parent's cpus and mems. Nodes start and stop concurrently and share the top level: a directory another
+    node has just made is fine, an empty cpuset is filled whoever made it, and a top level that a stopping
+    node's `remove_cgroup_root` took away in between is made again."""
     for hierarchy in cgroup_hierarchies():
-        path = hierarchy
-        for part in Path(relative).parts:
-            parent, path = path, path / part
-            if path.is_dir():
-                continue
-            path.mkdir()
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                if (parent / name).exists():
-                    (path / name).write_text((parent / name).read_text())
+        for attempt in range(3):
+            try:
+                _make_cgroup_path(hierarchy, Path(relative))
+                break
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+
+
+def _make_cgroup_path(hierarchy: Path, relative: Path) -> None:
+    path = hierarchy
+    for part in relative.parts:
+        parent, path = path, path / part
+        path.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if (parent / name).exists() and not (path / name).read_text().strip():
+                (path / name).write_text((parent / name).read_text())
 
 
 def remove_cgroup_root(relative: str, timeout: float = 10.0) -> None:

@@ -14,7 +14,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from testenv.localk8s import cluster as cluster_module
-from testenv.localk8s import pki
+from testenv.localk8s import network, pki
 from testenv.localk8s.cluster import LocalCluster, kubeconfig_dict
 from testenv.localk8s.ports import free_port, is_listening
 from testenv.localk8s.tools import REPO_ROOT, TOOLS, ToolMissingError, parse_versions, read_versions, tool_path
@@ -164,3 +164,31 @@ def test_an_api_server_down_past_the_lease_deadline_restarts_the_controller_mana
         for proc in (*cluster._procs.values(), manager):
             proc.kill()
             proc.wait()
+
+
+def test_cgroup_roots_of_nodes_starting_together_share_the_top_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cpuset = tmp_path / "cpuset"
+    cpuset.mkdir()
+    (cpuset / "cpuset.cpus").write_text("0-1\n")
+    (cpuset / "cpuset.mems").write_text("0\n")
+    monkeypatch.setattr(network, "cgroup_hierarchies", lambda: [cpuset])
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, mode: int = 0o777, parents: bool = False, exist_ok: bool = False) -> None:
+        # A real cgroup directory comes with its (empty) cpuset files.
+        real_mkdir(self, mode, parents, exist_ok)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if not (self / name).exists():
+                (self / name).write_text("")
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    (cpuset / "localk8s").mkdir()  # another node made the top level and had not yet filled its cpuset
+
+    network.make_cgroup_root("localk8s/br-a-0")
+    network.make_cgroup_root("localk8s/br-b-0")
+
+    for path in (cpuset / "localk8s", cpuset / "localk8s/br-a-0", cpuset / "localk8s/br-b-0"):
+        assert (path / "cpuset.cpus").read_text() == "0-1\n", path
+        assert (path / "cpuset.mems").read_text() == "0\n", path
