@@ -48,7 +48,7 @@ pytest_plugins = [
 
 # Tiers: runs of the suite that share no cluster, so that hack/run-tests.sh can run them side by side.
 # A test belongs to the tier of the clusters its fixtures start; the leak scan belongs to every tier.
-TIERS = ("main", "nodes", "liqo", "matrix", "gitops", "solo")
+TIERS = ("main", "nodes", "liqo", "matrix", "gitops", "solo", "standin")
 
 
 def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
@@ -61,6 +61,8 @@ def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
         return "nodes"  # two clusters with a node each, the operator's image in them
     if "gitops" in marks:
         return "gitops"  # Argo CD's and Flux's controllers beside control planes of their own
+    if "standin" in marks:
+        return "standin"  # the stand-in on control planes of their own, a second process beside main's
     if marks & {"solo", "faults"}:
         return "solo"  # clusters of a module's own, shared with no other module (faults: hundreds of passes)
     return "main"  # control planes without nodes, the stand-in; unit tests

@@ -23,6 +23,7 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of(["liqo_matrix_pair", "matrix_env"]) == "matrix"
     assert tier_of(["case"], markers=["faults", "e2e"]) == "solo"
     assert tier_of(["env", "floor_clusters"], markers=["solo", "e2e"]) == "solo"
+    assert tier_of(["case"], markers=["standin", "e2e"]) == "standin"
     assert tier_of([]) == "main"
 
 
@@ -58,6 +59,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_kubernetes_floor.py",
         "testenv/tests/e2e/test_liqo_real.py",
     }
+    assert modules["standin"] == {"tests/e2e/test_kill.py", "tests/e2e/test_benchmarks.py"}
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_flux_helmrelease.py",

@@ -15,6 +15,8 @@ from kubernetes import client as k8s
 
 from testenv.operator_support import SECRET, PeeringCase, wait_for
 
+pytestmark = pytest.mark.standin  # beside main, on a stand-in pair of its own
+
 NAME = "bench"
 
 

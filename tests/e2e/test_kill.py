@@ -12,6 +12,8 @@ from kubernetes import client as k8s
 from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.operator_support import SECRET, PeeringCase
 
+pytestmark = pytest.mark.standin  # beside main, on a stand-in pair of its own
+
 # Six kills against the stand-in, each about 8 s of the suite: one per stage's first object and end, and
 # one in teardown. The GatewayServer and the Tenant's deletion are steps of the same stages, left out to
 # keep the suite short.
