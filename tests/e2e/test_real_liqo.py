@@ -321,7 +321,7 @@ class TestPeeredWithRealLiqo:
         wait_for("Liqo's ForeignCluster to catch up (so the mirror has nothing left to write)", settled, timeout=150)
         before = _generations(env, ns)
         start = datetime.now(UTC)
-        time.sleep(60)  # the observation window, not a wait for something
+        time.sleep(60)  # the observation window, long enough to hold the virtual kubelet's 60 s Node update
         ours = {
             side: [
                 (e.verb, e.resource, e.name)
