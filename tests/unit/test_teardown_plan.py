@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from liqo_peering.engine import teardown
+from liqo_peering.errors import ClusterUnreachable
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
@@ -400,3 +402,45 @@ def test_out_of_band_the_tenant_goes_while_the_network_is_still_going(
     assert left == [f"Configuration {C_NS}/provider-id on the consumer"]
     local.finish_deletions()
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False) == []
+
+
+def test_a_phase_reads_its_objects_side_by_side(clusters: tuple[FakeClusterClient, FakeClusterClient]) -> None:
+    """Out of band the Identity's phase holds nine objects on two clusters: they are read at once, not one
+    round trip after another (every read here waits until all nine have started)."""
+    local, remote = clusters
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False)  # gone: each read is a miss now
+    together = threading.Barrier(9, timeout=5)
+    first: list[str] = []  # the Identity's phase; the Tenant's reads the network again, without waiting
+
+    def get(client: FakeClusterClient) -> Any:
+        plain = client.get
+
+        def waiting(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+            if res in (r.IDENTITY, r.GATEWAY_CLIENT, r.GATEWAY_SERVER, r.PUBLIC_KEY, r.CONFIGURATION):
+                first.append(name)
+                if len(first) <= 9:
+                    together.wait()
+            return plain(res, name, namespace)
+
+        return waiting
+
+    local.get, remote.get = get(local), get(remote)  # type: ignore[method-assign]
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False) == []
+    assert not together.broken
+
+
+def test_a_failed_read_fails_the_pass_once_the_others_have_ended(
+    clusters: tuple[FakeClusterClient, FakeClusterClient],
+) -> None:
+    local, remote = clusters
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    plain = remote.get
+
+    def failing(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        if res == r.TENANT:
+            raise ClusterUnreachable("provider", "https://provider:6443", "connection refused")
+        return plain(res, name, namespace)
+
+    remote.get = failing  # type: ignore[method-assign]
+    with pytest.raises(ClusterUnreachable):
+        teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
