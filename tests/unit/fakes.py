@@ -324,7 +324,7 @@ class FakeClusterClient(ClusterClient):
 
     def delete(
         self, res: r.Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False
-    ) -> bool:
+    ) -> dict[str, Any] | None:
         key = (res.plural, namespace if res.namespaced else None, name)
         self.deleted.append(key)
         if with_dependents:
@@ -335,10 +335,10 @@ class FakeClusterClient(ClusterClient):
                 if not obj["metadata"].get("deletionTimestamp"):
                     obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
                     self.writes.append(("delete", key))
-            else:
-                del self.store[key]
-                self.writes.append(("delete", key))
-        return True
+                return copy.deepcopy(obj)
+            del self.store[key]
+            self.writes.append(("delete", key))
+        return None
 
 
 class Hub:

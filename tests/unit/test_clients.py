@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from liqo_peering.clients.cluster import ClusterClient, request_rights
+from liqo_peering.clients.cluster import ClusterClient, lingering, request_rights
 from liqo_peering.clients.connect import to_api_client
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.errors import ApiError, ClusterForbidden, PeeringError
@@ -167,3 +167,21 @@ def test_an_api_server_asking_to_retry_later_answers_it_is_not_unreachable() -> 
     assert raised.value.status == 429 and raised.value.transient
     assert "answered 429" in raised.value.message and "storage is (re)initializing" in raised.value.message
     assert RetryLater.requests == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "left"),
+    [
+        # Deleted at once: the object as it was, or a Status.
+        ({"kind": "Secret", "metadata": {"name": "s"}}, False),
+        ({"kind": "Status", "status": "Success"}, False),
+        (None, False),
+        # Finalizers hold it: the API server answers it with its deletionTimestamp.
+        ({"kind": "Tenant", "metadata": {"deletionTimestamp": "t", "finalizers": ["foregroundDeletion"]}}, True),
+        ({"kind": "Namespace", "metadata": {"deletionTimestamp": "t"}, "spec": {"finalizers": ["kubernetes"]}}, True),
+        # Its grace period set, nothing holding it (not a kind the operator deletes): gone for the caller.
+        ({"kind": "Pod", "metadata": {"deletionTimestamp": "t"}}, False),
+    ],
+)
+def test_a_deletes_answer_says_whether_the_object_lingers(answer: object, left: bool) -> None:
+    assert (lingering(answer) is not None) == left

@@ -374,6 +374,23 @@ def test_a_tenant_held_by_the_garbage_collector_says_so() -> None:
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
 
 
+def test_a_terminating_tenant_is_not_deleted_again() -> None:
+    """Released by the garbage collector and still held by Liqo's own finalizer: a second foreground delete
+    would put the collector's finalizer back, and the Tenant would wait a second round for it."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    remote.put(
+        r.TENANT,
+        "consumer-id",
+        P_NS,
+        labels=CTX.owner,
+        finalizers=["liqo.io/tenant"],
+        deletionTimestamp="2026-01-01T00:00:00Z",
+    )
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert left == [f"Tenant {P_NS}/consumer-id on the provider"]
+    assert ("tenants", P_NS, "consumer-id") not in remote.deleted
+
+
 def test_run_out_of_band_removes_the_network_before_the_tenant(
     clusters: tuple[FakeClusterClient, FakeClusterClient],
 ) -> None:

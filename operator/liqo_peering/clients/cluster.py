@@ -365,8 +365,11 @@ class ClusterClient:
 
         return self._read_modify_write(res, name, namespace, write) is not None
 
-    def delete(self, res: Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False) -> bool:
-        """Delete; True when the object is (already) gone or going. Missing types count as gone.
+    def delete(
+        self, res: Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False
+    ) -> dict[str, Any] | None:
+        """Delete; what is left: the object as the API server answered, while finalizers hold it, or None
+        once it is gone (already, or a missing type). The answer says so, so no read has to follow.
 
         ``with_dependents``: foreground deletion, so the object stays until the garbage collector has
         removed what it owns, and "gone" means its dependents are gone too.
@@ -376,11 +379,12 @@ class ClusterClient:
             informer.forget(namespace if res.namespaced else None, name)  # it may linger (finalizers): ask
         policy = "Foreground" if with_dependents else "Background"
         try:
-            self._call("DELETE", res.path(namespace, name), query=[("propagationPolicy", policy)])
+            answer = self._call("DELETE", res.path(namespace, name), query=[("propagationPolicy", policy)])
         except ApiError as exc:
             if exc.status != 404:
                 raise
-        return True
+            return None
+        return lingering(answer)
 
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         faults.at(self.side, "create", res.plural)
@@ -583,6 +587,16 @@ def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
         if (eq and labels.get(key) != value) or (not eq and key not in labels):
             return False
     return True
+
+
+def lingering(answer: Any) -> dict[str, Any] | None:
+    """A DELETE's answer: the object while finalizers keep it (deletionTimestamp set), else None. Deleted at
+    once, the answer is the object as it was (no deletionTimestamp) or a Status."""
+    if not isinstance(answer, dict) or answer.get("kind") == "Status":
+        return None
+    meta = answer.get("metadata") or {}
+    held = meta.get("finalizers") or (answer.get("spec") or {}).get("finalizers")  # a Namespace's are in spec
+    return answer if meta.get("deletionTimestamp") and held else None
 
 
 def selector_within(scope: str | None, query: str) -> bool:

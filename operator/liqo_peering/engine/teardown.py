@@ -156,8 +156,9 @@ def _step(
     if obj is not None:
         if not _owned(obj, ctx):
             return []
-        client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
-        left = client.get(res, name, ns)
+        # Deleted once only: a second foreground delete puts the garbage collector's finalizer back on an
+        # object it has released already (a Tenant still held by Liqo's finalizer then waits another round).
+        left = obj if _terminating(obj) else client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
         if left is not None:
             return [f"{res.kind} {ns}/{name} on the {client.side}{_held_by(left, client.side)}"]
     # Checked on every pass once the Identity is gone, not only on the pass that saw it go (an Identity
@@ -168,6 +169,10 @@ def _step(
 
 
 FOREGROUND = "foregroundDeletion"  # the API server's finalizer of an object deleted in the foreground
+
+
+def _terminating(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _held_by(obj: dict, side: str) -> str:
@@ -209,9 +214,7 @@ def _offloading_step(client: ClusterClient, ctx: PeeringContext, res: r.Resource
         obj = client.get(res, name, ns)
         if obj is None:
             continue
-        if not obj["metadata"].get("deletionTimestamp"):
-            client.delete(res, name, ns)
-        if client.get(res, name, ns) is not None:
+        if (obj if _terminating(obj) else client.delete(res, name, ns)) is not None:
             remaining.append(f"{res.kind} {ns}/{name} on the {client.side}")
     return remaining
 
