@@ -426,16 +426,15 @@ def has_minted(local: ClusterClient, namespace: str, peering: str) -> bool:
     return local.get(r.SECRET, naming.minted_secret(peering), namespace) is not None
 
 
-def revoking(local: ClusterClient, namespace: str, peering: str) -> bool:
-    """Whether unpeering is over and the minted identity is being revoked (see ``revoke``)."""
-    return pu.MintState.of(local.get(r.SECRET, naming.minted_secret(peering), namespace)).revoking
+def mint_state(local: ClusterClient, namespace: str, peering: str) -> pu.MintState:
+    """What the peering's minted Secret holds: its kubeconfig, and whether it is being revoked (``revoking``:
+    unpeering is over, see ``revoke``)."""
+    return pu.MintState.of(local.get(r.SECRET, naming.minted_secret(peering), namespace))
 
 
-def minted_kubeconfig(
-    local: ClusterClient, namespace: str, peering: str, policy: KubeconfigPolicy
-) -> RemoteKubeconfig | None:
+def minted_kubeconfig(state: pu.MintState, policy: KubeconfigPolicy) -> RemoteKubeconfig | None:
     """The minted kubeconfig of a peering, if it has one."""
-    return _load(pu.MintState.of(local.get(r.SECRET, naming.minted_secret(peering), namespace)), policy)
+    return _load(state, policy)
 
 
 def forget(local: ClusterClient, peering: dict[str, Any]) -> None:

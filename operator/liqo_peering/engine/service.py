@@ -39,6 +39,7 @@ from liqo_peering.engine import (
 )
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
+from liqo_peering.engine.together import together
 from liqo_peering.errors import (
     DuplicatePeering,
     InternalError,
@@ -52,6 +53,7 @@ from liqo_peering.liqo import offloading as offloading_builders
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.common import Common
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from liqo_peering.liqo.peeringuser import MintState
 from liqo_peering.metrics import Metrics
 from liqo_peering.redact import redact
 from liqo_peering.stages import REVERSE_STAGES, STAGES, StageResult
@@ -481,14 +483,21 @@ class PeeringService:
             # Not peered, but a pass may have minted before its status was written: found by the peering's name.
             return self._revoke_undiscovered(body, force)
         spec = parse_spec(body.get("spec") or {})
-        if not force and credentials.revoking(self.local, namespace, name):
+        minted = credentials.mint_state(self.local, namespace, name)
+        if not force and minted.revoking:
             # Unpeered already, and the minted identity on its way out: its credential no longer works.
             return credentials.revoke(self.local, body, spec, self.policy, local_id)
         remote: ClusterClient | None = None
         if not force:
-            remote = self._teardown_client(body, spec)
-        consumer_ns = discovery.find_tenant_namespace(self.local, remote_id) or ""
-        provider_ns = (discovery.find_tenant_namespace(remote, local_id) or "") if remote else ""
+            remote = self._teardown_client(body, spec, minted)
+        # Read side by side: every pass reads them, none is cached. Whether the provider consumes this cluster
+        # too is read before the reverse direction below is unpeered: that deletes the Tenant it looks at, in
+        # the foreground, so the pass that does it returns before the answer is used.
+        consumer_ns, provider_ns, reverse_peered = together(
+            lambda: discovery.find_tenant_namespace(self.local, remote_id) or "",
+            lambda: (discovery.find_tenant_namespace(remote, local_id) or "") if remote else "",
+            lambda: teardown.reverse_peered(self.local, remote_id),
+        )
         ctx = PeeringContext(
             namespace,
             name,
@@ -512,7 +521,7 @@ class PeeringService:
             left = teardown.run(self.local, remote, ctx, bidirectional=True, local_only=force, reverse=True)
             if left:
                 return left
-        bidirectional = teardown.reverse_peered(self.local, remote_id)  # a reverse direction made by others
+        bidirectional = reverse_peered  # a reverse direction made by others
         remaining = teardown.run(
             self.local, remote, ctx, bidirectional=bidirectional, local_only=force, in_band=spec.authentication.in_band
         )
@@ -548,14 +557,16 @@ class PeeringService:
         spec = parse_spec(body.get("spec") or {})
         return credentials.revoke(self.local, body, spec, self.policy, None)
 
-    def _teardown_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
+    def _teardown_client(self, body: dict[str, Any], spec: LiqoPeeringSpec, minted: MintState) -> ClusterClient:
         """Unpeer with the minted credential when there is one (the bootstrap Secret may be gone), else with
         the Secret's kubeconfig."""
         meta = body["metadata"]
-        minted = credentials.minted_kubeconfig(self.local, meta["namespace"], meta["name"], self.policy)
-        if minted is None:
-            minted = discovery.read_remote_kubeconfig(self.local, meta["namespace"], meta["name"], spec, self.policy)
-        return self.remotes.get((meta["namespace"], meta["name"]), minted)
+        kubeconfig = credentials.minted_kubeconfig(minted, self.policy)
+        if kubeconfig is None:
+            kubeconfig = discovery.read_remote_kubeconfig(
+                self.local, meta["namespace"], meta["name"], spec, self.policy
+            )
+        return self.remotes.get((meta["namespace"], meta["name"]), kubeconfig)
 
     def release_secret(self, namespace: str, secret: str | None, exclude: str | None = None) -> None:
         """The Secret's protection goes once no LiqoPeering uses it (``exclude``: the one just unpeered)."""

@@ -15,12 +15,12 @@ direction's steps are the same with the clusters swapped (``reverse=True``).
 
 from __future__ import annotations
 
-import contextvars
-from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.engine import offloading as offloading_stage
+from liqo_peering.engine.together import together
 from liqo_peering.liqo import naming, offloading, unpeering
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
@@ -127,23 +127,12 @@ def run(
     return []
 
 
-# A phase's objects are read side by side: once deleted they are no longer cached, and each read of one that
-# is gone asks its API server, a round trip per object that would otherwise hold up the next phase.
-_READERS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="teardown-read")  # a phase holds up to 11
-
-
 def _read_all(steps: list[tuple[Step, ClusterClient]]) -> dict[Step, dict[str, Any] | None]:
-    """Each named object of a phase (not the offloading steps, which list), read concurrently; the first
-    failure in the phase's order is raised once every read has ended."""
-    pending: dict[Step, Future[dict[str, Any] | None]] = {
-        step: _READERS.submit(contextvars.copy_context().run, client.get, step[1], step[2], step[3])
-        for step, client in steps
-        if step[1] not in (r.RESOURCE_SLICE, r.VIRTUAL_NODE)
-    }
-    errors = [exc for future in pending.values() if (exc := future.exception()) is not None]
-    if errors:
-        raise errors[0]
-    return {step: future.result() for step, future in pending.items()}
+    """Each named object of a phase (not the offloading steps, which list), read side by side: once
+    deleted they are no longer cached, and each read of one that is gone asks its API server."""
+    named = [(step, client) for step, client in steps if step[1] not in (r.RESOURCE_SLICE, r.VIRTUAL_NODE)]
+    found = together(*(partial(client.get, step[1], step[2], step[3]) for step, client in named))
+    return {step: obj for (step, _), obj in zip(named, found, strict=True)}
 
 
 def _step(
