@@ -461,3 +461,28 @@ def test_a_failed_read_fails_the_pass_once_the_others_have_ended(
     remote.get = failing  # type: ignore[method-assign]
     with pytest.raises(ClusterUnreachable):
         teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+
+
+def test_a_phase_found_gone_is_not_read_again_in_the_same_unpeering() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote, finalizers=True)
+    done: set[Any] = set()
+    for _ in range(2):  # the slice, then the virtual node, each deleted and then gone
+        assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
+        local.finish_deletions()
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
+    assert len(done) == 2  # the slice's phase and the virtual node's
+
+    reads: list[str] = []
+    plain = local.get
+
+    def counted(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        reads.append(res.kind)
+        return plain(res, name, namespace)
+
+    local.get = counted  # type: ignore[method-assign]
+    local.finish_deletions()
+    remote.finish_deletions()
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
+    assert "ResourceSlice" not in reads and "VirtualNode" not in reads
+    assert "Identity" in reads

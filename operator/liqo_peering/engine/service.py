@@ -124,6 +124,9 @@ class PeeringService:
         self.remotes = remotes if remotes is not None else RemoteClients()
         self._guard = threading.Lock()
         self._unpeering: dict[tuple[str, str], Unpeering] = {}
+        # Per peering being unpeered: the phases of teardown.run known gone (kept in memory only: a restarted
+        # operator reads them all again once).
+        self._phases_done: dict[tuple[str, str], set[Any]] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
@@ -149,6 +152,7 @@ class PeeringService:
         self.remotes.release((namespace, name))
         with self._guard:
             self._unpeering.pop((namespace, name), None)
+            self._phases_done.pop((namespace, name), None)
 
     def unpeering(self, namespace: str, name: str) -> Unpeering | None:
         """What the last unpeering pass of the peering found, if one ran."""
@@ -517,13 +521,21 @@ class PeeringService:
         # liqoctl unpeer's order for a bidirectional peering: one direction first, keeping the network the
         # other one uses; then the other, no longer bidirectional, with the network last. The reverse
         # direction goes first, as it is the one this peering added on top of the forward one.
+        with self._guard:
+            done = self._phases_done.setdefault((namespace, name), set())
         if reverse:
-            left = teardown.run(self.local, remote, ctx, bidirectional=True, local_only=force, reverse=True)
+            left = teardown.run(self.local, remote, ctx, bidirectional=True, local_only=force, reverse=True, done=done)
             if left:
                 return left
         bidirectional = reverse_peered  # a reverse direction made by others
         remaining = teardown.run(
-            self.local, remote, ctx, bidirectional=bidirectional, local_only=force, in_band=spec.authentication.in_band
+            self.local,
+            remote,
+            ctx,
+            bidirectional=bidirectional,
+            local_only=force,
+            in_band=spec.authentication.in_band,
+            done=done,
         )
         if remaining:
             return remaining

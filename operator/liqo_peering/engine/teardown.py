@@ -99,8 +99,12 @@ def run(
     local_only: bool,
     reverse: bool = False,
     in_band: bool = True,
+    done: set[tuple[Step, ...]] | None = None,
 ) -> list[str]:
     """Delete the next phase; return what still exists (empty when unpeering is complete).
+
+    ``done``: the phases an earlier pass of the same unpeering found gone, added to as they go. Nothing
+    re-creates what a phase deleted (the peering's own passes have stopped), so they are not read again.
 
     Only objects labelled as this peering's are deleted (plus the VirtualNode Liqo derives from our
     ResourceSlice): a refused duplicate LiqoPeering, or one that never got that far, removes nothing
@@ -113,9 +117,14 @@ def run(
     roles = {"consumer": remote, "provider": local} if reverse else {"consumer": local, "provider": remote}
     clients = {role: client if client is local else reachable for role, client in roles.items()}
     phases = plan(ctx, bidirectional=bidirectional, local_only=False, in_band=in_band)
+    done = set() if done is None else done
     for index, phase in enumerate(phases):
-        later = {step for next_phase in phases[index + 1 :] for step in next_phase}
         steps = [(step, client) for step in phase if (client := clients[step[0]]) is not None and step[3]]
+        # What this pass can act on (not a side force-delete spares, nor a namespace not found yet).
+        acted = tuple(step for step, _ in steps)
+        if acted in done:
+            continue
+        later = {step for next_phase in phases[index + 1 :] for step in next_phase}
         found = _read_all(steps)
         remaining = []
         for step, client in steps:
@@ -124,6 +133,7 @@ def run(
             remaining += [] if step in later else left
         if remaining:
             return remaining
+        done.add(acted)
     return []
 
 
