@@ -243,7 +243,7 @@ def test_unpeering_the_reverse_direction_keeps_the_forward_one_and_the_network()
     assert [k[0] for k in provider.deleted[:3]] == ["resourceslices", "virtualnodes", "identities"]
     assert consumer.deleted[0] == ("tenants", C_NS, "provider-id")
     assert consumer.deleted_with_dependents == [("tenants", C_NS, "provider-id")]
-    assert provider.deleted_with_dependents == [("identities", P_NS, "controlplane-consumer-id")]
+    assert provider.deleted_with_dependents == []  # the Identity goes in the background
 
 
 def test_unpeering_the_reverse_direction_waits_naming_the_cluster_that_holds_each_object() -> None:

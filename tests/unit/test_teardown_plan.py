@@ -182,15 +182,16 @@ def test_run_deletes_everything_in_one_pass_when_deletion_is_immediate(
     assert remote.deleted[-1] == ("configurations", P_NS, "consumer-id")
 
 
-def test_run_deletes_the_identity_and_the_tenant_with_their_dependents(
+def test_run_deletes_the_tenant_with_its_dependents_and_the_identity_in_the_background(
     clusters: tuple[FakeClusterClient, FakeClusterClient],
 ) -> None:
-    """Liqo's RoleBindings owned by the Tenant must be gone before a re-peering's Tenant could adopt them;
-    the Identity's Secret and Renew before the Tenant takes away the rights crd-replicator needs to go."""
+    """Liqo's RoleBindings owned by the Tenant must be gone before a re-peering's Tenant could adopt them.
+    The Identity goes at once: kept in the foreground, Liqo would make its Secret again and again."""
     local, remote = clusters
     teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
     assert remote.deleted_with_dependents == [("tenants", P_NS, "consumer-id")]
-    assert local.deleted_with_dependents == [("identities", C_NS, naming.identity_name("provider-id"))]
+    assert local.deleted_with_dependents == []
+    assert ("identities", C_NS, naming.identity_name("provider-id")) in local.deleted
 
 
 def test_run_waits_for_each_phase_to_be_gone() -> None:
@@ -351,6 +352,23 @@ def test_run_waits_for_the_identity_secret_even_when_the_identity_is_already_gon
     local.finish_deletions()
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
     assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")
+
+
+def test_run_waits_for_the_identity_secret_the_garbage_collector_has_not_deleted_yet() -> None:
+    """The Identity went in the background: its Secret stays until the collector deletes it and Liqo releases
+    it, and the Tenant waits for both (crd-replicator deletes the provider's Renew with the Tenant's rights)."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote)
+    local.store.clear()  # slice, virtual node and Identity gone already
+    local.put(
+        r.SECRET,
+        "kubeconfig-controlplane-provider-id",
+        C_NS,
+        labels={"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"},
+    )
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert left == [f"Secret {C_NS}/kubeconfig-controlplane-provider-id on the consumer (the Identity's)"]
+    assert remote.deleted == []
 
 
 def test_a_tenant_held_by_the_garbage_collector_says_so() -> None:

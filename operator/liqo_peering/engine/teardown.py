@@ -71,18 +71,21 @@ def networking_objects(ctx: PeeringContext) -> list[tuple[str, r.Resource, str, 
     ]
 
 
-# Deleted in the foreground, so that the next phase (and a re-peering) starts only once their dependents
-# are gone.
-# - Tenant: Liqo's tenant controller binds the consumer's permissions with RoleBindings owned by the
-#   Tenant, and a new Tenant of the same name adopts any that still exist (bindClusterRole takes
-#   AlreadyExists as done). If the garbage collector removes them after that, the new peering silently
-#   loses its rights: crd-replicator's create of the ResourceSlice is Forbidden, which it never retries.
-# - Identity: it owns the ControlPlane kubeconfig Secret and the Renew that crd-replicator mirrors to the
-#   provider. crd-replicator releases the Secret only once the Renew is gone on both sides, and it can
-#   delete the provider's copy only while the Tenant's RoleBindings exist. Deleting the Tenant while the
-#   Renew was still going left both stuck for good (seen in a real-Liqo run), and the next peering's
-#   ResourceSlice was never replicated. So the Tenant goes only once the Identity's dependents are gone.
-WITH_DEPENDENTS = frozenset({r.TENANT, r.IDENTITY})
+# Deleted in the foreground, so that the next phase (and a re-peering) starts only once its dependents are
+# gone: Liqo's tenant controller binds the consumer's permissions with RoleBindings owned by the Tenant, and a
+# new Tenant of the same name adopts any that still exist (bindClusterRole takes AlreadyExists as done). If
+# the garbage collector removes them after that, the new peering silently loses its rights: crd-replicator's
+# create of the ResourceSlice is Forbidden, which it never retries.
+#
+# The Identity goes in the background, and the Tenant waits for its dependents by their own account: the
+# ControlPlane kubeconfig Secret and the Renew that crd-replicator mirrors to the provider. crd-replicator
+# releases the Secret only once the Renew is gone on both sides, and it can delete the provider's copy only
+# while the Tenant's RoleBindings exist: deleting the Tenant while the Renew was still going left both stuck
+# for good (seen in a real-Liqo run), and the next peering's ResourceSlice was never replicated. So the
+# Tenant goes once no ControlPlane Secret of the provider is left. Not in the foreground: an Identity kept
+# while the garbage collector works is still reconciled by Liqo, which makes its Secret again, and the
+# collector deletes it again, a round of each per second.
+WITH_DEPENDENTS = frozenset({r.TENANT})
 
 
 def _owned(obj: dict, ctx: PeeringContext) -> bool:
@@ -160,10 +163,9 @@ def _step(
         left = obj if _terminating(obj) else client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
         if left is not None:
             return [f"{res.kind} {ns}/{name} on the {client.side}{_held_by(left, client.side)}"]
-    # Checked on every pass once the Identity is gone, not only on the pass that saw it go (an Identity
-    # deleted in the background, by an earlier version or by hand, leaves its Secret to the collector).
+    # Checked on every pass once the Identity is gone, not only on the pass that saw it go.
     if res == r.IDENTITY:
-        return _identity_secrets_terminating(client, ctx)
+        return _identity_secrets_left(client, ctx)
     return []
 
 
@@ -187,19 +189,21 @@ def _held_by(obj: dict, side: str) -> str:
     return f" (held by finalizer {FOREGROUND}: the {side}'s garbage collector removes what it owns first)"
 
 
-def _identity_secrets_terminating(consumer: ClusterClient, ctx: PeeringContext) -> list[str]:
-    """Liqo's ControlPlane kubeconfig Secret of the deleted Identity, while Liqo still tears it down.
+def _identity_secrets_left(consumer: ClusterClient, ctx: PeeringContext) -> list[str]:
+    """Liqo's ControlPlane kubeconfig Secret of the deleted Identity, until the garbage collector has deleted
+    it and Liqo's CRD replicator has released it.
 
-    Liqo's CRD replicator holds it (finalizer crdreplicator.liqo.io/operator) until the objects it
-    replicated for the provider are gone on both sides. A new Identity for the same provider created in
-    the meantime re-uses that terminating Secret and its Renew keeps the replicator from ever releasing
-    it: the new peering's ResourceSlice is then never replicated. So unpeering ends only once it is gone.
+    The replicator holds it (finalizer crdreplicator.liqo.io/operator) until the objects it replicated for the
+    provider are gone on both sides. A new Identity for the same provider created in the meantime re-uses
+    that terminating Secret and its Renew keeps the replicator from ever releasing it: the new peering's
+    ResourceSlice is then never replicated. So unpeering goes on only once it is gone. The Identity is gone
+    here, so any such Secret left is its own.
     """
     selector = naming.control_plane_secrets(ctx.provider.cluster_id)
     return [
-        f"Secret {ctx.consumer_tenant_ns}/{s['metadata']['name']} on the {consumer.side} (Liqo is still releasing it)"
+        f"Secret {ctx.consumer_tenant_ns}/{s['metadata']['name']} on the {consumer.side}"
+        + (" (Liqo is still releasing it)" if s["metadata"].get("deletionTimestamp") else " (the Identity's)")
         for s in consumer.find(r.SECRET, ctx.consumer_tenant_ns, labels=selector)
-        if s["metadata"].get("deletionTimestamp")
     ]
 
 
