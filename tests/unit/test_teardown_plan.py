@@ -365,10 +365,20 @@ def test_run_waits_for_the_identity_secret_the_garbage_collector_has_not_deleted
         "kubeconfig-controlplane-provider-id",
         C_NS,
         labels={"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"},
+        ownerReferences=[{"kind": "Identity", "name": "controlplane-provider-id", "uid": "u1"}],
     )
     left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
     assert left == [f"Secret {C_NS}/kubeconfig-controlplane-provider-id on the consumer (the Identity's)"]
     assert remote.deleted == []
+    # One that nothing owns never goes, and holds nothing up.
+    local.store.clear()
+    local.put(
+        r.SECRET,
+        "made-by-hand",
+        C_NS,
+        labels={"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"},
+    )
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
 
 
 def test_a_tenant_held_by_the_garbage_collector_says_so() -> None:

@@ -197,13 +197,16 @@ def _identity_secrets_left(consumer: ClusterClient, ctx: PeeringContext) -> list
     provider are gone on both sides. A new Identity for the same provider created in the meantime re-uses
     that terminating Secret and its Renew keeps the replicator from ever releasing it: the new peering's
     ResourceSlice is then never replicated. So unpeering goes on only once it is gone. The Identity is gone
-    here, so any such Secret left is its own.
+    here, so any such Secret it owns is one the collector has still to delete. One owned by nothing (made
+    by hand) would never go, and does not hold unpeering up.
     """
     selector = naming.control_plane_secrets(ctx.provider.cluster_id)
     return [
         f"Secret {ctx.consumer_tenant_ns}/{s['metadata']['name']} on the {consumer.side}"
         + (" (Liqo is still releasing it)" if s["metadata"].get("deletionTimestamp") else " (the Identity's)")
         for s in consumer.find(r.SECRET, ctx.consumer_tenant_ns, labels=selector)
+        if s["metadata"].get("deletionTimestamp")
+        or any(o.get("kind") == r.IDENTITY.kind for o in s["metadata"].get("ownerReferences") or [])
     ]
 
 
