@@ -574,3 +574,26 @@ def test_reverse_stages_are_timed_in_the_stage_duration_metric() -> None:
         if sample.name.endswith("_count")
     }
     assert seen == {*STAGES, *REVERSE_STAGES}
+
+
+def test_an_unpeering_finds_the_tenant_namespaces_once() -> None:
+    """Liqo names them by cluster ID and they go last: later passes do not list namespaces again."""
+    p = make_run()
+    consumer, provider = fakes(p)
+    populate_both(p)
+    consumer.obj(r.RESOURCE_SLICE, "provider-id", C_NS)["metadata"]["finalizers"] = ["liqo.io/x"]
+    svc = unpeering_service(p)
+    listed: list[str] = []
+    for cluster in (consumer, provider):
+        plain = cluster.find
+
+        def counted(res: r.Resource, *args: Any, _plain: Any = plain, **kwargs: Any) -> list[dict[str, Any]]:
+            listed.append(res.kind)
+            return _plain(res, *args, **kwargs)
+
+        cluster.find = counted  # type: ignore[method-assign]
+    assert svc.teardown(body_of(p, []))  # the slice lingers
+    assert listed.count("Namespace") == 2
+    consumer.finish_deletions()
+    svc.teardown(body_of(p, []))
+    assert listed.count("Namespace") == 2

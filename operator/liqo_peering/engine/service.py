@@ -47,7 +47,7 @@ from liqo_peering.errors import (
     as_peering_error,
     own_cluster_unavailable,
 )
-from liqo_peering.kubeconfig import KubeconfigError
+from liqo_peering.kubeconfig import KubeconfigError, RemoteKubeconfig
 from liqo_peering.liqo import naming, unpeering
 from liqo_peering.liqo import offloading as offloading_builders
 from liqo_peering.liqo import resources as r
@@ -127,6 +127,7 @@ class PeeringService:
         # Per peering being unpeered: the phases of teardown.run known gone (kept in memory only: a restarted
         # operator reads them all again once).
         self._phases_done: dict[tuple[str, str], set[Any]] = {}
+        self._namespaces_found: dict[tuple[str, str], tuple[str, str]] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
@@ -153,6 +154,7 @@ class PeeringService:
         with self._guard:
             self._unpeering.pop((namespace, name), None)
             self._phases_done.pop((namespace, name), None)
+            self._namespaces_found.pop((namespace, name), None)
 
     def unpeering(self, namespace: str, name: str) -> Unpeering | None:
         """What the last unpeering pass of the peering found, if one ran."""
@@ -487,21 +489,21 @@ class PeeringService:
             # Not peered, but a pass may have minted before its status was written: found by the peering's name.
             return self._revoke_undiscovered(body, force)
         spec = parse_spec(body.get("spec") or {})
-        minted = credentials.mint_state(self.local, namespace, name)
+        # Read side by side: every pass reads them, none is cached. Whether the provider consumes this cluster
+        # too is read before the reverse direction below is unpeered: that deletes the Tenant it looks at, in
+        # the foreground, so the pass that does it returns before the answer is used.
+        minted, kubeconfig, reverse_peered = together(
+            lambda: credentials.mint_state(self.local, namespace, name),
+            lambda: _or_error(lambda: discovery.read_remote_kubeconfig(self.local, namespace, name, spec, self.policy)),
+            lambda: teardown.reverse_peered(self.local, remote_id),
+        )
         if not force and minted.revoking:
             # Unpeered already, and the minted identity on its way out: its credential no longer works.
             return credentials.revoke(self.local, body, spec, self.policy, local_id)
         remote: ClusterClient | None = None
         if not force:
-            remote = self._teardown_client(body, spec, minted)
-        # Read side by side: every pass reads them, none is cached. Whether the provider consumes this cluster
-        # too is read before the reverse direction below is unpeered: that deletes the Tenant it looks at, in
-        # the foreground, so the pass that does it returns before the answer is used.
-        consumer_ns, provider_ns, reverse_peered = together(
-            lambda: discovery.find_tenant_namespace(self.local, remote_id) or "",
-            lambda: (discovery.find_tenant_namespace(remote, local_id) or "") if remote else "",
-            lambda: teardown.reverse_peered(self.local, remote_id),
-        )
+            remote = self._teardown_client(namespace, name, minted, kubeconfig)
+        consumer_ns, provider_ns = self._tenant_namespaces(namespace, name, remote, local_id, remote_id)
         ctx = PeeringContext(
             namespace,
             name,
@@ -569,16 +571,33 @@ class PeeringService:
         spec = parse_spec(body.get("spec") or {})
         return credentials.revoke(self.local, body, spec, self.policy, None)
 
-    def _teardown_client(self, body: dict[str, Any], spec: LiqoPeeringSpec, minted: MintState) -> ClusterClient:
+    def _teardown_client(
+        self, namespace: str, name: str, minted: MintState, kubeconfig: RemoteKubeconfig | Exception
+    ) -> ClusterClient:
         """Unpeer with the minted credential when there is one (the bootstrap Secret may be gone), else with
-        the Secret's kubeconfig."""
-        meta = body["metadata"]
-        kubeconfig = credentials.minted_kubeconfig(minted, self.policy)
-        if kubeconfig is None:
-            kubeconfig = discovery.read_remote_kubeconfig(
-                self.local, meta["namespace"], meta["name"], spec, self.policy
-            )
-        return self.remotes.get((meta["namespace"], meta["name"]), kubeconfig)
+        the Secret's kubeconfig (``kubeconfig``: as read, or why it could not be)."""
+        usable = credentials.minted_kubeconfig(minted, self.policy) or kubeconfig
+        if isinstance(usable, Exception):
+            raise usable
+        return self.remotes.get((namespace, name), usable)
+
+    def _tenant_namespaces(
+        self, namespace: str, name: str, remote: ClusterClient | None, local_id: str, remote_id: str
+    ) -> tuple[str, str]:
+        """The peering's tenant namespaces on both clusters (one not found: ""). Found once per unpeering: Liqo
+        names them by cluster ID, and they go only after everything in them."""
+        with self._guard:
+            known = self._namespaces_found.get((namespace, name))
+        if known is not None and (known[1] or remote is None):
+            return known
+        consumer_ns, provider_ns = together(
+            lambda: discovery.find_tenant_namespace(self.local, remote_id) or "",
+            lambda: (discovery.find_tenant_namespace(remote, local_id) or "") if remote else "",
+        )
+        if consumer_ns and provider_ns:
+            with self._guard:
+                self._namespaces_found[(namespace, name)] = (consumer_ns, provider_ns)
+        return consumer_ns, provider_ns
 
     def release_secret(self, namespace: str, secret: str | None, exclude: str | None = None) -> None:
         """The Secret's protection goes once no LiqoPeering uses it (``exclude``: the one just unpeered)."""
@@ -596,3 +615,11 @@ class PeeringService:
         )
         self.local.merge_patch(r.LIQOPEERING, meta["name"], meta["namespace"], {"status": patch}, subresource="status")
         self.metrics.track(meta, {**(body.get("status") or {}), **patch})
+
+
+def _or_error(read: Callable[[], RemoteKubeconfig]) -> RemoteKubeconfig | Exception:
+    """A read whose failure matters only if its answer is needed: the failure, to raise then."""
+    try:
+        return read()
+    except Exception as exc:  # raised as it was if the answer is needed, through the one error boundary
+        return exc
