@@ -331,17 +331,21 @@ def test_run_leaves_objects_of_another_peering_alone() -> None:
     assert (local.store, remote.store) == before
 
 
+def control_plane_secret(cluster: FakeClusterClient, name: str, **meta: Any) -> None:
+    """A ControlPlane kubeconfig Secret for the provider, as Liqo labels it."""
+    labels = {"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"}
+    cluster.put(r.SECRET, name, C_NS, labels=labels, **meta)
+
+
 def test_run_waits_for_the_identity_secret_even_when_the_identity_is_already_gone() -> None:
     """The Identity went on an earlier pass; Liqo's CRD replicator still holds its kubeconfig Secret.
     The Tenant (and so the end of unpeering, and any re-peering) waits until that Secret is gone."""
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
     populate(local, remote)
     local.store.clear()  # slice, virtual node and Identity gone already
-    local.put(
-        r.SECRET,
+    control_plane_secret(
+        local,
         "kubeconfig-controlplane-provider-id",
-        C_NS,
-        labels={"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"},
         finalizers=["crdreplicator.liqo.io/operator"],
         deletionTimestamp="2026-01-01T00:00:00Z",
     )
@@ -360,11 +364,9 @@ def test_run_waits_for_the_identity_secret_the_garbage_collector_has_not_deleted
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
     populate(local, remote)
     local.store.clear()  # slice, virtual node and Identity gone already
-    local.put(
-        r.SECRET,
+    control_plane_secret(
+        local,
         "kubeconfig-controlplane-provider-id",
-        C_NS,
-        labels={"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"},
         ownerReferences=[{"kind": "Identity", "name": "controlplane-provider-id", "uid": "u1"}],
     )
     left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
@@ -372,12 +374,7 @@ def test_run_waits_for_the_identity_secret_the_garbage_collector_has_not_deleted
     assert remote.deleted == []
     # One that nothing owns never goes, and holds nothing up.
     local.store.clear()
-    local.put(
-        r.SECRET,
-        "made-by-hand",
-        C_NS,
-        labels={"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": "provider-id"},
-    )
+    control_plane_secret(local, "made-by-hand")
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
 
 
