@@ -337,59 +337,60 @@ def control_plane_secret(cluster: FakeClusterClient, name: str, **meta: Any) -> 
     cluster.put(r.SECRET, name, C_NS, labels=labels, **meta)
 
 
-def test_run_waits_for_the_identity_secret_even_when_the_identity_is_already_gone() -> None:
-    """The Identity went on an earlier pass; Liqo's CRD replicator still holds its kubeconfig Secret.
-    The Tenant (and so the end of unpeering, and any re-peering) waits until that Secret is gone."""
+@pytest.mark.parametrize(
+    ("meta", "why"),
+    [
+        # Deleted by the collector, held by Liqo's CRD replicator.
+        (
+            {"finalizers": ["crdreplicator.liqo.io/operator"], "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "Liqo is still releasing it",
+        ),
+        # The Identity went in the background: the collector has not deleted its Secret yet.
+        (
+            {"ownerReferences": [{"kind": "Identity", "name": "controlplane-provider-id", "uid": "u1"}]},
+            "the Identity's",
+        ),
+    ],
+)
+def test_run_waits_for_the_identity_secret_once_the_identity_is_gone(meta: dict[str, Any], why: str) -> None:
+    """The Tenant (and so the end of unpeering, and any re-peering) waits until that Secret is gone:
+    crd-replicator deletes the provider's Renew with the Tenant's rights before it releases the Secret."""
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
     populate(local, remote)
     local.store.clear()  # slice, virtual node and Identity gone already
-    control_plane_secret(
-        local,
-        "kubeconfig-controlplane-provider-id",
-        finalizers=["crdreplicator.liqo.io/operator"],
-        deletionTimestamp="2026-01-01T00:00:00Z",
-    )
+    control_plane_secret(local, "kubeconfig-controlplane-provider-id", **meta)
     left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
-    assert left == [f"Secret {C_NS}/kubeconfig-controlplane-provider-id on the consumer (Liqo is still releasing it)"]
+    assert left == [f"Secret {C_NS}/kubeconfig-controlplane-provider-id on the consumer ({why})"]
     assert remote.deleted == []
 
-    local.finish_deletions()
+    local.store.clear()
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
     assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")
 
 
-def test_run_waits_for_the_identity_secret_the_garbage_collector_has_not_deleted_yet() -> None:
-    """The Identity went in the background: its Secret stays until the collector deletes it and Liqo releases
-    it, and the Tenant waits for both (crd-replicator deletes the provider's Renew with the Tenant's rights)."""
+def test_a_control_plane_secret_nothing_owns_holds_nothing_up() -> None:
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
-    populate(local, remote)
-    local.store.clear()  # slice, virtual node and Identity gone already
-    control_plane_secret(
-        local,
-        "kubeconfig-controlplane-provider-id",
-        ownerReferences=[{"kind": "Identity", "name": "controlplane-provider-id", "uid": "u1"}],
-    )
-    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
-    assert left == [f"Secret {C_NS}/kubeconfig-controlplane-provider-id on the consumer (the Identity's)"]
-    assert remote.deleted == []
-    # One that nothing owns never goes, and holds nothing up.
-    local.store.clear()
-    control_plane_secret(local, "made-by-hand")
+    control_plane_secret(local, "made-by-hand")  # never goes by itself
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
+
+
+def terminating_tenant(provider: FakeClusterClient, finalizer: str) -> None:
+    """The peering's Tenant, deleted and held by ``finalizer``."""
+    provider.put(
+        r.TENANT,
+        "consumer-id",
+        P_NS,
+        labels=CTX.owner,
+        finalizers=[finalizer],
+        deletionTimestamp="2026-01-01T00:00:00Z",
+    )
 
 
 def test_a_tenant_held_by_the_garbage_collector_says_so() -> None:
     """Deleted in the foreground, the Tenant waits for the provider's garbage collector (which may lag, e.g.
     after that API server was down): the reason unpeering waits names it, not only the Tenant."""
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
-    remote.put(
-        r.TENANT,
-        "consumer-id",
-        P_NS,
-        labels=CTX.owner,
-        finalizers=[teardown.FOREGROUND],
-        deletionTimestamp="2026-01-01T00:00:00Z",
-    )
+    terminating_tenant(remote, teardown.FOREGROUND)
     left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
     assert left == [
         f"Tenant {P_NS}/consumer-id on the provider (held by finalizer foregroundDeletion: the provider's garbage"
@@ -403,14 +404,7 @@ def test_a_terminating_tenant_is_not_deleted_again() -> None:
     """Released by the garbage collector and still held by Liqo's own finalizer: a second foreground delete
     would put the collector's finalizer back, and the Tenant would wait a second round for it."""
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
-    remote.put(
-        r.TENANT,
-        "consumer-id",
-        P_NS,
-        labels=CTX.owner,
-        finalizers=["liqo.io/tenant"],
-        deletionTimestamp="2026-01-01T00:00:00Z",
-    )
+    terminating_tenant(remote, "liqo.io/tenant")
     left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
     assert left == [f"Tenant {P_NS}/consumer-id on the provider"]
     assert ("tenants", P_NS, "consumer-id") not in remote.deleted
