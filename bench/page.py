@@ -233,6 +233,16 @@ def real_section(s: dict[str, Any], run_list: list[dict[str, Any]], title: str) 
         left = " / ".join(_f(c[k]) for k in ("m1", "m2", "delete")) if c else "-"
         right = " / ".join(_f(o[k]) for k in ("m1", "m2", "m3", "delete")) if o else "-"
         lines.append(f"| {n} | {left} | {right} |")
+    stuck = [r for r in run_list if r.get("left_after_delete")]
+    if stuck:
+        lines += [
+            "",
+            "What a deletion left, still there when the bench stopped waiting (its time is then that wait):",
+            "",
+        ]
+        for r in sorted(stuck, key=lambda r: (r["contender"], r["run"])):
+            what = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in sorted(r["left_after_delete"].items()))
+            lines.append(f"- {r['contender']} run {r['run']}: {what}")
     lines += [
         "",
         "Reaction by step, median, from a prerequisite's status write to the contender's next write (ms):",

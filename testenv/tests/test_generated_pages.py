@@ -39,3 +39,11 @@ def test_the_machine_is_one_line() -> None:
     )
     assert machine.summary(None) == "not recorded"
     assert {"nproc", "free_g", "cpu", "kernel"} <= set(machine.record())
+
+
+def test_what_a_deletion_left_is_on_the_page() -> None:
+    results = json.loads((DOCS / "performance.json").read_text())
+    run = results["real_chart_runs"][0]
+    run["left_after_delete"] = {"consumer/renews": ["liqo-tenant-x/controlplane-x"]}
+    text = page.render(results)
+    assert f"- {run['contender']} run {run['run']}: consumer/renews: liqo-tenant-x/controlplane-x" in text
