@@ -127,7 +127,6 @@ class PeeringService:
         # Per peering being unpeered: the phases of teardown.run known gone (kept in memory only: a restarted
         # operator reads them all again once).
         self._phases_done: dict[tuple[str, str], set[Any]] = {}
-        self._namespaces_found: dict[tuple[str, str], tuple[str, str]] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
@@ -154,7 +153,6 @@ class PeeringService:
         with self._guard:
             self._unpeering.pop((namespace, name), None)
             self._phases_done.pop((namespace, name), None)
-            self._namespaces_found.pop((namespace, name), None)
 
     def unpeering(self, namespace: str, name: str) -> Unpeering | None:
         """What the last unpeering pass of the peering found, if one ran."""
@@ -584,19 +582,16 @@ class PeeringService:
     def _tenant_namespaces(
         self, namespace: str, name: str, remote: ClusterClient | None, local_id: str, remote_id: str
     ) -> tuple[str, str]:
-        """The peering's tenant namespaces on both clusters (one not found: ""). Found once per unpeering: Liqo
-        names them by cluster ID, and they go only after everything in them."""
-        with self._guard:
-            known = self._namespaces_found.get((namespace, name))
-        if known is not None and (known[1] or remote is None):
-            return known
+        """The peering's tenant namespaces on both clusters (one not found: ""). Found once per unpeering, and
+        then taken from the last pass's record: Liqo names them by cluster ID, and they go only after
+        everything in them."""
+        last = self.unpeering(namespace, name)
+        if last is not None and last.ctx.consumer_tenant_ns and (last.ctx.provider_tenant_ns or remote is None):
+            return last.ctx.consumer_tenant_ns, last.ctx.provider_tenant_ns
         consumer_ns, provider_ns = together(
             lambda: discovery.find_tenant_namespace(self.local, remote_id) or "",
             lambda: (discovery.find_tenant_namespace(remote, local_id) or "") if remote else "",
         )
-        if consumer_ns and provider_ns:
-            with self._guard:
-                self._namespaces_found[(namespace, name)] = (consumer_ns, provider_ns)
         return consumer_ns, provider_ns
 
     def release_secret(self, namespace: str, secret: str | None, exclude: str | None = None) -> None:
