@@ -251,6 +251,10 @@ def deployment_summary(deployment: dict[str, Any] | None) -> str:
     return f"{'available' if available(deployment) else 'unavailable'} {ready}/{deployment['spec']['replicas']}"
 
 
+def status_of(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("status") or {}
+
+
 def parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
@@ -269,6 +273,9 @@ def wait_helmrelease_ready(env: Env, timeline: Timeline) -> None:
             timeout=180,
         )
         timeline.until("the HelmRelease Ready", look, lambda h, d: h.startswith("HelmRelease True"), timeout=240)
+        # helm-controller's patch helper writes the conditions first and the rest of the status (the release
+        # history) in a second request, so Ready can be read a moment before the history it reports.
+        wait_for("the HelmRelease's release history", lambda: status_of(env.helmrelease()).get("history"), timeout=30)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{env.diagnosis()}") from None
     finally:
