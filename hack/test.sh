@@ -11,11 +11,12 @@ source hack/build-lib.sh  # cpu_seconds
 phase() {
   local name=$1; shift
   local start=$SECONDS cpu
-  cpu=$(cpu_seconds)
+  local me=$BASHPID  # this shell, or the build lane's subshell
+  cpu=$(cpu_seconds "$me")
   echo "==> [$name] $*"
   local rc=0
   "$@" || rc=$?
-  local took=$((SECONDS - start)) used=$(($(cpu_seconds) - cpu))
+  local took=$((SECONDS - start)) used=$(($(cpu_seconds "$me") - cpu))
   TIMES+=("$(printf '%-18s %5ds  CPU %6ds%s' "$name" "$took" "$used" "$( ((rc)) && echo " (failed: exit $rc)")")")
   echo "==> [$name] done in ${took}s, CPU ${used}s (exit $rc)"
   return $rc
@@ -37,17 +38,35 @@ hack/go-download.sh >.local/go-download.log 2>&1 &
 downloads=$!
 
 phase venv hack/venv.sh
-phase tools hack/build-tools.sh
-if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh; fi
-# Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real).
-phase "liqo-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo.sh
-# The GitOps controllers for the GitOps e2e tests: Flux's source- and kustomize-controller, Argo CD, kustomize.
-phase gitops hack/build-gitops.sh
-# The nodes' container runtime (Debian packages). The operator's image builds beside the first tests
-# (hack/run-tests.sh).
+# The nodes' container runtime (Debian packages) first: apt takes a lock that the other builds must not race for.
 phase runtime hack/install-node-runtime.sh
-# Liqo's images, from the same modules (the liqochart e2e tests: Liqo's chart installed with helm).
-phase "liqo-images-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo-images.sh
+# The builds, in two lanes side by side: one Go build keeps about one core busy (its package graph has long
+# chains), so on an empty cache two lanes use both. Each lane stops at its first failure; the second
+# lane's log follows the first's.
+liqo_lane() {
+  # Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real).
+  phase "liqo-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo.sh || return
+  # The GitOps controllers for the GitOps e2e tests: Flux's controllers, Argo CD, kustomize.
+  phase gitops hack/build-gitops.sh || return
+  # Liqo's images, from the same modules (the liqochart e2e tests: Liqo's chart installed with helm).
+  phase "liqo-images-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo-images.sh || return
+}
+(
+  trap - EXIT
+  TIMES=()
+  rc=0
+  liqo_lane || rc=$?
+  printf '%s\n' "${TIMES[@]}" >.local/build-lane.times
+  exit "$rc"
+) >.local/build-lane.log 2>&1 &
+lane=$!
+lane_rc=0
+phase tools hack/build-tools.sh || lane_rc=$?
+if [[ $lane_rc == 0 && -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh || lane_rc=$?; fi
+wait "$lane" || lane_rc=$((lane_rc ? lane_rc : $?))
+cat .local/build-lane.log
+if [[ -s .local/build-lane.times ]]; then mapfile -t lane_times <.local/build-lane.times && TIMES+=("${lane_times[@]}"); fi
+if ((lane_rc)); then exit "$lane_rc"; fi
 wait "$downloads" || true
 echo "==> $(tail -n 1 .local/go-download.log) (in the background)"
 phase lint hack/lint.sh
