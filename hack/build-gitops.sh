@@ -9,8 +9,8 @@
 #   kustomize                                what Argo CD's repo server runs for a kustomization.yaml
 #   argocd-lua-health                        deploy/argocd/health.lua through Argo CD's own Lua VM
 #                                            (hack/tools/argocd/main.go)
-# Idempotent (a binary is rebuilt only when its version or inputs change) and one build at a time: each
-# `go build` already uses every core. Prints each build's time. Usage: hack/build-gitops.sh [binary...]
+# Idempotent (a binary is rebuilt only when its version or inputs change) and one build at a time (`make
+# test` runs another lane of builds beside it). Prints each build's time. Usage: hack/build-gitops.sh [binary...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -17,7 +17,7 @@ fi
 mkdir -p "$cache"
 tmp="$(mktemp -d "$cache/.kstatus-check-build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-(cd "$src" && CGO_ENABLED=0 go build -mod=readonly -trimpath -o "$tmp/kstatus-check" .) >&2
+(cd "$src" && CGO_ENABLED=0 GOGC=${GOGC:-400} go build -mod=readonly -trimpath -o "$tmp/kstatus-check" .) >&2
 # Publish atomically, so a concurrent build or an interrupted one never leaves a half-written binary.
 if ! mv -T "$tmp" "$dir" 2>/dev/null; then
   [[ -x $bin ]] || { echo "build-kstatus-check: could not publish $dir" >&2; exit 1; }

@@ -41,7 +41,9 @@ build() {
     cpu=$(cpu_seconds)
     # Static binaries (as upstream releases them); write to a temp name and rename so that an
     # interrupted build never leaves a truncated binary that a later run would treat as cached.
-    CGO_ENABLED=0 go -C "$root/$dir" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
+    # GOGC=400: the compiler collects garbage less often, for a little more memory (a build of oras took
+    # 12 % less CPU time than at the default 100).
+    CGO_ENABLED=0 GOGC=${GOGC:-400} go -C "$root/$dir" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
     mv -f "$out.tmp" "$out"
     echo "$inputs" >"$out.inputs"
     echo "built $(basename "$out") in $((SECONDS - start))s, CPU $(($(cpu_seconds) - cpu))s ($(du -h "$out" | cut -f1))"

@@ -5,7 +5,8 @@
 # from Debian's prometheus package, into a cache outside the repo:
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
-# Builds run one at a time on purpose: each `go build` already uses every core.
+# One build at a time: `make test` runs this beside hack/build-liqo.sh and hack/build-gitops.sh, since one
+# `go build` keeps about one core busy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
