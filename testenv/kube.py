@@ -8,7 +8,9 @@ Plain paths and JSON keep the stand-in and the environment code short and predic
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -16,6 +18,8 @@ from urllib.parse import quote
 from kubernetes import client, config
 
 Obj = dict[str, Any]
+
+log = logging.getLogger("testenv.kube")
 
 MERGE = "application/merge-patch+json"
 APPLY = "application/apply-patch+yaml"
@@ -208,11 +212,26 @@ class Kube:
                 return False
             raise
 
-    def watch(self, res: Res, selector: str | None = None, timeout: int = 30) -> Iterator[Obj]:
-        """Raw watch events ({type, object}) for up to `timeout` seconds, from "now"."""
-        query: dict[str, Any] = {"watch": "true", "timeoutSeconds": timeout, "allowWatchBookmarks": "false"}
+    def watch(
+        self,
+        res: Res,
+        selector: str | None = None,
+        timeout: int = 30,
+        resource_version: str | None = None,
+        bookmarks: bool = False,
+    ) -> Iterator[Obj]:
+        """Raw watch events ({type, object}) for up to `timeout` seconds: from `resource_version`, or without
+        one an ADDED event for each object that exists, then the changes. A resource_version too old to resume
+        from ends in an ERROR event whose object is a Status with code 410."""
+        query: dict[str, Any] = {
+            "watch": "true",
+            "timeoutSeconds": timeout,
+            "allowWatchBookmarks": str(bookmarks).lower(),
+        }
         if selector:
             query["labelSelector"] = selector
+        if resource_version:
+            query["resourceVersion"] = resource_version
         resp = self._call("GET", res.path(), query, timeout=(10, timeout + 10), stream=True)
         try:
             buf = b""
@@ -224,6 +243,29 @@ class Kube:
                         yield json.loads(line)
         finally:
             resp.release_conn()
+
+
+def follow(kube: Kube, res: Res, selector: str | None, changed: Callable[[], None], stopped: threading.Event) -> None:
+    """Call ``changed()`` for each change of a kind (and for each object that exists when it starts) until
+    ``stopped``: a watch that resumes where the last one ended, as an informer's does, so that only a change
+    calls it (a watch started afresh sends every existing object again). Bookmarks keep the point to resume
+    from recent; one too old to resume from (410), or a failed watch, starts afresh, which is a change too."""
+    version: str | None = None
+    while not stopped.is_set():
+        try:
+            for event in kube.watch(res, selector, timeout=300, resource_version=version, bookmarks=True):
+                if stopped.is_set():
+                    return
+                if event.get("type") == "ERROR":
+                    version = None
+                    break
+                version = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion") or version
+                if event.get("type") != "BOOKMARK":
+                    changed()
+        except Exception as e:  # kind not installed, API server restarting, ...
+            log.debug("watch %s: %s", res.plural, e)
+            version = None  # a restarted API server (new etcd) may not know it
+            stopped.wait(2)
 
 
 def b64(data: bytes | str) -> str:

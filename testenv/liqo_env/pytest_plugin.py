@@ -108,8 +108,9 @@ class StandInProcess:
             str(lc["provider"].kubeconfig),
             "--liqo-namespace",
             lc.namespace,
+            # A safety net only: watch events wake it, and what is due later (heartbeats, delays) sets its own time.
             "--resync",
-            "2",
+            "10",
         ]
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)

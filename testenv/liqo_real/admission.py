@@ -55,9 +55,9 @@ def webhook_paths(docs: list[Obj]) -> dict[str, str]:
 
 
 class AdmissionStandIn(SyncLoop):
-    """Polls the POST_HOC kinds and has the real webhook mutate each new object once."""
+    """Watches the POST_HOC kinds and has the real webhook mutate each new object once."""
 
-    def __init__(self, name: str, kc: Kube, runner: ComponentRunner, paths: dict[str, str], interval: float = 0.5):
+    def __init__(self, name: str, kc: Kube, runner: ComponentRunner, paths: dict[str, str], interval: float = 5.0):
         super().__init__(name, interval)
         self.kc = kc
         self.runner = runner
@@ -70,9 +70,13 @@ class AdmissionStandIn(SyncLoop):
         if missing:
             raise RuntimeError(f"no mutating webhook for {missing} in Liqo's chart")
 
+    def watched(self) -> list[tuple[Kube, k.Res, str | None]]:
+        return [(self.kc, k.Res(group, version, plural), None) for group, version, plural, _ in sorted(POST_HOC)]
+
     def sync(self) -> None:
         port = self.runner.flag("webhook", "--webhook-port")
         if not port:
+            self.due_in(1.0)  # the webhook's process has not started yet
             return
         for group, version, plural, kind in sorted(POST_HOC):
             res = k.Res(group, version, plural)

@@ -53,12 +53,17 @@ def gateway_flags(dep: Obj) -> dict[str, str] | None:
 
 
 class DataPlaneStandIn(SyncLoop):
-    """One cluster's data plane, reconciled every `interval` seconds in a thread."""
+    """One cluster's data plane, reconciled in a thread when what it reads changes (every `interval` seconds
+    too, as a safety net)."""
 
-    def __init__(self, name: str, kc: Kube, liqo_namespace: str = "liqo", interval: float = 1.0) -> None:
+    def __init__(self, name: str, kc: Kube, liqo_namespace: str = "liqo", interval: float = 5.0) -> None:
         super().__init__(name, interval)
         self.kc = kc
         self.liqo_namespace = liqo_namespace
+
+    def watched(self) -> list[tuple[Kube, k.Res, str | None]]:
+        kinds = (k.DEPLOYMENT, k.POD, SERVICE, k.CONNECTION, k.PUBLICKEY, k.CONFIGMAP)
+        return [(self.kc, res, None) for res in kinds]
 
     def fault(self) -> str | None:
         cm = self.kc.get(k.CONFIGMAP, FAULTS_CONFIGMAP, self.liqo_namespace)

@@ -50,7 +50,9 @@ from .loop import SyncLoop
 # Liqo binaries this runner runs (hack/build-liqo.sh builds them).
 RUNNABLE = frozenset({"liqo-controller-manager", "crd-replicator", "ipam", "virtual-kubelet", "webhook"})
 READY_AFTER = 2.0
-POLL_INTERVAL = 1.0
+# A pass runs when a Deployment or Pod changes, when a process exits and when a process is due to be
+# reported ready or restarted; this is the safety net.
+POLL_INTERVAL = 5.0
 # On the Pods whose process runs here: a deleted Pod stays until its process has stopped.
 FINALIZER = "liqo-real.local/process"
 LOCAL_IP = "127.0.0.1"
@@ -255,6 +257,9 @@ class ComponentRunner(SyncLoop):
                 proc.stop()
             self.procs.clear()
 
+    def watched(self) -> list[tuple[Kube, k.Res, str | None]]:
+        return [(self.kc, k.DEPLOYMENT, None), (self.kc, k.POD, None)]
+
     def record_error(self, message: str) -> None:
         msg = f"{self.name}: sync failed: {message}"
         if not self.errors or self.errors[-1] != msg:
@@ -361,8 +366,26 @@ class ComponentRunner(SyncLoop):
                 self._report(proc, pod, ready=False)
             if t >= proc.next_start:
                 proc.start(self.workdir)
+                self._wake_on_exit(proc)
+                self.due_in(READY_AFTER)
+            else:
+                self.due_in(proc.next_start - t)
             return
-        self._report(proc, pod, ready=t - proc.started >= READY_AFTER)
+        up = t - proc.started
+        if up < READY_AFTER:
+            self.due_in(READY_AFTER - up)
+        self._report(proc, pod, ready=up >= READY_AFTER)
+
+    def _wake_on_exit(self, proc: Proc) -> None:
+        """A pass as soon as the process exits (a kubelet sees its container die)."""
+        popen = proc.popen
+
+        def wait() -> None:
+            if popen is not None:
+                popen.wait()
+                self.wake()
+
+        threading.Thread(target=wait, name=f"exit-{proc.key}", daemon=True).start()
 
     def _report(self, proc: Proc, pod: Obj, ready: bool) -> None:
         """Pod status as a kubelet would write it."""

@@ -205,15 +205,7 @@ class StandIn:
             time.sleep(0.1)  # coalesce bursts of watch events into one pass
 
     def _watch(self, side: Side, res: k.Res, selector: str | None) -> None:
-        while not self._stop.is_set():
-            try:
-                for _ in side.kube.watch(res, selector, timeout=20):
-                    self._wake.set()
-                    if self._stop.is_set():
-                        return
-            except Exception as e:  # kind not installed (Liqo missing), server restarting, ...
-                log.debug("watch %s/%s: %s", side.name, res.plural, e)
-                self._stop.wait(2)
+        k.follow(side.kube, res, selector, self._wake.set, self._stop)
 
     # --- one pass ----------------------------------------------------------------------------------------
     def reconcile_once(self) -> None:
