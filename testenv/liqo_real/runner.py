@@ -347,6 +347,7 @@ class ComponentRunner(SyncLoop):
             "HOME": str(home),
             **env,
             "KUBECONFIG": str(self.kubeconfig),
+            **({"GOGC": os.environ["GOGC"]} if "GOGC" in os.environ else {}),  # as for the harness's other Go programs
         }
         log_path = self.log_dir / f"{pod['metadata']['namespace']}.{pod['metadata']['name']}.log"
         proc = Proc(key, binary, [str(liqo_binary(binary)), *args], full_env, log_path, pod["metadata"]["uid"])
