@@ -482,26 +482,86 @@ def test_a_failed_read_fails_the_pass_once_the_others_have_ended(
         teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
 
 
-def test_a_phase_found_gone_is_not_read_again_in_the_same_unpeering() -> None:
-    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
-    populate(local, remote, finalizers=True)
-    done: set[Any] = set()
-    for _ in range(2):  # the slice, then the virtual node, each deleted and then gone
-        assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
-        local.finish_deletions()
-    teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
-    assert len(done) == 2  # the slice's phase and the virtual node's
-
+def counting(client: FakeClusterClient) -> list[str]:
+    """The kinds the client reads from now on, in order."""
     reads: list[str] = []
-    plain = local.get
+    plain = client.get
 
     def counted(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         reads.append(res.kind)
         return plain(res, name, namespace)
 
-    local.get = counted  # type: ignore[method-assign]
+    client.get = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_what_a_pass_found_gone_is_not_read_again_in_the_same_unpeering() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote, finalizers=True)
+    done = teardown.Progress()
+    for _ in range(2):  # the slice, then the virtual node, each deleted and then gone
+        assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
+        local.finish_deletions()
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
+    assert {step[1].kind for step in done.settled} == {"ResourceSlice", "VirtualNode"}
+
+    reads = counting(local)
     local.finish_deletions()
     remote.finish_deletions()
     teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
     assert "ResourceSlice" not in reads and "VirtualNode" not in reads
-    assert "Identity" in reads
+    assert reads.count("Identity") == 1  # gone now: its Secrets are looked at, it is not read again
+    reads.clear()
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
+    assert "Identity" not in reads
+
+
+def test_out_of_band_the_network_deleted_with_the_identity_is_read_again_only_where_it_is_waited_for() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote, finalizers=True)
+    local.delete(r.RESOURCE_SLICE, "provider-id", C_NS)
+    local.delete(r.VIRTUAL_NODE, "provider-id", C_NS)
+    local.finish_deletions()
+    done = teardown.Progress()
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False, done=done)
+    assert left == [f"Identity {C_NS}/controlplane-provider-id on the consumer"]
+    assert ("configurations", C_NS, "provider-id") in local.deleted  # the network went with the Identity
+
+    # The Identity still going: only it is read again, not the network a later phase waits for.
+    reads, remote_reads = counting(local), counting(remote)
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False, done=done)
+    assert reads == ["Identity"] and remote_reads == []
+
+    # The Identity gone: the Tenant's phase reads (and waits for) the network too.
+    local.finish_deletions()
+    reads.clear()
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False, done=done)
+    assert "Configuration" in reads and "Tenant" in remote_reads
+    assert f"Tenant {P_NS}/consumer-id on the provider" in left
+
+
+def test_a_slow_read_in_a_phase_holds_up_no_other_object_of_it() -> None:
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote)
+    for res, name, ns in ((r.RESOURCE_SLICE, "provider-id", C_NS), (r.VIRTUAL_NODE, "provider-id", C_NS)):
+        local.delete(res, name, ns)
+    local.delete(r.IDENTITY, naming.identity_name("provider-id"), C_NS)
+    release = threading.Event()
+    plain = remote.get
+
+    def slow(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        if res == r.SECRET:
+            assert release.wait(10)  # the nonce's read waits for the Tenant's delete
+        return plain(res, name, namespace)
+
+    remote.get = slow  # type: ignore[method-assign]
+    plain_delete = remote.delete
+
+    def delete(res: r.Resource, name: str, namespace: str | None = None, **kw: Any) -> dict[str, Any] | None:
+        if res == r.TENANT:
+            release.set()
+        return plain_delete(res, name, namespace, **kw)
+
+    remote.delete = delete  # type: ignore[method-assign]
+    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False) == []
+    assert ("tenants", P_NS, "consumer-id") in remote.deleted

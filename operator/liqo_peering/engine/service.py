@@ -124,9 +124,9 @@ class PeeringService:
         self.remotes = remotes if remotes is not None else RemoteClients()
         self._guard = threading.Lock()
         self._unpeering: dict[tuple[str, str], Unpeering] = {}
-        # Per peering being unpeered: the phases of teardown.run known gone (kept in memory only: a restarted
-        # operator reads them all again once).
-        self._phases_done: dict[tuple[str, str], set[Any]] = {}
+        # Per peering being unpeered: what teardown.run found so far (kept in memory only: a restarted operator
+        # reads everything again once).
+        self._progress: dict[tuple[str, str], teardown.Progress] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
@@ -152,7 +152,7 @@ class PeeringService:
         self.remotes.release((namespace, name))
         with self._guard:
             self._unpeering.pop((namespace, name), None)
-            self._phases_done.pop((namespace, name), None)
+            self._progress.pop((namespace, name), None)
 
     def unpeering(self, namespace: str, name: str) -> Unpeering | None:
         """What the last unpeering pass of the peering found, if one ran."""
@@ -522,7 +522,7 @@ class PeeringService:
         # other one uses; then the other, no longer bidirectional, with the network last. The reverse
         # direction goes first, as it is the one this peering added on top of the forward one.
         with self._guard:
-            done = self._phases_done.setdefault((namespace, name), set())
+            done = self._progress.setdefault((namespace, name), teardown.Progress())
         if reverse:
             left = teardown.run(self.local, remote, ctx, bidirectional=True, local_only=force, reverse=True, done=done)
             if left:

@@ -15,6 +15,7 @@ direction's steps are the same with the clusters swapped (``reverse=True``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,23 @@ from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
 Step = tuple[str, r.Resource, str, str]  # side, kind, name, namespace
+
+
+@dataclass
+class Progress:
+    """What the earlier passes of one unpeering found, so that a pass reads only what may still change: nothing
+    re-creates what unpeering deleted (the peering's own passes have stopped)."""
+
+    absent: set[Step] = field(default_factory=set)  # read as gone, or someone else's: not read again
+    deleted: set[Step] = field(default_factory=set)  # deleted: a later phase that waits for it reads it then
+    settled: set[Step] = field(default_factory=set)  # nothing of it left to wait for
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    left: list[str]  # what must still go before the next phase
+    absent: bool
+    deleted: bool
 
 
 def plan(
@@ -102,12 +120,12 @@ def run(
     local_only: bool,
     reverse: bool = False,
     in_band: bool = True,
-    done: set[tuple[Step, ...]] | None = None,
+    done: Progress | None = None,
 ) -> list[str]:
     """Delete the next phase; return what still exists (empty when unpeering is complete).
 
-    ``done``: the phases an earlier pass of the same unpeering found gone, added to as they go. Nothing
-    re-creates what a phase deleted (the peering's own passes have stopped), so they are not read again.
+    ``done``: what the earlier passes of the same unpeering found, added to as this one goes. The objects of a
+    phase are each read and deleted side by side, so that one slow read holds none of the others up.
 
     Only objects labelled as this peering's are deleted (plus the VirtualNode Liqo derives from our
     ResourceSlice): a refused duplicate LiqoPeering, or one that never got that far, removes nothing
@@ -120,53 +138,50 @@ def run(
     roles = {"consumer": remote, "provider": local} if reverse else {"consumer": local, "provider": remote}
     clients = {role: client if client is local else reachable for role, client in roles.items()}
     phases = plan(ctx, bidirectional=bidirectional, local_only=False, in_band=in_band)
-    done = set() if done is None else done
+    done = Progress() if done is None else done
     for index, phase in enumerate(phases):
-        steps = [(step, client) for step in phase if (client := clients[step[0]]) is not None and step[3]]
         # What this pass can act on (not a side force-delete spares, nor a namespace not found yet).
-        acted = tuple(step for step, _ in steps)
-        if acted in done:
-            continue
+        steps = [(step, client) for step in phase if (client := clients[step[0]]) is not None and step[3]]
         later = {step for next_phase in phases[index + 1 :] for step in next_phase}
-        found = _read_all(steps)
-        remaining = []
-        for step, client in steps:
-            _, res, name, ns = step
-            left = _step(client, ctx, res, name, ns, found.get(step))
-            remaining += [] if step in later else left
+        todo = [
+            (step, client)
+            for step, client in steps
+            if step not in done.settled and not (step in later and step in done.deleted)
+        ]
+        outcomes = together(*(partial(_step, client, ctx, step, step in done.absent) for step, client in todo))
+        remaining: list[str] = []
+        for (step, _), outcome in zip(todo, outcomes, strict=True):
+            if outcome.absent:
+                done.absent.add(step)
+            if outcome.deleted:
+                done.deleted.add(step)
+            if not outcome.left:
+                done.settled.add(step)
+            remaining += [] if step in later else outcome.left
         if remaining:
             return remaining
-        done.add(acted)
     return []
 
 
-def _read_all(steps: list[tuple[Step, ClusterClient]]) -> dict[Step, dict[str, Any] | None]:
-    """Each named object of a phase (not the offloading steps, which list), read side by side: once
-    deleted they are no longer cached, and each read of one that is gone asks its API server."""
-    named = [(step, client) for step, client in steps if step[1] not in (r.RESOURCE_SLICE, r.VIRTUAL_NODE)]
-    found = together(*(partial(client.get, step[1], step[2], step[3]) for step, client in named))
-    return {step: obj for (step, _), obj in zip(named, found, strict=True)}
-
-
-def _step(
-    client: ClusterClient, ctx: PeeringContext, res: r.Resource, name: str, ns: str, obj: dict[str, Any] | None
-) -> list[str]:
-    """Delete one object (``obj``, as just read) if it is ours; return what must still go before the next
-    phase."""
+def _step(client: ClusterClient, ctx: PeeringContext, step: Step, absent: bool) -> _Outcome:
+    """Read one object (unless an earlier pass found it gone) and delete it if it is ours."""
+    _, res, name, ns = step
     if res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE):
-        return _offloading_step(client, ctx, res, ns)
+        left = _offloading_step(client, ctx, res, ns)
+        return _Outcome(left, absent=not left, deleted=True)
+    obj = None if absent else client.get(res, name, ns)
     if obj is not None:
         if not _owned(obj, ctx):
-            return []
+            return _Outcome([], absent=True, deleted=False)
         # Deleted once only: a second foreground delete puts the garbage collector's finalizer back on an
         # object it has released already (a Tenant still held by Liqo's finalizer then waits another round).
-        left = obj if _terminating(obj) else client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
-        if left is not None:
-            return [f"{res.kind} {ns}/{name} on the {client.side}{_held_by(left, client.side)}"]
+        still = obj if _terminating(obj) else client.delete(res, name, ns, with_dependents=res in WITH_DEPENDENTS)
+        if still is not None:
+            held = [f"{res.kind} {ns}/{name} on the {client.side}{_held_by(still, client.side)}"]
+            return _Outcome(held, absent=False, deleted=True)
     # Checked on every pass once the Identity is gone, not only on the pass that saw it go.
-    if res == r.IDENTITY:
-        return _identity_secrets_left(client, ctx)
-    return []
+    secrets = _identity_secrets_left(client, ctx) if res == r.IDENTITY else []
+    return _Outcome(secrets, absent=True, deleted=obj is not None)
 
 
 FOREGROUND = "foregroundDeletion"  # the API server's finalizer of an object deleted in the foreground
