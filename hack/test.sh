@@ -26,8 +26,7 @@ report() {
   for t in "${TIMES[@]}"; do echo "    $t"; done
 }
 trap report EXIT
-# The Liqo the full suite runs; the other versions (LIQO_MATRIX, tier matrix) are built in that tier's lane
-# (hack/run-tests.sh), while the other tiers test.
+# The Liqo the full suite runs; the other versions (LIQO_MATRIX) are those of the tier matrix.
 # shellcheck source=versions.env
 liqo_version=$(source hack/versions.env && echo "$LIQO_VERSION")
 
@@ -41,32 +40,45 @@ phase venv hack/venv.sh
 # The nodes' container runtime (Debian packages) first: apt takes a lock that the other builds must not race for.
 phase runtime hack/install-node-runtime.sh
 # The builds, in two lanes side by side: one Go build keeps about one core busy (its package graph has long
-# chains), so on an empty cache two lanes use both. Each lane stops at its first failure; the second
-# lane's log follows the first's.
-liqo_lane() {
-  # Liqo's control plane (and liqoctl) for the realliqo e2e tests (testenv/liqo_real).
-  phase "liqo-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo.sh || return
+# chains), so on an empty cache two lanes use both. Everything the tests run is built here, the other Liqo
+# versions (LIQO_MATRIX) and cosign too: built beside the tests instead, they were the tail of a cold run.
+# Each lane stops at its first failure; the second lane's log follows the first's.
+read -ra matrix <<<"$(source hack/versions.env && echo "$LIQO_MATRIX")"
+liqo_builds() { # <version>: Liqo's control plane (and liqoctl), then its images (Liqo's chart on the nodes)
+  phase "liqo-$1" env LIQO_VERSION="$1" hack/build-liqo.sh || return
+  phase "liqo-images-$1" env LIQO_VERSION="$1" hack/build-liqo-images.sh || return
+}
+second_lane() {
+  liqo_builds "$liqo_version" || return
   # The GitOps controllers for the GitOps e2e tests: Flux's controllers, Argo CD, kustomize.
   phase gitops hack/build-gitops.sh || return
-  # Liqo's images, from the same modules (the liqochart e2e tests: Liqo's chart installed with helm).
-  phase "liqo-images-$liqo_version" env LIQO_VERSION="$liqo_version" hack/build-liqo-images.sh || return
+  local v
+  for v in "${matrix[@]:1}"; do liqo_builds "$v" || return; done
 }
 (
   trap - EXIT
   TIMES=()
   rc=0
-  liqo_lane || rc=$?
+  second_lane || rc=$?
   printf '%s\n' "${TIMES[@]}" >.local/build-lane.times
   exit "$rc"
 ) >.local/build-lane.log 2>&1 &
 lane=$!
+first_lane() {
+  phase tools hack/build-tools.sh || return
+  if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh || return; fi
+  # cosign, for the release test's signatures.
+  phase cosign hack/build-cosign.sh || return
+  if ((${#matrix[@]})); then liqo_builds "${matrix[0]}" || return; fi
+}
 lane_rc=0
-phase tools hack/build-tools.sh || lane_rc=$?
-if [[ $lane_rc == 0 && -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh || lane_rc=$?; fi
+first_lane || lane_rc=$?
 wait "$lane" || lane_rc=$((lane_rc ? lane_rc : $?))
 cat .local/build-lane.log
 if [[ -s .local/build-lane.times ]]; then mapfile -t lane_times <.local/build-lane.times && TIMES+=("${lane_times[@]}"); fi
 if ((lane_rc)); then exit "$lane_rc"; fi
+# hack/run-tests.sh need not check the matrix builds again.
+export LIQO_MATRIX_BUILT=1
 wait "$downloads" || true
 echo "==> $(tail -n 1 .local/go-download.log) (in the background)"
 phase lint hack/lint.sh
