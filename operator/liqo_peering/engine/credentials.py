@@ -455,9 +455,10 @@ def forget(local: ClusterClient, peering: dict[str, Any]) -> None:
 
 
 def _find_secret(local: ClusterClient, namespace: str, name: str, labels: str | None = None) -> dict[str, Any] | None:
-    """A Secret that may well be absent, from the informer's cache of the namespace once it has synced: a get
-    would ask the API server on every pass to learn it is still not there."""
-    return next((s for s in local.find(r.SECRET, namespace, labels=labels) if s["metadata"]["name"] == name), None)
+    """A Secret that may well be absent, from the cache of the informer of its name once it has synced (the
+    peering's routes watch it): a get would ask the API server on every pass to learn it is still not there."""
+    found = local.find(r.SECRET, namespace, labels=labels, fields=f"metadata.name={name}")
+    return next((s for s in found if s["metadata"]["name"] == name), None)
 
 
 def _delete_minted_secret(local: ClusterClient, namespace: str, name: str) -> None:

@@ -129,7 +129,7 @@ class PeeringSets:
         return self.service.report_failure(key.namespace, key.name, error)
 
     def routes(self, key: ObjectKey, outcome: SetOutcome) -> list[Route]:
-        return set_routes(self.service.local, key.namespace, key.name)
+        return set_routes(self.service.local, key.namespace, key.name, outcome.secrets)
 
     def delay(self, outcome: SetOutcome, failures: int) -> float:
         return min(2.0**failures, self.resync_interval) if failures else self.resync_interval
