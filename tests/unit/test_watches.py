@@ -489,11 +489,19 @@ def test_every_informer_on_the_consumer_carries_a_selector() -> None:
         (True, Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR)),
         (False, Scope(r.DEPLOYMENT, p_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)),
     }
-    secrets = {route.scope for route in routes if route.wake_as == "kubeconfig"}
+    secrets = {(route.scope, route.name) for route in routes if route.wake_as == "kubeconfig"}
     assert secrets == {
-        Scope(r.SECRET, "team-a", fields=name_field("kubeconfig")),
-        Scope(r.SECRET, "team-a", fields=name_field("p-minted")),
+        (Scope(r.SECRET, "team-a", fields=name_field("kubeconfig")), "kubeconfig"),
+        (Scope(r.SECRET, "team-a", labels="peering.liqo-operator.io/credentials=minted"), "p-minted"),
     }
+    # A peering that does not mint reads the minted Secrets' cache too (one left over is revoked), but their
+    # changes are no kubeconfig change of its own.
+    (leftover,) = [
+        route
+        for route in peering_routes(local, None, None, ("team-a", "kubeconfig"), minted_secret="p", mints=False)
+        if route.scope.labels
+    ]
+    assert leftover.name == "p" and leftover.wake_as is None
 
 
 def test_a_changed_kubeconfig_reference_is_a_new_informer_that_lists_and_wakes(

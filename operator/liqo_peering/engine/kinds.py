@@ -77,6 +77,7 @@ class Peerings:
             outcome.secret,
             self.namespaced_tenant_reads,
             outcome.minted_secret,
+            mints=outcome.mints,
             reverse=outcome.reverse,
             liqo_namespaces=outcome.liqo_namespaces,
             gateway_location=outcome.gateway_location,

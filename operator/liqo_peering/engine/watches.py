@@ -21,6 +21,7 @@ from liqo_peering.api.model import GatewayLocation
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.informer import Informer, Scope
 from liqo_peering.liqo import naming
+from liqo_peering.liqo import peeringuser as pu
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
@@ -64,6 +65,7 @@ def peering_routes(
     secret: tuple[str, str],
     namespaced_tenant_reads: bool = False,
     minted_secret: str | None = None,
+    mints: bool = True,
     reverse: bool = False,
     liqo_namespaces: tuple[str, str] | None = None,
     gateway_location: GatewayLocation = "Provider",
@@ -79,12 +81,13 @@ def peering_routes(
     wake the peering too (reverse_routes). ``liqo_namespaces``: Liqo's namespace on the consumer and on the
     provider, from the spec, for a peering stopped before its context is known. ``gateway_location``: the
     cluster whose gateway serves (spec.networking.gatewayServer.location), which says which gateway kind each
-    cluster holds.
+    cluster holds. ``minted_secret``: the Secret the peering mints its credential into, a credential when it
+    ``mints`` (spec.credentials.mint), else one left from when it did, which the pass revokes.
     """
     namespace, secret_name = secret
     routes = [secret_route(local, namespace, secret_name)]
-    if minted_secret is not None:  # spec.credentials.mint: the minted kubeconfig's Secret, beside it
-        routes.append(secret_route(local, namespace, minted_secret))
+    if minted_secret is not None:
+        routes.append(minted_route(local, namespace, minted_secret, mints))
     if remote is not None:
         # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
         routes.append(Route(remote, Scope(r.HEALTH), wake_as=HEALTH_CHANGED))
@@ -155,6 +158,14 @@ def secret_route(client: ClusterClient, namespace: str, name: str) -> Route:
     carries no label of ours, and the namespace's other Secrets (Helm's releases, ...) are not the
     operator's to hold. A changed reference is a new route, whose informer lists (and wakes) at once."""
     return Route(client, Scope(r.SECRET, namespace, fields=name_field(name)), name=name, wake_as=KUBECONFIG)
+
+
+def minted_route(client: ClusterClient, namespace: str, name: str, mints: bool) -> Route:
+    """The minted kubeconfig Secret, in the informer of every Secret the operator minted in the namespace (by
+    its label), shared by the peerings there: one without spec.credentials.mint still reads there, each pass,
+    whether one is left to revoke. Only a credential in use wakes its peering as a kubeconfig change does."""
+    scope = Scope(r.SECRET, namespace, labels=pu.MINTED_SELECTOR)
+    return Route(client, scope, name=name, wake_as=KUBECONFIG if mints else None)
 
 
 def name_field(name: str) -> str:
