@@ -2,12 +2,13 @@
 
 Every kube-apiserver that testenv.localk8s starts logs, as JSON lines in `LocalCluster.audit_log`, each
 write (create, update, patch, delete, deletecollection, subresources such as status included) at level
-Metadata, and nothing else (see POLICY). The log is written in blocking mode, so a write's line is in the
-file before its response is complete.
+Metadata, the start of each watch, and nothing else (see POLICY). The log is written in blocking mode, so
+a write's line is in the file before its response is complete.
 
     events = writes(cluster.audit_log, since=start, user_agent_prefix="liqo-peering-operator")
     count_by(events, "verb")       # Counter({"patch": 12, "create": 7})
     count_by(events, "resource")   # Counter({"liqopeerings/status": 9, "tenants": 1, ...})
+    watches(cluster.audit_log, user_agent_prefix="liqo-peering-operator")[0].request_uri  # with its selectors
 """
 
 from __future__ import annotations
