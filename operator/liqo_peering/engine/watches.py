@@ -154,8 +154,8 @@ def peering_routes(
 
 
 def secret_route(client: ClusterClient, namespace: str, name: str) -> Route:
-    """A kubeconfig Secret the peering references (or mints), watched by its name alone: a Secret of a user
-    carries no label of ours, and the namespace's other Secrets (Helm's releases, ...) are not the
+    """The kubeconfig Secret the peering references, watched by its name alone: a Secret of a user carries no
+    label of ours, and the namespace's other Secrets (Helm's releases, ...) are not the
     operator's to hold. A changed reference is a new route, whose informer lists (and wakes) at once."""
     return Route(client, Scope(r.SECRET, namespace, fields=name_field(name)), name=name, wake_as=KUBECONFIG)
 
