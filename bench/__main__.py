@@ -1,4 +1,4 @@
-"""python -m bench [--runs N] [--scale 1,10,25,50] [--fleet 10] [--skip-real] [--skip-scale] [--install chart] ...:
+"""python -m bench [--runs N] [--scale 1,10,25,50] [--fleet 10] [--memory 5000] [--skip-real] [--skip-scale] ...:
 see --help."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from testenv import machine
 
 from . import page, real, report, scale
+from .clutter import Clutter
 from .common import load_average
 from .procs import exit_on_sigterm, log
 
@@ -45,7 +46,9 @@ def save(results: dict[str, Any], out: Path, meta: dict[str, Any], meta_key: str
         "load_average_after": load_average(),
         "args": meta["args"],
     }
-    results["targets"] = report.targets(results.get("real_summary"), results.get("scale_summary"))
+    results["targets"] = report.targets(
+        results.get("real_summary"), results.get("scale_summary"), results.get("memory_summary")
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
 
@@ -63,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         default=10,
         help="the fleet row: this many peerings made by one LiqoPeeringSet, against as many LiqoPeerings, on"
         " the scale part's setup (default 10; 0 keeps the fleet results already in --out)",
+    )
+    p.add_argument(
+        "--memory",
+        type=int,
+        default=0,
+        help="the memory row: one peering on the scale part's setup, on an empty consumer and on one holding"
+        " this many unrelated Deployments and as many unrelated Secrets (5000, say; default 0 keeps the memory"
+        " results already in --out)",
     )
     p.add_argument(
         "--install",
@@ -90,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     runs_key, summary_key, meta_key = RESULT_KEYS[args.install]
     if args.install != "processes":
         args.skip_scale = True
+    # With the real-Liqo and scale parts kept, the run's meta goes with the part it measured.
+    if args.skip_real and args.skip_scale:
+        meta_key = "fleet_meta" if args.fleet else "memory_meta"
 
     exit_on_sigterm()
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -120,7 +134,14 @@ def main(argv: list[str] | None = None) -> int:
                 fleet_run = scale.run_level(args.fleet, work, args.idle_seconds, args.keep, via_set=via_set)
                 results["fleet_runs"].append(fleet_run.to_json())
                 results["fleet_summary"] = report.summarize_fleet(results["fleet_runs"])
-                save(results, args.out, meta, "fleet_meta" if args.skip_real and args.skip_scale else meta_key)
+                save(results, args.out, meta, meta_key)
+        if args.memory and args.install == "processes":
+            results["memory_runs"] = []
+            clutter = Clutter(args.memory, args.memory)
+            for memory_run in scale.run_memory(clutter, work, min(args.idle_seconds, 30.0), args.keep):
+                results["memory_runs"].append(memory_run.to_json())
+                results["memory_summary"] = report.summarize_memory(results["memory_runs"])
+                save(results, args.out, meta, meta_key)
     except KeyboardInterrupt:
         log("interrupted: everything started has been stopped")
         return 130
@@ -129,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    save(results, args.out, meta, "fleet_meta" if args.skip_real and args.skip_scale else meta_key)
+    save(results, args.out, meta, meta_key)
     report.plot(results, args.plot)
     page.write(results, args.out.with_suffix(".md"))
     print(report.console(results))

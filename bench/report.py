@@ -17,6 +17,8 @@ TARGET_REACTION_P95 = 0.500
 TARGET_SCALE_RATIO = 3.0
 TARGET_RSS_MB = 120.0
 TARGET_IDLE_CPU = 1.0
+# The memory row: RSS at rest with the consumer full of objects no peering concerns, against an empty one.
+TARGET_MEMORY_RATIO = 1.1
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -154,7 +156,24 @@ def summarize_fleet(runs: list[Run]) -> list[dict[str, Any]]:
     return rows
 
 
-def targets(real: dict[str, Any] | None, scale: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def summarize_memory(runs: list[Run]) -> list[dict[str, Any]]:
+    """The memory rows: one peering on an empty consumer and on one full of unrelated objects (summarize_scale's
+    columns, plus how many objects, the bytes the operator read, and the RSS against the empty consumer's)."""
+    rows = []
+    for run in runs:
+        (row,) = summarize_scale([run])
+        row["clutter"] = run.get("clutter") or {}
+        row["operator_read_mb"] = run.get("operator_read_mb")
+        rows.append(row)
+    empty = next((row["rss_mb"] for row in rows if not any(row["clutter"].values())), None)
+    for row in rows:
+        row["rss_vs_empty"] = _ratio(row["rss_mb"], empty)
+    return rows
+
+
+def targets(
+    real: dict[str, Any] | None, scale: list[dict[str, Any]] | None, memory: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Each target: the measured value and whether it was met (None when not measured)."""
     out: list[dict[str, Any]] = []
 
@@ -177,6 +196,16 @@ def targets(real: dict[str, Any] | None, scale: list[dict[str, Any]] | None) -> 
             add(f"idle CPU < 1 % with {n} Ready", by_n[n]["idle_cpu_percent"], TARGET_IDLE_CPU, "%")
         for n in sorted({min(by_n), max(by_n)}):
             add(f"0 writes at rest with {n} Ready", by_n[n]["writes_at_rest"], 0, "writes")
+    for row in memory or []:
+        objects = row["clutter"]
+        if any(objects.values()):
+            add(
+                f"RSS with {objects.get('deployments', 0)} Deployments and {objects.get('secrets', 0)} Secrets"
+                f" unrelated <= {TARGET_MEMORY_RATIO}x an empty consumer's",
+                row["rss_vs_empty"],
+                TARGET_MEMORY_RATIO,
+                "x",
+            )
     return out
 
 
@@ -279,12 +308,32 @@ def console(results: dict[str, Any]) -> str:
                 f"| {_fmt(row['idle_cpu_percent'])} % | {row['writes_at_rest']} |"
             )
         lines.append("")
+    memory = results.get("memory_summary")
+    if memory:
+        title = "Memory: one peering, the consumer empty or full of unrelated objects"
+        lines += [title, "", *_memory_table(memory), ""]
     if results.get("targets"):
         lines += ["| target | measured | met |", "| --- | --- | --- |"]
         for t in results["targets"]:
             met = {True: "yes", False: "**no**", None: "not measured"}[t["met"]]
             lines.append(f"| {t['target']} | {_fmt(t['value'], 3)} {t['unit']} | {met} |")
     return "\n".join(lines)
+
+
+def _memory_table(memory: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| unrelated Deployments | unrelated Secrets | RSS MB at rest | vs empty | peak RSS MB "
+        "| MB the operator read | Ready after (s) | idle CPU |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in memory:
+        objects = row["clutter"]
+        lines.append(
+            f"| {objects.get('deployments', 0)} | {objects.get('secrets', 0)} | {_fmt(row['rss_mb'], 1)} "
+            f"| {_fmt(row['rss_vs_empty'])}x | {_fmt(row['peak_rss_mb'], 1)} | {_fmt(row['operator_read_mb'], 1)} "
+            f"| {_fmt(row['all_ready'], 1)} | {_fmt(row['idle_cpu_percent'])} % |"
+        )
+    return lines
 
 
 def plot(results: dict[str, Any], path: Path) -> None:

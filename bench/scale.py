@@ -30,7 +30,9 @@ from testenv.operator_support import Peerings, api_client, install_crd
 from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET, Step, Target, peering_steps, reactions
 from testenv.standin.fleet import USER_AGENT as STANDIN_AGENT
 
+from . import clutter as clutter_objects
 from . import requests
+from .clutter import Clutter
 from .common import LIQOPEERING, operator_version, start_operator
 from .procs import Spawned, log, quietly, save_logs
 from .tracker import Kind, Predicate, State, Tracker, condition
@@ -76,6 +78,10 @@ class ScaleRun:
     still_cpu_percent: float = 0.0
     requests_still: dict[str, int] = field(default_factory=dict)
     cpu_while_establishing: dict[str, float] = field(default_factory=dict)  # CPU seconds per component
+    # The memory row: objects no peering concerns in the consumer (bench.clutter), and the bytes the operator
+    # read from its start (started and settled) to the end of the quiet window: its lists and watches.
+    clutter: dict[str, int] = field(default_factory=dict)
+    operator_read_mb: float = 0.0
     machine_busy_percent: dict[str, float] = field(default_factory=dict)  # all cores, establishing/quiet
 
     def to_json(self) -> dict[str, Any]:
@@ -165,12 +171,20 @@ def _turns(
 
 
 def run_level(
-    count: int, base_dir: Path, idle_seconds: float, keep_logs: bool = False, via_set: bool = False
+    count: int,
+    base_dir: Path,
+    idle_seconds: float,
+    keep_logs: bool = False,
+    via_set: bool = False,
+    clutter: Clutter = clutter_objects.NONE,
 ) -> ScaleRun:
     """One level: ``count`` peerings, made as ``count`` LiqoPeerings or (``via_set``) by one LiqoPeeringSet
-    selecting ``count`` labelled Secrets; everything else the same."""
+    selecting ``count`` labelled Secrets; everything else the same. ``clutter``: Deployments and Secrets no
+    peering concerns, in the consumer before the operator starts (the memory row)."""
     result = ScaleRun(count, "LiqoPeeringSet" if via_set else "LiqoPeerings", operator_version())
-    work = base_dir / f"scale-{count}{'-set' if via_set else ''}"
+    result.clutter = {"deployments": clutter.deployments, "secrets": clutter.secrets}
+    suffix = ("-set" if via_set else "") + ("" if clutter.empty else f"-clutter-{clutter.deployments}")
+    work = base_dir / f"scale-{count}{suffix}"
     work.mkdir(parents=True)
     log(f"scale {count} ({result.via}): starting a consumer and {count} light providers")
     with contextlib.ExitStack() as stack:
@@ -195,12 +209,17 @@ def run_level(
         peerings.make_namespace(NAMESPACE)
         for cluster in providers.clusters:
             peerings.put_kubeconfig_secret(NAMESPACE, f"{cluster.name}-kubeconfig", cluster.kubeconfig.read_bytes())
+        if not clutter.empty:
+            started = time.monotonic()
+            clutter_objects.create(consumer.api_client(), clutter, NAMESPACE)
+            log(f"scale {count}: {clutter} created in the consumer in {time.monotonic() - started:.0f}s")
         # The LiqoPeerings' names: the set names its own <set>-<secret>.
         names = {c.name: f"{SET_NAME}-{c.name}-kubeconfig" if via_set else c.name for c in providers.clusters}
         operator = start_operator(consumer.user_kubeconfig(OPERATOR_USER), work)
         stack.callback(quietly, operator.stop, "the operator")
         assert operator.proc is not None
         pid = operator.proc.pid
+        read0 = procstat.read_bytes(pid)
 
         tracker = Tracker({"consumer": consumer_kube}, [Kind("consumer", LIQOPEERING)]).start()
         stack.callback(tracker.stop)
@@ -254,6 +273,7 @@ def run_level(
             100 * (procstat.machine_busy_seconds() - machine_before) / result.idle_seconds
         )
         result.at_rest = procstat.sample(pid).to_json()
+        result.operator_read_mb = (procstat.read_bytes(pid) - read0) / 2**20
         logs = {"consumer": consumer.audit_log} | {c.name: c.audit_log for c in providers.clusters}
         result.writes_at_rest = _operator_writes(logs, quiet_start, quiet_end)
         _still_window(result, standins, pid, consumer_kube)
@@ -270,7 +290,8 @@ def run_level(
         }
         log(
             f"scale {count}: quiet {result.idle_seconds:.0f}s: operator CPU {result.idle_cpu_percent:.2f}%, "
-            f"RSS {result.at_rest['rss_mb']:.0f} MB, writes {sum(result.writes_at_rest.values())}"
+            f"RSS {result.at_rest['rss_mb']:.0f} MB, read {result.operator_read_mb:.1f} MB, "
+            f"writes {sum(result.writes_at_rest.values())}"
         )
     return result
 
@@ -309,3 +330,9 @@ def _still_window(result: ScaleRun, standins: list[Spawned], pid: int, consumer:
 def run_all(levels: list[int], base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> Iterator[ScaleRun]:
     for count in levels:
         yield run_level(count, base_dir, idle_seconds, keep_logs)
+
+
+def run_memory(clutter: Clutter, base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> Iterator[ScaleRun]:
+    """The memory row: one peering on an empty consumer, then on one holding ``clutter``."""
+    for each in (clutter_objects.NONE, clutter):
+        yield run_level(1, base_dir, idle_seconds, keep_logs, clutter=each)

@@ -2,12 +2,13 @@
 
 Every kube-apiserver that testenv.localk8s starts logs, as JSON lines in `LocalCluster.audit_log`, each
 write (create, update, patch, delete, deletecollection, subresources such as status included) at level
-Metadata, and nothing else (see POLICY). The log is written in blocking mode, so a write's line is in the
-file before its response is complete.
+Metadata, the start of each watch, and nothing else (see POLICY). The log is written in blocking mode, so
+a write's line is in the file before its response is complete.
 
     events = writes(cluster.audit_log, since=start, user_agent_prefix="liqo-peering-operator")
     count_by(events, "verb")       # Counter({"patch": 12, "create": 7})
     count_by(events, "resource")   # Counter({"liqopeerings/status": 9, "tenants": 1, ...})
+    watches(cluster.audit_log, user_agent_prefix="liqo-peering-operator")[0].request_uri  # with its selectors
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ import yaml
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 
-# Writes at Metadata (no bodies: small lines, no Secret data in a test's temp dir); reads and the
-# background noise of every cluster (events, leases, token and access reviews) not at all.
+# Writes at Metadata (no bodies: small lines, no Secret data in a test's temp dir), and the start of each
+# watch (its query: which selectors it carries); other reads and the background noise of every cluster
+# (events, leases, token and access reviews) not at all.
 POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
-    # One line per request: only ResponseComplete (and Panic) carry the response code.
-    "omitStages": ["RequestReceived", "ResponseStarted"],
+    # One line per request: a write's at ResponseComplete (which carries the response code), a watch's at
+    # ResponseStarted (as it begins: it completes only when it ends, minutes later).
+    "omitStages": ["RequestReceived"],
     "rules": [
         {
             "level": "None",
@@ -52,7 +55,8 @@ POLICY: dict[str, Any] = {
             ],
         },
         # No `resources`: matches every resource and subresource (status, token, approval, ...).
-        {"level": "Metadata", "verbs": list(WRITE_VERBS)},
+        {"level": "Metadata", "verbs": list(WRITE_VERBS), "omitStages": ["ResponseStarted"]},
+        {"level": "Metadata", "verbs": ["watch"], "omitStages": ["ResponseComplete"]},
         {"level": "None"},
     ],
 }
@@ -87,6 +91,7 @@ class AuditEvent:
     code: int | None  # responseStatus.code
     # The Pod a service-account token was bound to (the kubelet's projected tokens are): which replica wrote.
     pod_name: str | None = None
+    request_uri: str = ""  # path and query, e.g. /api/v1/secrets?watch=true&fieldSelector=...
 
     @property
     def resource(self) -> str | None:
@@ -114,7 +119,8 @@ def parse_line(line: str) -> AuditEvent | None:
     if not line.strip():
         return None
     raw = json.loads(line)
-    if raw.get("stage") != "ResponseComplete":
+    stage = raw.get("stage")
+    if stage != "ResponseComplete" and not (stage == "ResponseStarted" and raw.get("verb") == "watch"):
         return None
     ref = raw.get("objectRef")
     return AuditEvent(
@@ -135,6 +141,7 @@ def parse_line(line: str) -> AuditEvent | None:
         else None,
         code=(raw.get("responseStatus") or {}).get("code"),
         pod_name=next(iter(((raw.get("user") or {}).get("extra") or {}).get(POD_NAME_EXTRA, [])), None),
+        request_uri=raw.get("requestURI", ""),
     )
 
 
@@ -169,3 +176,17 @@ def count_by(events: Iterable[AuditEvent], key: str | Callable[[AuditEvent], Has
     if isinstance(key, str):
         return Counter(getattr(event, key) for event in events)
     return Counter(key(event) for event in events)
+
+
+def watches(path: Path, since: datetime | None = None, user_agent_prefix: str | None = None) -> list[AuditEvent]:
+    """The watches in the log begun at or after `since`, from user agents that start with `user_agent_prefix`;
+    each one's `request_uri` holds its query (labelSelector, fieldSelector)."""
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    return [
+        event
+        for event in read_events(path)
+        if event.verb == "watch"
+        and (since is None or event.received >= since)
+        and (user_agent_prefix is None or event.user_agent.startswith(user_agent_prefix))
+    ]

@@ -97,6 +97,16 @@ def sample(pid: int) -> Sample:
     )
 
 
+def read_bytes(pid: int) -> int:
+    """Bytes the process has read through read(2) and its kind so far (rchar of /proc/<pid>/io): sockets
+    included, so for a client of an API server mostly what its lists and watches received."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key == "rchar":
+            return int(value)
+    return 0
+
+
 def machine_busy_seconds() -> float:
     """CPU time all cores spent not idle since boot (from /proc/stat): what everything on the machine used."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]

@@ -17,6 +17,7 @@ from testenv.audit import (
     count_by,
     parse_line,
     read_events,
+    watches,
     write_policy,
     writes,
 )
@@ -74,6 +75,7 @@ def test_parse_line_reads_the_fields() -> None:
         user_agent=OPERATOR,
         object_ref=ObjectRef("liqopeerings", "status", "team-a", "provider", "peering.liqo-operator.io"),
         code=200,
+        request_uri="/whatever",
     )
     assert event.resource == "liqopeerings/status"
     assert (event.namespace, event.name) == ("team-a", "provider")
@@ -90,7 +92,25 @@ def test_parse_line_core_group_and_non_resource() -> None:
 def test_only_response_complete_counts() -> None:
     assert parse_line(line("create", "secrets", stage="RequestReceived")) is None
     assert parse_line(line("create", "secrets", stage="Panic")) is None
+    assert parse_line(line("create", "secrets", stage="ResponseStarted")) is None
     assert parse_line("   ") is None
+
+
+def test_a_watch_counts_as_it_starts(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "\n".join(
+            [
+                line("watch", "secrets", stage="ResponseStarted", namespace="a"),
+                line("watch", "deployments", stage="ResponseStarted", agent="kube-controller-manager/v1.35.0"),
+                line("create", "secrets", namespace="a", name="s"),
+            ]
+        )
+        + "\n"
+    )
+    (ours,) = watches(log, user_agent_prefix="liqo-peering-operator")
+    assert (ours.verb, ours.resource, ours.namespace, ours.request_uri) == ("watch", "secrets", "a", "/whatever")
+    assert len(watches(log)) == 2 and len(writes(log)) == 1
 
 
 def test_writes_filters_verbs_time_and_agent(tmp_path: Path) -> None:
@@ -142,5 +162,7 @@ def test_policy_logs_writes_only(tmp_path: Path) -> None:
         and {"group": "coordination.k8s.io", "resources": ["leases"]} in rules[0]["resources"]
     )
     # Writes on every resource and subresource (no `resources` key), everything else dropped.
-    assert rules[1] == {"level": "Metadata", "verbs": list(WRITE_VERBS)}
+    assert rules[1] == {"level": "Metadata", "verbs": list(WRITE_VERBS), "omitStages": ["ResponseStarted"]}
+    # And each watch as it starts (a watch completes only when it ends).
+    assert rules[2] == {"level": "Metadata", "verbs": ["watch"], "omitStages": ["ResponseComplete"]}
     assert rules[-1] == {"level": "None"}

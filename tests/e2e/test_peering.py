@@ -9,6 +9,7 @@ import subprocess
 import time
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import common_metadata
 import pytest
@@ -39,7 +40,7 @@ from testenv.operator_support import (
     tenant_ns,
     wait_for,
 )
-from testenv.reactions import peering_steps, reactions
+from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
 from testenv.rotation import Rotation
 
 NAME = "provider"
@@ -90,6 +91,20 @@ def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: Peer
     found = reactions(events, steps)
     assert [r.step for r in found] == [s.name for s in steps]
     assert not [(r.step, round(r.seconds, 2)) for r in found if r.seconds > 2.0]
+
+    # Every watch the operator opened on the consumer (this peering's and any earlier test's) carries a
+    # selector: what it holds follows its peerings, not the consumer's other Deployments and Secrets.
+    watched = [
+        (e.resource, e.namespace, parse_qs(urlsplit(e.request_uri).query))
+        for e in audit.watches(env.lc["consumer"].audit_log, user_agent_prefix=OPERATOR_AGENT)
+    ]
+    assert watched and not [w for w in watched if not ({"labelSelector", "fieldSelector"} & set(w[2]))]
+    assert ("deployments", None, ["networking.liqo.io/component=gateway"]) in [
+        (res, where, query.get("labelSelector")) for res, where, query in watched
+    ]
+    assert ("secrets", ns, [f"metadata.name={SECRET}"]) in [
+        (res, where, query.get("fieldSelector")) for res, where, query in watched
+    ]
 
     c_ns, p_ns = tenant_ns(consumer, env.provider_id), tenant_ns(provider, env.consumer_id)
     # Networking: each side's Configuration describes the other cluster.

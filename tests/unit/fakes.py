@@ -12,7 +12,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clients.cluster import ClusterClient, selector_matches
 from liqo_peering.errors import ApiError
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.stored import canonical_quantity, is_empty
@@ -64,27 +64,6 @@ def _go_typed(obj: Any, key: str = "") -> Any:
 def _content(obj: dict[str, Any]) -> dict[str, Any]:
     """What counts as the object's spec for metadata.generation (everything but metadata and status)."""
     return {k: v for k, v in obj.items() if k not in _SERVER_OWNED}
-
-
-def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
-    """Equality-based label selectors: ``k=v``, ``k==v``, ``k!=v``, ``k`` (exists), ``!k`` (absent)."""
-    for term in (t.strip() for t in (selector or "").split(",")):
-        if not term:
-            continue
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key) == value:
-                return False
-        elif "=" in term:
-            key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
-            if labels.get(key) != value:
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
 
 
 class FakeClusterClient(ClusterClient):
@@ -222,12 +201,13 @@ class FakeClusterClient(ClusterClient):
         self, res: r.Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
     ) -> list[dict[str, Any]]:
         self._check_served(res)
-        if fields:
-            raise NotImplementedError("FakeClusterClient.find: field selectors are not supported")
+        names = {v for k, _, v in (t.partition("=") for t in (fields or "").split(",") if t) if k == "metadata.name"}
+        if fields and (len(names) != 1 or "," in fields):
+            raise NotImplementedError("FakeClusterClient.find: only a metadata.name field selector is supported")
         found = []
-        for (plural, ns, _), obj in self.store.items():
-            in_scope = plural == res.plural and (namespace is None or ns == namespace)
-            if in_scope and _selector_matches(labels, obj["metadata"].get("labels") or {}):
+        for (plural, ns, name), obj in self.store.items():
+            in_scope = plural == res.plural and (namespace is None or ns == namespace) and (not names or name in names)
+            if in_scope and selector_matches(labels, obj["metadata"].get("labels") or {}):
                 found.append(copy.deepcopy(obj))
         return found
 

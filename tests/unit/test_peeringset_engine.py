@@ -87,7 +87,7 @@ def test_a_pass_creates_one_peering_per_selected_secret_and_reports() -> None:
     add_secret(local, "a")
     add_secret(local, "b")
     add_secret(local, "other", fleet=None)
-    assert service.reconcile(NS, SET) == SetOutcome()
+    assert service.reconcile(NS, SET) == SetOutcome(secrets="fleet=edge")  # the Secrets its routes watch
     kids = children(local)
     assert sorted(kids) == ["edge-a", "edge-b"]
     a = kids["edge-a"]
@@ -267,14 +267,29 @@ def test_teardown_waits_for_the_sets_running_pass() -> None:
     runner.stop()
 
 
-def test_a_set_is_woken_by_any_secret_of_its_namespace_and_by_its_own_peerings_only() -> None:
+def test_a_set_is_woken_by_the_secrets_it_selects_and_by_its_own_peerings_only() -> None:
     local = FakeClusterClient("consumer")
-    secrets, kids = set_routes(local, NS, SET)
-    assert secrets.scope.namespace == NS and secrets.scope.labels is None  # a Secret that stops matching too
+    kids, secrets = set_routes(local, NS, SET, "fleet=edge")
+    # Only the Secrets its selector selects: one that stops matching arrives as DELETED (the API server's).
+    assert secrets.scope == Scope(r.SECRET, NS, labels="fleet=edge")
     assert secrets.matches({"metadata": {"namespace": NS, "name": "any", "labels": {}}})
     assert kids.scope == Scope(r.LIQOPEERING, NS, labels=naming.SET_LABEL)  # one informer for every set there
     assert kids.matches({"metadata": {"namespace": NS, "name": "edge-a", "labels": {naming.SET_LABEL: SET}}})
     assert not kids.matches({"metadata": {"namespace": NS, "name": "x-a", "labels": {naming.SET_LABEL: "other"}}})
-    # The Secret informer is the one a LiqoPeering's kubeconfig route uses: shared, not doubled.
+    # A set whose spec is unreadable selects no Secret: only its LiqoPeerings wake it.
+    assert set_routes(local, NS, SET, None) == [kids]
+    # A LiqoPeering's kubeconfig Secret is watched by its name alone.
     peering_secret = peering_routes(local, None, None, (NS, "a"))[0]
-    assert peering_secret.informer_key == secrets.informer_key
+    assert peering_secret.scope == Scope(r.SECRET, NS, fields="metadata.name=a")
+
+
+def test_a_set_lists_the_secrets_its_selector_selects_set_based_terms_included() -> None:
+    selector = {"matchExpressions": [{"key": "fleet", "operator": "In", "values": ["edge", "core"]}]}
+    local, service, _ = setup(selector=selector)
+    add_secret(local, "a")
+    add_secret(local, "b", fleet="core")
+    add_secret(local, "other", fleet="lab")
+    outcome = service.reconcile(NS, SET)
+    assert outcome.secrets == "fleet in (core,edge)"  # the query its Secret informer lists and watches
+    refs = {c["spec"]["remoteKubeconfigSecretRef"]["name"] for c in children(local).values()}
+    assert refs == {"a", "b"}

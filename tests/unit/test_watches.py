@@ -10,11 +10,22 @@ from typing import Any, cast
 
 import pytest
 
+from liqo_peering.api.peeringset import LabelSelector
 from liqo_peering.clients import informer as informer_module
 from liqo_peering.clients.cluster import ClusterClient, selector_matches, selector_within
 from liqo_peering.clients.informer import Scope
-from liqo_peering.engine.watches import Route, WatchHub, peering_routes, teardown_routes
+from liqo_peering.engine.watches import (
+    Route,
+    WatchHub,
+    name_field,
+    peering_routes,
+    reverse_routes,
+    set_routes,
+    teardown_routes,
+    unscoped,
+)
 from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable
+from liqo_peering.fleet import selector
 from liqo_peering.health import Health
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
@@ -250,6 +261,38 @@ def test_selectors() -> None:
     assert selector_within(None, "a=b") and selector_within("a=b", "a=b,c=d")
     assert not selector_within("a=b", "c=d") and not selector_within("a", "b=c")
     assert selector_matches("a,b=c", {"a": "x", "b": "c"}) and not selector_matches("a", {"b": "c"})
+    # A list without a selector is not within an informer's selector: that informer lacks the other objects.
+    assert selector_within(None, None) and not selector_within("a", None) and not selector_within("a!=b", "a=c")
+
+
+def test_set_based_selectors_as_the_api_server_reads_them() -> None:
+    labels = {"fleet": "edge", "tier": "b"}
+    assert selector_matches("fleet in (core, edge),tier notin (a),!legacy", labels)
+    assert not selector_matches("fleet in (core)", labels) and not selector_matches("tier notin (a,b)", labels)
+    assert selector_matches("tier notin (a)", {}) and not selector_matches("tier in (a)", {})
+    assert selector_matches("fleet==edge,tier!=c", labels) and not selector_matches("fleet!=edge", labels)
+    # One spelling per term: the spaces and the order of an In's values do not make another selector.
+    assert selector_within("fleet in (edge,core)", "fleet in ( core , edge ),tier=b")
+    assert not selector_within("fleet in (edge,core)", "fleet in (edge)")
+
+
+def test_a_set_selector_as_one_query() -> None:
+    query = selector.as_query(
+        LabelSelector.model_validate(
+            {
+                "matchLabels": {"team": "a", "env": "prod"},
+                "matchExpressions": [
+                    {"key": "fleet", "operator": "In", "values": ["edge", "core", "edge"]},
+                    {"key": "tier", "operator": "NotIn", "values": ["x"]},
+                    {"key": "kubeconfig", "operator": "Exists"},
+                    {"key": "legacy", "operator": "DoesNotExist"},
+                ],
+            }
+        )
+    )
+    assert query == "!legacy,env=prod,fleet in (core,edge),kubeconfig,team=a,tier notin (x)"
+    labels = {"team": "a", "env": "prod", "fleet": "core", "kubeconfig": ""}
+    assert selector_matches(query, labels) and not selector_matches(query, {**labels, "legacy": "1"})
 
 
 def test_a_relisted_kubeconfig_secret_says_so(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
@@ -418,3 +461,88 @@ def test_the_gateways_watched_are_where_the_location_puts_them(location: str) ->
         there = {"metadata": {"name": "consumer-id", "namespace": p_ns}}
         assert any(x.client is local and x.scope.res == on_consumer and x.matches(here) for x in routes)
         assert any(x.client is remote and x.scope.res == on_provider and x.matches(there) for x in routes)
+
+
+def test_every_informer_on_the_consumer_carries_a_selector() -> None:
+    """What the operator watches on the consumer follows its peerings, not the cluster: every informer a
+    peering, its unpeering, its reverse direction or a set starts there lists and watches with a label or a
+    field selector (the audit of test_peering's first test checks the same on a real API server)."""
+    consumer = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16", liqo_namespace="liqo")
+    provider = ClusterInfo("provider-id", ("10.200.0.0/16",), "10.210.0.0/16", liqo_namespace="liqo")
+    c_ns, p_ns = "liqo-tenant-provider-id", "liqo-tenant-consumer-id"
+    ctx = PeeringContext("team-a", "p", consumer, provider, consumer_tenant_ns=c_ns, provider_tenant_ns=p_ns)
+    local, remote = ListWatch(), ListWatch()
+    both = (("consumer", c_ns), ("provider", p_ns))
+    routes = [
+        *peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), minted_secret="p-minted", reverse=True),
+        *peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), namespaced_tenant_reads=True),
+        *teardown_routes(local, remote, ctx, reverse=True, namespaces=both),
+        *reverse_routes(local, remote, ctx),
+        *set_routes(local, "team-a", "edge", "fleet=edge"),
+    ]
+    assert not [route.scope for route in routes if unscoped(route.scope)]
+    bare = [route.scope for route in routes if route.client is local and not (route.scope.labels or route.scope.fields)]
+    assert bare == []
+    # The gateways' Deployments by Liqo's label; the kubeconfig Secrets by their names.
+    deployments = {(route.client is local, route.scope) for route in routes if route.scope.res == r.DEPLOYMENT}
+    assert deployments == {
+        (True, Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR)),
+        (False, Scope(r.DEPLOYMENT, p_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)),
+    }
+    secrets = {(route.scope, route.name) for route in routes if route.wake_as == "kubeconfig"}
+    assert secrets == {
+        (Scope(r.SECRET, "team-a", fields=name_field("kubeconfig")), "kubeconfig"),
+        (Scope(r.SECRET, "team-a", labels="peering.liqo-operator.io/credentials=minted"), "p-minted"),
+    }
+    # A peering that does not mint reads the minted Secrets' cache too (one left over is revoked), but their
+    # changes are no kubeconfig change of its own.
+    (leftover,) = [
+        route
+        for route in peering_routes(local, None, None, ("team-a", "kubeconfig"), minted_secret="p", mints=False)
+        if route.scope.labels
+    ]
+    assert leftover.name == "p" and leftover.wake_as is None
+
+
+def test_a_changed_kubeconfig_reference_is_a_new_informer_that_lists_and_wakes(
+    watched: tuple[ListWatch, Wakes, WatchHub],
+) -> None:
+    """Watched by name: a reference to another Secret starts that name's informer (its list wakes the
+    peering, whatever happened before) and stops the old one."""
+    cluster, wakes, hub = watched
+    client = cast(ClusterClient, cluster)
+    hub.set_routes("a", peering_routes(client, None, None, ("team-a", "old")))
+    assert wakes.wait_for("a")
+    hub.set_routes("a", peering_routes(client, None, None, ("team-a", "new")))
+    assert wakes.wait_for("a", 2) and ("a", "kubeconfig") in wakes.seen
+    assert [i.scope.fields for i in hub._informers.values()] == [name_field("new")]
+
+
+def test_a_list_of_one_name_comes_from_that_names_informer(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    """An absent kubeconfig Secret is known absent from its informer, without asking the API server each pass;
+    a list of the namespace (no field selector) or of another name still asks it."""
+    cluster, wakes, hub = watched
+    cluster.objects = [{"metadata": {"namespace": "team-a", "name": "other", "resourceVersion": "1"}}]
+    hub.set_routes("a", peering_routes(cast(ClusterClient, cluster), None, None, ("team-a", "kubeconfig")))
+    assert wakes.wait_for("a")
+    asked = len(cluster.calls)
+    assert cluster.find(r.SECRET, "team-a", fields=name_field("kubeconfig")) == []
+    assert len(cluster.calls) == asked
+    cluster.find(r.SECRET, "team-a")
+    cluster.find(r.SECRET, "team-a", fields=name_field("other"))
+    assert len(cluster.calls) == asked + 2
+
+
+def test_a_list_without_a_selector_is_not_served_by_an_informer_with_one(
+    watched: tuple[ListWatch, Wakes, WatchHub],
+) -> None:
+    """The LiqoPeerings of a namespace, listed while a set's informer (its LiqoPeerings only) runs there: the
+    others are not in that cache, so the list asks the API server."""
+    cluster, wakes, hub = watched
+    hub.set_routes("set", set_routes(cast(ClusterClient, cluster), "team-a", "edge"))
+    assert wakes.wait_for("set")
+    asked = len(cluster.calls)
+    cluster.find(r.LIQOPEERING, "team-a", labels=f"{naming.SET_LABEL}=edge")
+    assert len(cluster.calls) == asked  # within the informer's selector: the cache
+    cluster.find(r.LIQOPEERING, "team-a")
+    assert len(cluster.calls) == asked + 1

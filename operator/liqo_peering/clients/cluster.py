@@ -14,6 +14,7 @@ steps idempotent, and ``ensure`` skips the apply when the stored object already 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -165,14 +166,14 @@ class ClusterClient:
         self, res: Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
     ) -> list[dict[str, Any]]:
         faults.at(self.side, "list", res.plural)
-        if not fields:
-            for informer in self._covering(res, namespace, labels, by_name=False):
-                return [
-                    obj
-                    for obj in informer.cached_items()
-                    if (namespace is None or (obj.get("metadata") or {}).get("namespace") == namespace)
-                    and selector_matches(labels, (obj.get("metadata") or {}).get("labels") or {})
-                ]
+        for informer in self._covering(res, namespace, labels, fields, by_name=False):
+            return informer.cached_items(
+                lambda meta: (
+                    (namespace is None or meta.get("namespace") == namespace)
+                    and selector_matches(labels, meta.get("labels") or {})
+                    and _fields_match(fields, meta)
+                )
+            )
         query = []
         if labels:
             query.append(("labelSelector", labels))
@@ -415,11 +416,17 @@ class ClusterClient:
                 self._informers.remove(informer)
 
     def _covering(
-        self, res: Resource, namespace: str | None, labels: str | None = None, by_name: bool = True
+        self,
+        res: Resource,
+        namespace: str | None,
+        labels: str | None = None,
+        fields: str | None = None,
+        by_name: bool = True,
     ) -> list[Any]:
-        """Synced informers of ``res`` whose scope holds every object a read of (namespace, labels) can see.
-        An informer scoped by fields (one name) serves reads by name, whose miss asks the API server, and
-        never a list (``by_name=False``): the namespace's other objects are not in it."""
+        """Synced informers of ``res`` that can serve a read in ``namespace``. A read by name (``by_name``) may
+        use any of them, as its miss asks the API server. A list needs one whose scope holds every object the
+        list selects: its label selector within ``labels``, and no field selector or exactly ``fields`` (an
+        informer of one name holds no other object of the namespace)."""
         with self._informers_lock:
             informers = list(self._informers)
         return [
@@ -428,8 +435,13 @@ class ClusterClient:
             if i.synced
             and i.scope.res == res
             and (i.scope.namespace is None or i.scope.namespace == namespace)
-            and (labels is None or selector_within(i.scope.labels, labels))
-            and (i.scope.fields is None or (labels is None and by_name))
+            and (
+                by_name
+                or (
+                    selector_within(i.scope.labels, labels)
+                    and (i.scope.fields is None or _terms(i.scope.fields) == _terms(fields))
+                )
+            )
         ]
 
     def _remember(self, res: Resource, obj: Any) -> dict[str, Any]:
@@ -576,17 +588,54 @@ def request_rights(method: str, path: str) -> tuple[str, str]:
     return request.verb, request.what
 
 
+_SET_TERM = re.compile(r"^(\S+?)\s+(in|notin)\s*\((.*)\)$")
+
+
 def _terms(selector: str | None) -> set[str]:
-    return {t.strip() for t in (selector or "").split(",") if t.strip()}
+    """A selector's terms, split on the commas outside ``in (a,b)`` lists, in one spelling each
+    (``k in (a,b)``: the values sorted, no spaces but the two around the operator)."""
+    terms, depth, term = [], 0, ""
+    for ch in selector or "":
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append(term)
+            term = ""
+        else:
+            term += ch
+    out = set()
+    for raw in (*terms, term):
+        found = _SET_TERM.match(raw.strip())
+        if found:
+            values = sorted(v.strip() for v in found[3].split(",") if v.strip())
+            out.add(f"{found[1]} {found[2]} ({','.join(values)})")
+        elif raw.strip():
+            out.add("".join(raw.split()))
+    return out
+
+
+def _term_holds(term: str, labels: dict[str, str]) -> bool:
+    """One term, as apimachinery's label parser reads it: ``k``, ``!k``, ``k=v``, ``k==v``, ``k!=v``,
+    ``k in (a,b)``, ``k notin (a,b)``."""
+    found = _SET_TERM.match(term)
+    if found:
+        key, values = found[1], set(found[3].split(","))
+        if found[2] == "notin":
+            return key not in labels or labels[key] not in values
+        return key in labels and labels[key] in values
+    if term.startswith("!"):
+        return term[1:] not in labels
+    if "!=" in term:
+        key, _, value = term.partition("!=")
+        return labels.get(key) != value
+    if "=" in term:
+        key, _, value = term.partition("==") if "==" in term else term.partition("=")
+        return key in labels and labels[key] == value
+    return term in labels
 
 
 def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
-    """Equality-based label selectors as the operator writes them: ``k=v`` and ``k`` (exists)."""
-    for term in _terms(selector):
-        key, eq, value = term.partition("=")
-        if (eq and labels.get(key) != value) or (not eq and key not in labels):
-            return False
-    return True
+    """Label selectors as the API server reads them (equality- and set-based)."""
+    return all(_term_holds(term, labels) for term in _terms(selector))
 
 
 def lingering(answer: Any) -> dict[str, Any] | None:
@@ -599,10 +648,16 @@ def lingering(answer: Any) -> dict[str, Any] | None:
     return answer if meta.get("deletionTimestamp") and held else None
 
 
-def selector_within(scope: str | None, query: str) -> bool:
-    """True when every object ``query`` selects is also selected by ``scope`` (the informer's selector)."""
+def selector_within(scope: str | None, query: str | None) -> bool:
+    """True when every object ``query`` selects is also selected by ``scope`` (the informer's selector):
+    each of the scope's terms is one of the query's, or an existence the query's ``k=v`` implies."""
     wanted = _terms(query)
-    return all(t in wanted or ("=" not in t and any(q.startswith(t + "=") for q in wanted)) for t in _terms(scope))
+    return all(t in wanted or (_is_key(t) and any(q.startswith(t + "=") for q in wanted)) for t in _terms(scope))
+
+
+def _is_key(term: str) -> bool:
+    """An existence term (``k``): no operator in it."""
+    return not any(op in term for op in ("=", "!", " "))
 
 
 def _fields_match(fields: str | None, meta: dict[str, Any]) -> bool:

@@ -218,9 +218,11 @@ class Informer:
             obj = self._store.get((namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
-    def cached_items(self) -> list[dict[str, Any]]:
+    def cached_items(self, wanted: Callable[[dict[str, Any]], bool] = lambda _meta: True) -> list[dict[str, Any]]:
+        """Copies of the objects whose metadata is ``wanted``: only those are copied, not the whole store."""
         with self._store_lock:
-            return copy.deepcopy(list(self._store.values()))
+            found = [obj for obj in self._store.values() if wanted(obj.get("metadata") or {})]
+        return copy.deepcopy(found)
 
 
 def _key(obj: dict[str, Any]) -> tuple[str | None, str]:

@@ -454,9 +454,11 @@ def forget(local: ClusterClient, peering: dict[str, Any]) -> None:
 
 
 def _find_secret(local: ClusterClient, namespace: str, name: str, labels: str | None = None) -> dict[str, Any] | None:
-    """A Secret that may well be absent, from the informer's cache of the namespace once it has synced: a get
-    would ask the API server on every pass to learn it is still not there."""
-    return next((s for s in local.find(r.SECRET, namespace, labels=labels) if s["metadata"]["name"] == name), None)
+    """A Secret that may well be absent, from the cache of an informer that holds it once synced (the peering's
+    routes watch the kubeconfig Secret by name, the minted ones by label): a get would ask the API server on
+    every pass to learn it is still not there."""
+    found = local.find(r.SECRET, namespace, labels=labels, fields=f"metadata.name={name}")
+    return next((s for s in found if s["metadata"]["name"] == name), None)
 
 
 def _delete_minted_secret(local: ClusterClient, namespace: str, name: str) -> None:
@@ -522,7 +524,7 @@ def _revoke_switched_off(
     """spec.credentials.mint turned off: the bootstrap kubeconfig is the credential again; revoke the minted one."""
     meta = peering["metadata"]
     secret_name = naming.minted_secret(meta["name"])
-    if _find_secret(local, meta["namespace"], secret_name, f"{pu.CREDENTIALS_LABEL}={pu.MINTED}") is None:
+    if _find_secret(local, meta["namespace"], secret_name, pu.MINTED_SELECTOR) is None:
         return
     consumer_id = discovery.cluster_id(local, spec.liqo_namespace)
     _delete_identity(connect, bootstrap, consumer_id, naming.owner_labels(meta["namespace"], meta["name"]))

@@ -77,6 +77,7 @@ class Peerings:
             outcome.secret,
             self.namespaced_tenant_reads,
             outcome.minted_secret,
+            mints=outcome.mints,
             reverse=outcome.reverse,
             liqo_namespaces=outcome.liqo_namespaces,
             gateway_location=outcome.gateway_location,
@@ -129,7 +130,7 @@ class PeeringSets:
         return self.service.report_failure(key.namespace, key.name, error)
 
     def routes(self, key: ObjectKey, outcome: SetOutcome) -> list[Route]:
-        return set_routes(self.service.local, key.namespace, key.name)
+        return set_routes(self.service.local, key.namespace, key.name, outcome.secrets)
 
     def delay(self, outcome: SetOutcome, failures: int) -> float:
         return min(2.0**failures, self.resync_interval) if failures else self.resync_interval

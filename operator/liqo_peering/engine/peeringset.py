@@ -2,8 +2,8 @@
 and one teardown pass; nothing else.
 
 Synchronous, called from the set runner's threads, one call per set at a time. It keeps no state between
-calls: what it needs is read again each pass, mostly from the watch hub's caches (the namespace's
-Secrets, the LiqoPeerings labelled with a set), so an operator restarted at any point resumes where the
+calls: what it needs is read again each pass, mostly from the watch hub's caches (the Secrets its
+selector selects, the LiqoPeerings labelled with a set), so an operator restarted at any point resumes where the
 last one stopped, without duplicates (children have fixed names; creating one twice is a 409).
 """
 
@@ -23,6 +23,7 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.errors import ApiError, InternalError, PeeringError, as_peering_error, own_cluster_unavailable
 from liqo_peering.fleet import children as ch
+from liqo_peering.fleet import selector
 from liqo_peering.fleet import status as fleet_status
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
@@ -38,6 +39,7 @@ Obj = dict[str, Any]
 class SetOutcome:
     gone: bool = False
     transient_error: bool = False
+    secrets: str | None = None  # the labelSelector of the Secrets it selects (None: its spec is unreadable)
 
 
 class SetService:
@@ -66,8 +68,9 @@ class SetService:
             obs = _with(obs, error_reason="InvalidSpec", error_message=message, error_transient=False)
             self._write_status(body, obs)
             return SetOutcome()
+        query = selector.as_query(spec.selector)
         try:
-            secrets = self.local.find(r.SECRET, namespace)
+            secrets = self.local.find(r.SECRET, namespace, labels=query)
             mine = self.local.find(r.LIQOPEERING, namespace, labels=f"{naming.SET_LABEL}={name}")
             template = (body.get("spec") or {}).get("template") or {}
             desired = ch.desired_children(name, template, spec.selector, secrets)
@@ -83,7 +86,7 @@ class SetService:
                 log.error("pass failed", set=f"{namespace}/{name}", exc_info=raised)
             obs = _failed(obs, namespace, name, error)
         self._write_status(body, obs)
-        return SetOutcome(transient_error=obs.error_reason is not None and obs.error_transient)
+        return SetOutcome(transient_error=obs.error_reason is not None and obs.error_transient, secrets=query)
 
     def report_failure(self, namespace: str, name: str, error: PeeringError) -> SetOutcome:
         """A pass failed where it could not say so itself (reading the set, writing its status): say it now.
@@ -102,7 +105,7 @@ class SetService:
             if event.type == "Warning":
                 self.events.emit(body, event.type, event.reason, event.message)
                 log.warning(redact(event.message), reason=event.reason, set=f"{namespace}/{name}")
-        return SetOutcome(transient_error=True)
+        return SetOutcome(transient_error=True, secrets=_query(body))
 
     def _apply(self, body: Obj, plan: ch.Plan, live: dict[str, Obj]) -> tuple[dict[str, ch.Why], dict[str, str]]:
         """The plan's writes; returns what was done and the names found taken (a 409 on create)."""
@@ -202,6 +205,14 @@ def _failed(
 ) -> fleet_status.SetObservation:
     message = f"LiqoPeeringSet {namespace}/{name}: {redact(exc.message)}"
     return _with(obs, error_reason=exc.reason, error_message=message, error_transient=exc.transient)
+
+
+def _query(body: Obj) -> str | None:
+    """The labelSelector of the set's Secrets, None when its spec is unreadable (then no Secret wakes it)."""
+    try:
+        return selector.as_query(parse_set_spec(body.get("spec") or {}).selector)
+    except ValidationError:
+        return None
 
 
 def _with(obs: fleet_status.SetObservation, **changes: Any) -> fleet_status.SetObservation:

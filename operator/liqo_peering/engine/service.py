@@ -92,7 +92,10 @@ class Outcome:
     transient_error: bool = False  # the runner backs off exponentially while this stays true
     gone: bool = False
     secret: tuple[str, str] | None = None  # the kubeconfig Secret (namespace, name)
-    minted_secret: str | None = None  # with spec.credentials.mint: the minted kubeconfig's Secret (same namespace)
+    # The minted kubeconfig's Secret (same namespace): with spec.credentials.mint the peering's credential,
+    # without it one left from when it minted, which a pass revokes (``mints`` says which).
+    minted_secret: str | None = None
+    mints: bool = False
     remote: ClusterClient | None = None
     ctx: PeeringContext | None = None
     observation: status_compute.Observation | None = None
@@ -208,9 +211,9 @@ class PeeringService:
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             outcome.gateway_location = spec.networking.gateway_server.location
-            if spec.credentials.mint:
-                outcome.minted_secret = naming.minted_secret(name)
-            elif self.protect_secrets:  # before anything exists that unpeering would need it for
+            outcome.minted_secret, outcome.mints = naming.minted_secret(name), spec.credentials.mint
+            # Without minting, protected before anything exists that unpeering would need it for.
+            if not spec.credentials.mint and self.protect_secrets:
                 protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
             # Discovery, the duplicate and version checks come before any minting: a duplicate never binds its
             # own user in place of the first peering's on the provider (the minted names are the consumer's).

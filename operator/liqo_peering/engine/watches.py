@@ -2,10 +2,12 @@
 to the peerings they concern, as controller-runtime's shared informers and event handlers do.
 
 A peering declares its routes after each pass (``peering_routes``): which informer, and which objects
-of it concern the peering (by namespace, name or label). The hub starts an informer when its first
-route appears and stops it when its last route goes. Every (re)list wakes every peering routed to it
-once; and a route that joins an informer already running wakes its peering once, since the pass that
-declared it read the clusters before the route existed (else a change in between would be a lost wake-up).
+of it concern the peering (by namespace, name or label). Every informer on the consumer lists and watches
+with a label or field selector (none is ``unscoped``), so that what the operator holds follows its
+peerings, not the size of the cluster. The hub starts an informer when its first route appears and stops
+it when its last route goes. Every (re)list wakes every peering routed to it once; and a route that joins
+an informer already running wakes its peering once, since the pass that declared it read the clusters
+before the route existed (else a change in between would be a lost wake-up).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from liqo_peering.api.model import GatewayLocation
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.informer import Informer, Scope
 from liqo_peering.liqo import naming
+from liqo_peering.liqo import peeringuser as pu
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
@@ -62,6 +65,7 @@ def peering_routes(
     secret: tuple[str, str],
     namespaced_tenant_reads: bool = False,
     minted_secret: str | None = None,
+    mints: bool = True,
     reverse: bool = False,
     liqo_namespaces: tuple[str, str] | None = None,
     gateway_location: GatewayLocation = "Provider",
@@ -77,12 +81,13 @@ def peering_routes(
     wake the peering too (reverse_routes). ``liqo_namespaces``: Liqo's namespace on the consumer and on the
     provider, from the spec, for a peering stopped before its context is known. ``gateway_location``: the
     cluster whose gateway serves (spec.networking.gatewayServer.location), which says which gateway kind each
-    cluster holds.
+    cluster holds. ``minted_secret``: the Secret the peering mints its credential into, a credential when it
+    ``mints`` (spec.credentials.mint), else one left from when it did, which the pass revokes.
     """
     namespace, secret_name = secret
-    routes = [Route(local, Scope(r.SECRET, namespace), name=secret_name, wake_as=KUBECONFIG)]
-    if minted_secret is not None:  # spec.credentials.mint: the minted kubeconfig's Secret, beside it
-        routes.append(Route(local, Scope(r.SECRET, namespace), name=minted_secret, wake_as=KUBECONFIG))
+    routes = [secret_route(local, namespace, secret_name)]
+    if minted_secret is not None:
+        routes.append(minted_route(local, namespace, minted_secret, mints))
     if remote is not None:
         # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
         routes.append(Route(remote, Scope(r.HEALTH), wake_as=HEALTH_CHANGED))
@@ -110,9 +115,10 @@ def peering_routes(
     ):
         routes.append(Route(local, Scope(res, labels=has_peer_label), namespace=tenant_ns))
     routes += [
-        # Gateway Deployments carry no label of Liqo's that selects them all.
-        Route(local, Scope(r.DEPLOYMENT), namespace=tenant_ns),
-        Route(local, Scope(r.FOREIGN_CLUSTER), name=provider),
+        # The gateways' Deployments, by the label Liqo's gateway templates put on them all.
+        Route(local, Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR), namespace=tenant_ns),
+        # Liqo finds a ForeignCluster by this label too (foreigncluster.GetForeignClusterByID).
+        Route(local, Scope(r.FOREIGN_CLUSTER, labels=has_peer_label), name=provider),
         # RBAC lets the operator list Secrets of this one name in every tenant namespace.
         Route(
             local,
@@ -138,11 +144,38 @@ def peering_routes(
     routes.append(
         Route(remote, Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=remote_ns)
     )
-    for res in (r.CONFIGURATION, remote_gateway, r.CONNECTION, r.DEPLOYMENT, r.TENANT):
+    for res in (r.CONFIGURATION, remote_gateway, r.CONNECTION, r.TENANT):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
+    gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)
+    routes.append(Route(remote, gateways, namespace=remote_ns))
     if reverse:
         routes += reverse_routes(local, remote, ctx)
     return routes
+
+
+def secret_route(client: ClusterClient, namespace: str, name: str) -> Route:
+    """The kubeconfig Secret the peering references, watched by its name alone: a Secret of a user carries no
+    label of ours, and the namespace's other Secrets (Helm's releases, ...) are not the
+    operator's to hold. A changed reference is a new route, whose informer lists (and wakes) at once."""
+    return Route(client, Scope(r.SECRET, namespace, fields=name_field(name)), name=name, wake_as=KUBECONFIG)
+
+
+def minted_route(client: ClusterClient, namespace: str, name: str, mints: bool) -> Route:
+    """The minted kubeconfig Secret, in the informer of every Secret the operator minted in the namespace (by
+    its label), shared by the peerings there: one without spec.credentials.mint still reads there, each pass,
+    whether one is left to revoke. Only a credential in use wakes its peering as a kubeconfig change does."""
+    scope = Scope(r.SECRET, namespace, labels=pu.MINTED_SELECTOR)
+    return Route(client, scope, name=name, wake_as=KUBECONFIG if mints else None)
+
+
+def name_field(name: str) -> str:
+    return f"metadata.name={name}"
+
+
+def unscoped(scope: Scope) -> bool:
+    """An informer with no selector across all namespaces: it would hold every object of its kind in the
+    cluster. No route makes one (a unit test and the audit of an end-to-end test check)."""
+    return scope.namespace is None and scope.labels is None and scope.fields is None and scope.res != r.HEALTH
 
 
 def gateway_kinds(location: GatewayLocation) -> tuple[r.Resource, r.Resource]:
@@ -230,14 +263,16 @@ def teardown_routes(
     return routes
 
 
-def set_routes(local: ClusterClient, namespace: str, name: str) -> list[Route]:
-    """What wakes a LiqoPeeringSet: any Secret of its namespace (a label change may start or end a match,
-    so no selector can narrow it), and its LiqoPeerings (their status, their deletion). The LiqoPeering
-    informer is one per namespace, shared by every set there (narrowed to LiqoPeerings of some set)."""
-    return [
-        Route(local, Scope(r.SECRET, namespace), wake_as=SECRETS),
-        Route(local, Scope(r.LIQOPEERING, namespace, labels=naming.SET_LABEL), label=(naming.SET_LABEL, name)),
-    ]
+def set_routes(local: ClusterClient, namespace: str, name: str, selector: str | None = None) -> list[Route]:
+    """What wakes a LiqoPeeringSet: the Secrets of its namespace its ``selector`` selects (fleet.selector's
+    query; None while its spec is unreadable), and its LiqoPeerings (their status, their deletion). A label
+    change that starts or ends a match reaches the watch too: the API server sends an object that leaves a
+    watch's selector as DELETED, and one that enters it as ADDED. The LiqoPeering informer is one per
+    namespace, shared by every set there (narrowed to LiqoPeerings of some set)."""
+    routes = [Route(local, Scope(r.LIQOPEERING, namespace, labels=naming.SET_LABEL), label=(naming.SET_LABEL, name))]
+    if selector is not None:
+        routes.append(Route(local, Scope(r.SECRET, namespace, labels=selector), wake_as=SECRETS))
+    return routes
 
 
 class WatchHub:

@@ -31,6 +31,8 @@ VIRTUAL_NODE_TYPE_VALUE = "virtual-node"
 VK_COMPONENT = "offloading.liqo.io/component"
 VK_COMPONENT_VALUE = "virtual-kubelet"
 VIRTUAL_NODE_LABEL = "liqo.io/virtual-node"  # on the virtual kubelet's Pods: their VirtualNode
+# On the gateway Deployments Liqo's chart templates make (liqo.selectorTemplate in _helpers.tpl, v1.0 to v1.2).
+GATEWAY_COMPONENT_SELECTOR = "networking.liqo.io/component=gateway"
 SERVER_TEMPLATE = "wireguard-server"
 CLIENT_TEMPLATE = "wireguard-client"
 POD_SECURITY = ("enforce", "audit", "warn")

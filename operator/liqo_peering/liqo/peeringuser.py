@@ -47,6 +47,7 @@ KUBECONFIG_KEY = "kubeconfig"
 PENDING_KEY = "pending.key"  # the private key of the CSR in flight
 CREDENTIALS_LABEL = "peering.liqo-operator.io/credentials"
 MINTED = "minted"
+MINTED_SELECTOR = f"{CREDENTIALS_LABEL}={MINTED}"  # every minted kubeconfig Secret
 USER_ANNOTATION = "peering.liqo-operator.io/minted-user"  # the CN of the kubeconfig in the Secret
 PENDING_ANNOTATION = "peering.liqo-operator.io/pending-user"  # the CN being minted
 RETIRED_ANNOTATION = "peering.liqo-operator.io/retired-user"  # a renewed CN still bound, to unbind
