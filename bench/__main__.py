@@ -47,7 +47,10 @@ def save(results: dict[str, Any], out: Path, meta: dict[str, Any], meta_key: str
         "args": meta["args"],
     }
     results["targets"] = report.targets(
-        results.get("real_summary"), results.get("scale_summary"), results.get("memory_summary")
+        results.get("real_summary"),
+        results.get("scale_summary"),
+        results.get("memory_summary"),
+        results.get("real_chart_summary"),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")

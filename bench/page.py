@@ -401,7 +401,9 @@ def _resummarized(results: dict[str, Any]) -> dict[str, Any]:
         out["fleet_summary"] = report.summarize_fleet(out["fleet_runs"])
     if out.get("memory_runs"):
         out["memory_summary"] = report.summarize_memory(out["memory_runs"])
-    out["targets"] = report.targets(out.get("real_summary"), out.get("scale_summary"), out.get("memory_summary"))
+    out["targets"] = report.targets(
+        out.get("real_summary"), out.get("scale_summary"), out.get("memory_summary"), out.get("real_chart_summary")
+    )
     return out
 
 

@@ -19,6 +19,8 @@ TARGET_RSS_MB = 120.0
 TARGET_IDLE_CPU = 1.0
 # The memory row: RSS at rest with the consumer full of objects no peering concerns, against an empty one.
 TARGET_MEMORY_RATIO = 1.1
+# Unpeering on Liqo's chart: at or below `liqoctl unpeer`'s, medians of the same alternating runs.
+TARGET_DELETE_RATIO = 1.0
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -172,7 +174,10 @@ def summarize_memory(runs: list[Run]) -> list[dict[str, Any]]:
 
 
 def targets(
-    real: dict[str, Any] | None, scale: list[dict[str, Any]] | None, memory: list[dict[str, Any]] | None = None
+    real: dict[str, Any] | None,
+    scale: list[dict[str, Any]] | None,
+    memory: list[dict[str, Any]] | None = None,
+    chart: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Each target: the measured value and whether it was met (None when not measured)."""
     out: list[dict[str, Any]] = []
@@ -187,6 +192,9 @@ def targets(
         add("M3 within 1 s of M2", op["m3_minus_m2"], TARGET_M3_AFTER_M2, "s")
         add("reaction p50 < 100 ms", op["reaction_p50"], TARGET_REACTION_P50, "s")
         add("reaction p95 < 500 ms", op["reaction_p95"], TARGET_REACTION_P95, "s")
+    if chart:
+        ratio = chart["ratio_operator_to_liqoctl"]["delete"]
+        add("delete <= liqoctl's delete on Liqo's chart", ratio, TARGET_DELETE_RATIO, "x")
     if scale:
         by_n = {row["peerings"]: row for row in scale}
         top = by_n[max(by_n)]
