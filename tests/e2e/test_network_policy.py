@@ -29,7 +29,7 @@ from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 from testenv.localk8s.images import Image
 from testenv.localk8s.pods import logs, python_pod
 from testenv.netpol import PolicyEnforcer
-from testenv.operator_release import FULLNAME, RELEASE, RELEASE_NS, SELECTOR, Release
+from testenv.operator_release import FULLNAME, RELEASE, RELEASE_NS, Release
 from testenv.operator_support import SECRET, Peerings, api_client, wait_for
 
 PEERING_NS = "e2e-netpol"
@@ -45,7 +45,7 @@ KEPT_CRDS = (CRD_NAME, SET_CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerin
 # "refused" or "timeout". With `until_ok`, the first port is tried again until it answers: the enforcer
 # allows a new Pod once it has seen its address.
 SCRAPE = """
-import json, socket, sys, time, urllib.error, urllib.request
+import json, socket, time, urllib.error, urllib.request
 host, ports, until_ok = {host!r}, {ports!r}, {until_ok!r}
 def attempt(port):
     try:
@@ -262,4 +262,3 @@ def test_without_the_policy_the_other_pod_scrapes(suite: Suite) -> None:
     assert suite.pods()[0]["metadata"]["name"] == name  # not rolled: the same Pod
     unnamed = suite.scrape(UNNAMED, [METRICS_PORT, HEALTH_PORT], until_ok=True)
     assert unnamed == {METRICS_PORT: "ok", HEALTH_PORT: "ok"}, unnamed
-    assert suite.kc.list(k.POD, RELEASE_NS, SELECTOR)
