@@ -62,6 +62,8 @@ first_lane() {
   if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh || return; fi
   # cosign, for the release test's signatures.
   phase cosign hack/build-cosign.sh || return
+  # kube-router, which enforces NetworkPolicies on the nodes tier's clusters (tests/e2e/test_network_policy.py).
+  phase netpol hack/build-netpol.sh || return
   if ((${#matrix[@]})); then liqo_builds "${matrix[0]}" || return; fi
 }
 in_lane() { # <lane function> <name>: the lane in a subshell; its phase times in .local/build-<name>.times

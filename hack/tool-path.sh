@@ -3,7 +3,7 @@
 # and of the GitOps controllers built by hack/build-gitops.sh.
 # Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign
 #                          |source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize
-#                          |actionlint
+#                          |actionlint|kube-router
 set -euo pipefail
 here=$(dirname "$0")
 # shellcheck source=versions.env
@@ -27,8 +27,9 @@ case ${1:-} in
     argocd | argocd-lua-health) dir=argocd-$ARGOCD_VERSION build=hack/build-gitops.sh ;;
     kustomize) dir=kustomize-$KUSTOMIZE_VERSION build=hack/build-gitops.sh ;;
     actionlint) dir=actionlint-$ACTIONLINT_VERSION build=hack/build-actionlint.sh ;;
+    kube-router) dir=kube-router-$KUBE_ROUTER_VERSION build=hack/build-netpol.sh ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint|kube-router" >&2
         exit 2
         ;;
 esac

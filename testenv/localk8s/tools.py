@@ -33,6 +33,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "argocd": ("argocd", "ARGOCD_VERSION"),
     "argocd-lua-health": ("argocd", "ARGOCD_VERSION"),
     "kustomize": ("kustomize", "KUSTOMIZE_VERSION"),
+    # What enforces NetworkPolicies on the nodes (hack/build-netpol.sh, testenv/netpol.py).
+    "kube-router": ("kube-router", "KUBE_ROUTER_VERSION"),
 }
 GITOPS_TOOLS = frozenset(
     {"source-controller", "kustomize-controller", "helm-controller", "argocd", "argocd-lua-health", "kustomize"}
@@ -104,6 +106,12 @@ def tool_path(name: str, versions: dict[str, str] | None = None) -> Path:
     versions = versions if versions is not None else read_versions()
     path = cache_dir() / f"{prefix}-{versions[key]}" / name
     if not os.access(path, os.X_OK):
-        build = "hack/build-gitops.sh" if name in GITOPS_TOOLS else "'make tools' (hack/build-tools.sh)"
+        build = (
+            "hack/build-gitops.sh"
+            if name in GITOPS_TOOLS
+            else "hack/build-netpol.sh"
+            if name == "kube-router"
+            else "'make tools' (hack/build-tools.sh)"
+        )
         raise ToolMissingError(f"{path} is missing; run {build} first")
     return path
