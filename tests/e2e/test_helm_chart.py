@@ -194,13 +194,17 @@ def test_ha_render(helm: Path) -> None:
     standalone = operator_args(render(helm, "ha.peeringLifetime=15"))
     assert not [a for a in standalone if a.startswith("--peering-")], standalone
     # kopf's CRDs are in the chart's crds/ (installed before the release, owned by none); the peering
-    # object is a hook, made anew after each install and upgrade.
+    # object is a normal release object, no hook (Argo CD would run a hook as its own PostSync hook).
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
     assert crds == {CRD_NAME, SET_CRD_NAME}
     with_crds = render(helm, "ha.enabled=true", "replicaCount=2", extra=["--include-crds"])
     assert {d["metadata"]["name"] for d in find(with_crds, "CustomResourceDefinition")} == crds | KOPF_CRDS
     (peering,) = find(docs, "ClusterKopfPeering")
-    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert "annotations" not in peering["metadata"], peering
+    for kopf_crd in find(with_crds, "CustomResourceDefinition"):
+        if kopf_crd["metadata"]["name"] in KOPF_CRDS:  # Argo CD applies crds/: never deleted with an application
+            annotations = kopf_crd["metadata"]["annotations"]
+            assert annotations["argocd.argoproj.io/sync-options"] == "Delete=false,Prune=false", annotations
     # Disruptions leave a replica, and the replicas prefer different nodes.
     (pdb,) = find(docs, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
@@ -437,13 +441,14 @@ def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
     for kopf_crd in KOPF_CRDS:
         labels = _wait_established(consumer, kopf_crd)["metadata"].get("labels") or {}
         assert "app.kubernetes.io/managed-by" not in labels, labels
-    # ... the PodDisruptionBudget is part of the release, and the peering object a hook made after it.
-    assert read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name) is not None
+    # ... and the peering object and the PodDisruptionBudget are part of the release, no hook.
+    peering = read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name)
+    assert peering["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
     manifest = run_helm(helm, "get", "manifest", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
     kinds = {d["kind"] for d in yaml.safe_load_all(manifest) if d}
-    assert "PodDisruptionBudget" in kinds and "ClusterKopfPeering" not in kinds, kinds
+    assert {"ClusterKopfPeering", "PodDisruptionBudget"} <= kinds, kinds
     hooks = run_helm(helm, "get", "hooks", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
-    assert "ClusterKopfPeering" in hooks, hooks
+    assert "ClusterKopfPeering" not in hooks, hooks
 
     status = run_helm(helm, "status", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
     assert "STATUS: deployed" in status and "REVISION: 2" in status
