@@ -19,6 +19,7 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of(["real_liqo", "node_images", "leak_scan"]) == "liqo"  # the chart's Pods on Liqo's chart pair
     assert tier_of(["pair", "images"], markers=["liqochart", "e2e"]) == "liqo"  # asks for real_liqo at run time
     assert tier_of(["argocd", "operator_env"], markers=["gitops", "e2e"]) == "gitops"
+    assert tier_of(["two_node_clusters"]) == "nodes"  # a module's own pair, a consumer with two nodes
     assert tier_of([], markers=["image"]) == "nodes"  # waits for the image build, as the nodes tier does
     assert tier_of(["liqo_matrix_pair", "matrix_env"]) == "matrix"
     assert tier_of(["case"], markers=["faults", "e2e"]) == "solo"
