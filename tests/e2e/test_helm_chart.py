@@ -454,6 +454,52 @@ def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
     assert "STATUS: deployed" in status and "REVISION: 2" in status
 
 
+def test_a_peering_object_an_earlier_chart_made_as_a_hook_is_taken_over_with_its_entries(
+    consumer: LocalCluster, helm: Path
+) -> None:
+    """Earlier charts made the kopf peering object with a post-install hook, which Helm does not record as the
+    release's: `helm upgrade` refuses to take it over until --take-ownership (docs/operations/upgrade.md), and
+    then keeps it, the replicas' entries with it."""
+    kubeconfig, release, namespace = consumer.kubeconfig, "hooked", "lpo-hooked"
+    name = f"{release}-liqo-peering-operator"
+    client = consumer.api_client()
+    for crd in yaml.safe_load_all((CHART / "crds" / "kopf-peerings.yaml").read_text()):
+        kubernetes.dynamic.DynamicClient(client).resources.get(
+            api_version=crd["apiVersion"], kind=crd["kind"]
+        ).server_side_apply(body=crd, name=crd["metadata"]["name"], field_manager="lpo-test")
+        _wait_established(consumer, crd["metadata"]["name"])
+    # The release without the object (another release owns the CRD templates), then the object as the hook
+    # made it: the chart's labels, the hook's annotations, an entry a replica wrote.
+    base = ["--namespace", namespace, *_values("crds.enabled=false", "ha.enabled=true", "replicaCount=2")]
+    run_helm(helm, "install", release, str(CHART), *base, "--set", "ha.createPeering=false", "--create-namespace",
+             kubeconfig=kubeconfig)  # fmt: skip
+    peerings = kubernetes.dynamic.DynamicClient(client).resources.get(
+        api_version="kopf.dev/v1", kind="ClusterKopfPeering"
+    )
+    labels = {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": release}
+    hook = {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
+    entry = {"priority": -1, "lifetime": 30, "lastseen": "2026-01-01T00:00:00+00:00"}
+    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "status": {"replica-a": entry},
+            "metadata": {"name": name, "labels": labels, "annotations": hook}}  # fmt: skip
+    uid = peerings.create(body=body).metadata.uid
+    try:
+        refused = run_helm(helm, "upgrade", release, str(CHART), *base, kubeconfig=kubeconfig, check=False)
+        assert "cannot be imported into the current release" in refused, refused
+        run_helm(helm, "upgrade", release, str(CHART), *base, "--take-ownership", kubeconfig=kubeconfig)
+        manifest = run_helm(helm, "get", "manifest", release, "--namespace", namespace, kubeconfig=kubeconfig)
+        assert "kind: ClusterKopfPeering" in manifest, manifest
+        # The next upgrade patches it as the release's (ownership annotations), still in place.
+        run_helm(helm, "upgrade", release, str(CHART), *base, "--set", "logLevel=debug", kubeconfig=kubeconfig)
+        taken = read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name)
+        assert taken["metadata"]["uid"] == uid and taken["status"] == {"replica-a": entry}, taken
+        annotations = taken["metadata"].get("annotations") or {}
+        assert annotations.get("meta.helm.sh/release-name") == release, taken["metadata"]
+    finally:
+        run_helm(helm, "uninstall", release, "--namespace", namespace, kubeconfig=kubeconfig, check=False)
+    # Now the release's: uninstalling deletes it.
+    assert not [p for p in peerings.get().items if p.metadata.name == name]
+
+
 def _wait_established(cluster: LocalCluster, name: str, timeout: float = 30) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
