@@ -7,8 +7,8 @@ control plane on the nodes' LAN), then:
 - `helm upgrade` (a rolling update) hands over to the replicas of the new template, with the peering
   object kept (a release object, not re-created);
 - a second kopf-based release (tests/e2e/charts/kopf-neighbour) that ships kopf's CRDs in its own crds/
-  and has its own ClusterKopfPeering: both install and work, and uninstalling either leaves the other
-  working.
+  and has its own ClusterKopfPeering: both install and work, whichever comes first, and uninstalling either
+  leaves the other working.
 """
 
 from __future__ import annotations
@@ -316,4 +316,17 @@ def test_beside_a_second_kopf_release_both_work_and_either_uninstalls_alone(env:
     release.helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait")
     assert kc.get(KOPF_PEERING, FULLNAME) is None, "the release's peering object outlived it"
     assert kc.get(KOPF_PEERING, NEIGHBOUR) is not None and _kopf_crd_uids(env) == crds
+    _neighbour_works(env)
+
+    # The other way round, on a cluster without kopf's CRDs: the neighbour's crds/ makes them, ours skips its
+    # own, and our replicas coordinate through them (one acts, one stands by).
+    run_helm("uninstall", NEIGHBOUR, "--namespace", NEIGHBOUR, "--wait", kubeconfig=release.kubeconfig)
+    for crd in KOPF_CRDS:
+        kc.delete(k.CRD, crd)
+    wait_for("kopf's CRDs gone", lambda: not any(kc.get(k.CRD, crd) for crd in KOPF_CRDS), timeout=60)
+    _neighbour(env, "install", "--wait", "--timeout", "3m")
+    theirs = _kopf_crd_uids(env)
+    release.helm("install", RELEASE, *release.install_args(*ha_values(LIFETIME)))
+    assert _kopf_crd_uids(env) == theirs
+    env.leader()
     _neighbour_works(env)
