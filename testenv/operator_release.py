@@ -68,7 +68,7 @@ class Release:
 
     def install_args(self, *sets: str, wait: bool = True) -> list[str]:
         """`helm install|upgrade RELEASE` arguments after the release's name; with `wait`, helm waits until the
-        Pods are ready (and only then runs the chart's hooks, the kopf peering object among them)."""
+        Pods are ready."""
         repository, tag = self.image.ref.rsplit(":", 1)
         values = [
             f"image.repository={repository}",
@@ -259,7 +259,7 @@ class Handover:
 
         entry = self.release.peering_entries().get(self.active)
         if "announced" not in self.seen and entry and int(entry["priority"]) != self.priorities[self.active]:
-            # The restarted container's first keep-alive (a new random priority) or a later one: at most this.
+            # The restarted container's first keep-alive (a new priority: its start time) or a later one: at most this.
             self.seen["announced"] = after(datetime.fromisoformat(entry["lastseen"]))
         if "standby" not in self.seen:
             resumed = log_times(self.release.pod_log(self.standby), RESUMED)[self.resumed_before :]
@@ -357,8 +357,9 @@ class Handover:
         wait_for(f"the kubelet to restart {active}'s container", restarted, timeout=120, interval=0.2)
         peers = wait_for("both replicas live in the peering object", partial(release.live_peers, list(self)))
         leader = max(self, key=lambda n: peers[n])
-        # Whoever outranks acts: the restarted container drew a new priority. A standby that had resumed pauses
-        # again when the restarted one outranks it; one that outranks it resumes (if it has not yet).
+        # Whoever outranks acts: the restarted container took a new priority, its new start time, below the
+        # standby's on one node's clock. A standby that had resumed would pause again were the restarted one to
+        # outrank it; one that outranks it resumes (if it has not yet).
         if leader == active:
             wait_for(f"{active} to act", lambda: RESUMED in release.pod_log(active), timeout=60)
             if "standby" in self.seen:

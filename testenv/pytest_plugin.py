@@ -57,8 +57,8 @@ def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
         return "matrix"  # Liqo's chart of each other version of LIQO_MATRIX on a pair of its own
     if "real_liqo" in names or "liqochart" in marks:  # test_liqo_chart asks for real_liqo at run time
         return "liqo"  # Liqo's chart on two clusters with a node each (testenv.liqo_real / liqo_chart)
-    if names & {"node_clusters", "node_images"} or "image" in marks:
-        return "nodes"  # two clusters with a node each, the operator's image in them
+    if names & {"node_clusters", "two_node_clusters", "node_images"} or "image" in marks:
+        return "nodes"  # clusters with real nodes, the operator's image in them
     if "gitops" in marks:
         return "gitops"  # Argo CD's and Flux's controllers beside control planes of their own
     if "standin" in marks:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import random
 import socket
+import time
 
 import kopf
 import structlog
@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--priority",
         type=int,
         default=None,
-        help="kopf peering priority of this replica (HA); default: random, so that replicas differ",
+        help="kopf peering priority of this replica (HA); default: by start time, the replica that started first"
+        " outranks the others, so that a new replica stands by rather than take over from the acting one",
     )
     run.add_argument(
         PEERING_NAME_FLAG, default=None, help="kopf peering object for HA (several replicas); default: standalone"
@@ -206,6 +207,18 @@ class PeeringPauses(logging.Handler):
 KOPF_PEERING_LOGGER = "kopf._core.engines.peering"
 
 
+def start_priority(started: float | None = None) -> int:
+    """This replica's kopf peering priority: the earlier it started, the higher (minus its start time in
+    microseconds). kopf pauses every replica below the top live peer, and every one that shares the top
+    priority, so each replica needs its own. Ranking by start time means that a replica joining during a
+    rolling update or a drain stands by and the acting one keeps acting until it withdraws (SIGTERM) or its
+    entry expires; and a container restarted in place ranks below the replica that took over from it, so
+    that one goes on. Clocks of different nodes may differ: the order is then another one, still total.
+    Negative, so that `kopf run` on a workstation (priority 0) outranks the cluster's replicas, as kopf
+    intends for debugging."""
+    return -int((time.time() if started is None else started) * 1_000_000)
+
+
 def run(args: argparse.Namespace) -> None:
     tenant_access = None
     if args.tenant_access_role:
@@ -258,8 +271,7 @@ def run(args: argparse.Namespace) -> None:
         standalone=args.peering_name is None,
         peering_name=args.peering_name,
         identity=peering_identity(),  # type: ignore[arg-type]  # kopf's Identity: a NewType of str it does not export
-        # kopf pauses every replica that shares the top priority: give each replica its own.
-        priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
+        priority=args.priority if args.priority is not None else start_priority(),
         ready_flag=health.started,
         memo=kopf.Memo(
             service=service,

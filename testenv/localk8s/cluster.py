@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -164,8 +164,9 @@ class LocalCluster:
 
     @property
     def host(self) -> str:
-        """Where the API server listens: loopback, or with nodes the host's address on the LAN."""
-        return self.lan.host_ip if self.lan is not None and self.nodes else "127.0.0.1"
+        """Where the API server listens: loopback, or on a LAN (with nodes, or beside a cluster with nodes) the
+        host's address there, where Pods reach it."""
+        return self.lan.host_ip if self.lan is not None else "127.0.0.1"
 
     def _allocate_ports(self) -> None:
         self.etcd_client_port = free_port()
@@ -723,20 +724,22 @@ def start_clusters(
     names: list[str],
     base_dir: Path,
     timeout: float | None = None,
-    nodes: int = 0,
+    nodes: int | Mapping[str, int] = 0,
     egress: bool = False,
     kubernetes_version: str | None = None,
 ) -> dict[str, LocalCluster]:
     """Start one cluster per name, in parallel, under base_dir/<name>; all or none come up. With `nodes`,
-    each gets that many nodes, all on one LAN of their own (default timeout: 120 s, 300 s with nodes); with
-    `egress` too, their API servers reach Services and Pods through node 0 (egress.py). `kubernetes_version`
-    picks the control plane's release (default: hack/versions.env KUBERNETES_VERSION; only the versions
-    there are built)."""
+    each gets that many nodes, or as many as `nodes[name]` says (0 for a name it leaves out), all on one LAN
+    of their own, where every cluster's API server listens, nodes or not (default timeout: 120 s, 300 s with
+    nodes); with `egress` too, their API servers reach Services and Pods through node 0 (egress.py).
+    `kubernetes_version` picks the control plane's release (default: hack/versions.env KUBERNETES_VERSION;
+    only the versions there are built)."""
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate cluster names: {names}")
+    counts = {name: nodes.get(name, 0) if isinstance(nodes, Mapping) else nodes for name in names}
     base_dir.mkdir(parents=True, exist_ok=True)
     lan = None
-    if nodes:
+    if any(counts.values()):
         ensure_inotify_instances()
         pause_image()  # built once here, not by each cluster's thread at the same time
         lan = Lan.acquire()
@@ -746,7 +749,7 @@ def start_clusters(
             name,
             base_dir / name,
             service_cidr=f"10.{96 + i}.0.0/16",
-            nodes=nodes,
+            nodes=counts[name],
             lan=lan,
             index=i,
             pod_cidr=f"10.{244 + i}.0.0/16",
@@ -758,7 +761,7 @@ def start_clusters(
     started = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=len(clusters) or 1) as pool:
-            futures = [pool.submit(c.start, timeout or (300.0 if nodes else 120.0)) for c in clusters.values()]
+            futures = [pool.submit(c.start, timeout or (300.0 if lan else 120.0)) for c in clusters.values()]
             for f in futures:
                 f.result()  # re-raises the first failure
     except BaseException:

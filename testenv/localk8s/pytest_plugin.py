@@ -3,6 +3,8 @@
 - `local_clusters`: control planes only (no nodes): the fast suites;
 - `node_clusters`: each with one real node (containerd, kubelet, kube-proxy, CoreDNS), on a LAN of their
   own, with the images `make images` built loaded into the consumer's node;
+- `two_node_clusters` (module): the consumer with two real nodes, the images in both, and the provider a
+  control plane without nodes on the same LAN (drains: a Pod evicted from one node runs on the other);
 - `floor_clusters` (module): control planes of the oldest Kubernetes the chart supports
   (hack/versions.env KUBERNETES_FLOOR_VERSION), gone at the end of the module that asked for them.
 
@@ -20,7 +22,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -70,7 +72,9 @@ def _install_sigterm_handler() -> None:
 
 
 @contextlib.contextmanager
-def _session_clusters(nodes: int, kubernetes_version: str | None = None) -> Iterator[dict[str, LocalCluster]]:
+def _session_clusters(
+    nodes: int | Mapping[str, int], kubernetes_version: str | None = None
+) -> Iterator[dict[str, LocalCluster]]:
     _install_sigterm_handler()
     base_dir = Path(tempfile.mkdtemp(prefix="localk8s-"))
     # Registered before starting: start_clusters cleans up after itself on failure, but an
@@ -123,6 +127,17 @@ def node_clusters(node_images: dict[str, Image]) -> Iterator[dict[str, LocalClus
     """{"consumer", "provider"}, each with one real node; `node_images` in the consumer's node, where the
     tests run their Pods (importing them takes seconds per image and node: the provider's gets none)."""
     with _session_clusters(nodes=1) as clusters:
+        for image in node_images.values():
+            clusters["consumer"].load_image(image.archive)
+        yield clusters
+
+
+@pytest.fixture(scope="module")
+def two_node_clusters(node_images: dict[str, Image]) -> Iterator[dict[str, LocalCluster]]:
+    """{"consumer", "provider"}: the consumer with two real nodes, `node_images` in both, and the provider a
+    control plane on the same LAN, where the consumer's Pods reach its API server (a provider needs no node
+    for the stand-in). Module-scoped: only the module that drains a node pays for its second node."""
+    with _session_clusters(nodes={"consumer": 2, "provider": 0}) as clusters:
         for image in node_images.values():
             clusters["consumer"].load_image(image.archive)
         yield clusters

@@ -192,3 +192,12 @@ def test_cgroup_roots_of_nodes_starting_together_share_the_top_level(
     for path in (cpuset / "localk8s", cpuset / "localk8s/br-a-0", cpuset / "localk8s/br-b-0"):
         assert (path / "cpuset.cpus").read_text() == "0-1\n", path
         assert (path / "cpuset.mems").read_text() == "0\n", path
+
+
+def test_a_cluster_without_nodes_on_a_lan_listens_there(tmp_path: Path) -> None:
+    # A provider without nodes beside a consumer with nodes: the consumer's Pods reach its API server.
+    lan = network.Lan(index=7)
+    beside = LocalCluster("provider", tmp_path / "provider", nodes=0, lan=lan, index=1)
+    assert beside.host == lan.host_ip and beside.server.startswith(f"https://{lan.host_ip}:")
+    assert beside.node_specs() == []
+    assert LocalCluster("alone", tmp_path / "alone").host == "127.0.0.1"

@@ -19,6 +19,7 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of(["real_liqo", "node_images", "leak_scan"]) == "liqo"  # the chart's Pods on Liqo's chart pair
     assert tier_of(["pair", "images"], markers=["liqochart", "e2e"]) == "liqo"  # asks for real_liqo at run time
     assert tier_of(["argocd", "operator_env"], markers=["gitops", "e2e"]) == "gitops"
+    assert tier_of(["two_node_clusters"]) == "nodes"  # a module's own pair, a consumer with two nodes
     assert tier_of([], markers=["image"]) == "nodes"  # waits for the image build, as the nodes tier does
     assert tier_of(["liqo_matrix_pair", "matrix_env"]) == "matrix"
     assert tier_of(["case"], markers=["faults", "e2e"]) == "solo"
@@ -62,6 +63,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
     assert modules["standin"] == {"tests/e2e/test_kill.py", "tests/e2e/test_benchmarks.py"}
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
+        "tests/e2e/test_ha_disruption.py",
         "tests/e2e/test_flux_helmrelease.py",
         "tests/e2e/test_release.py",
         "testenv/tests/e2e/test_nodes.py",

@@ -194,13 +194,17 @@ def test_ha_render(helm: Path) -> None:
     standalone = operator_args(render(helm, "ha.peeringLifetime=15"))
     assert not [a for a in standalone if a.startswith("--peering-")], standalone
     # kopf's CRDs are in the chart's crds/ (installed before the release, owned by none); the peering
-    # object is a hook, made anew after each install and upgrade.
+    # object is a normal release object, no hook (Argo CD would run a hook as its own PostSync hook).
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
     assert crds == {CRD_NAME, SET_CRD_NAME}
     with_crds = render(helm, "ha.enabled=true", "replicaCount=2", extra=["--include-crds"])
     assert {d["metadata"]["name"] for d in find(with_crds, "CustomResourceDefinition")} == crds | KOPF_CRDS
     (peering,) = find(docs, "ClusterKopfPeering")
-    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert "annotations" not in peering["metadata"], peering
+    for kopf_crd in find(with_crds, "CustomResourceDefinition"):
+        if kopf_crd["metadata"]["name"] in KOPF_CRDS:  # Argo CD applies crds/: never deleted with an application
+            annotations = kopf_crd["metadata"]["annotations"]
+            assert annotations["argocd.argoproj.io/sync-options"] == "Delete=false,Prune=false", annotations
     # Disruptions leave a replica, and the replicas prefer different nodes.
     (pdb,) = find(docs, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
@@ -437,16 +441,63 @@ def test_install_and_upgrade(consumer: LocalCluster, helm: Path) -> None:
     for kopf_crd in KOPF_CRDS:
         labels = _wait_established(consumer, kopf_crd)["metadata"].get("labels") or {}
         assert "app.kubernetes.io/managed-by" not in labels, labels
-    # ... the PodDisruptionBudget is part of the release, and the peering object a hook made after it.
-    assert read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name) is not None
+    # ... and the peering object and the PodDisruptionBudget are part of the release, no hook.
+    peering = read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name)
+    assert peering["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
     manifest = run_helm(helm, "get", "manifest", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
     kinds = {d["kind"] for d in yaml.safe_load_all(manifest) if d}
-    assert "PodDisruptionBudget" in kinds and "ClusterKopfPeering" not in kinds, kinds
+    assert {"ClusterKopfPeering", "PodDisruptionBudget"} <= kinds, kinds
     hooks = run_helm(helm, "get", "hooks", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
-    assert "ClusterKopfPeering" in hooks, hooks
+    assert "ClusterKopfPeering" not in hooks, hooks
 
     status = run_helm(helm, "status", RELEASE, "--namespace", NAMESPACE, kubeconfig=kubeconfig)
     assert "STATUS: deployed" in status and "REVISION: 2" in status
+
+
+def test_a_peering_object_an_earlier_chart_made_as_a_hook_is_taken_over_with_its_entries(
+    consumer: LocalCluster, helm: Path
+) -> None:
+    """Earlier charts made the kopf peering object with a post-install hook, which Helm does not record as the
+    release's: `helm upgrade` refuses to take it over until --take-ownership (docs/operations/upgrade.md), and
+    then keeps it, the replicas' entries with it."""
+    kubeconfig, release, namespace = consumer.kubeconfig, "hooked", "lpo-hooked"
+    name = f"{release}-liqo-peering-operator"
+    client = consumer.api_client()
+    for crd in yaml.safe_load_all((CHART / "crds" / "kopf-peerings.yaml").read_text()):
+        kubernetes.dynamic.DynamicClient(client).resources.get(
+            api_version=crd["apiVersion"], kind=crd["kind"]
+        ).server_side_apply(body=crd, name=crd["metadata"]["name"], field_manager="lpo-test")
+        _wait_established(consumer, crd["metadata"]["name"])
+    # The release without the object (another release owns the CRD templates), then the object as the hook
+    # made it: the chart's labels, the hook's annotations, an entry a replica wrote.
+    base = ["--namespace", namespace, *_values("crds.enabled=false", "ha.enabled=true", "replicaCount=2")]
+    run_helm(helm, "install", release, str(CHART), *base, "--set", "ha.createPeering=false", "--create-namespace",
+             kubeconfig=kubeconfig)  # fmt: skip
+    peerings = kubernetes.dynamic.DynamicClient(client).resources.get(
+        api_version="kopf.dev/v1", kind="ClusterKopfPeering"
+    )
+    labels = {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": release}
+    hook = {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
+    entry = {"priority": -1, "lifetime": 30, "lastseen": "2026-01-01T00:00:00+00:00"}
+    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "status": {"replica-a": entry},
+            "metadata": {"name": name, "labels": labels, "annotations": hook}}  # fmt: skip
+    uid = peerings.create(body=body).metadata.uid
+    try:
+        refused = run_helm(helm, "upgrade", release, str(CHART), *base, kubeconfig=kubeconfig, check=False)
+        assert "cannot be imported into the current release" in refused, refused
+        run_helm(helm, "upgrade", release, str(CHART), *base, "--take-ownership", kubeconfig=kubeconfig)
+        manifest = run_helm(helm, "get", "manifest", release, "--namespace", namespace, kubeconfig=kubeconfig)
+        assert "kind: ClusterKopfPeering" in manifest, manifest
+        # The next upgrade patches it as the release's (ownership annotations), still in place.
+        run_helm(helm, "upgrade", release, str(CHART), *base, "--set", "logLevel=debug", kubeconfig=kubeconfig)
+        taken = read(consumer, "kopf.dev/v1", "ClusterKopfPeering", name)
+        assert taken["metadata"]["uid"] == uid and taken["status"] == {"replica-a": entry}, taken
+        annotations = taken["metadata"].get("annotations") or {}
+        assert annotations.get("meta.helm.sh/release-name") == release, taken["metadata"]
+    finally:
+        run_helm(helm, "uninstall", release, "--namespace", namespace, kubeconfig=kubeconfig, check=False)
+    # Now the release's: uninstalling deletes it.
+    assert not [p for p in peerings.get().items if p.metadata.name == name]
 
 
 def _wait_established(cluster: LocalCluster, name: str, timeout: float = 30) -> dict[str, Any]:

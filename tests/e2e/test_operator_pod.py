@@ -45,7 +45,6 @@ from testenv.localk8s.images import Image
 from testenv.localk8s.pods import python_pod, run_to_completion
 from testenv.operator_release import (
     FULLNAME,
-    PAUSED,
     RELEASE,
     RELEASE_NS,
     SELECTOR,
@@ -416,14 +415,11 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
     suite.helm("upgrade", RELEASE, *suite.install_args(*ha_values(LIFETIME)))
     pods = wait_for("two ready replicas", lambda: suite.ready_pods(2), timeout=180)
     names = [p["metadata"]["name"] for p in pods]
-
-    def paused() -> list[str] | None:
-        # kopf peering: the replica with the lower priority pauses in favour of the other.
-        logs = {n: suite.pod_log(n) for n in names}
-        waiting = [n for n, log in logs.items() if PAUSED in log]
-        return waiting if len(waiting) == 1 else None
-
-    (standby,) = wait_for("one replica to stand by", paused, timeout=60)
+    # kopf peering: the replica of the lower priority (the later start) stands by. One that starts behind a
+    # live higher one never resumes and logs nothing: the peering object and the logs together tell.
+    suite.wait_one_acting(2)
+    peers = wait_for("both replicas in the kopf peering object", partial(suite.live_peers, names))
+    standby = min(names, key=lambda n: peers[n])
     since = datetime.now(UTC)
     suite.change_and_reconcile("6m")
     writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
@@ -452,7 +448,8 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
     # object. (A replica that starts behind a higher one pauses without logging it, so logs cannot tell.)
     peers = wait_for("both replicas in the kopf peering object", partial(suite.live_peers, names), timeout=120)
     leader = max(names, key=lambda n: peers[n])
-    if leader != standby:  # the replacement outranks it: the former standby pauses again (and says so)
+    # The replacement started later, so it ranks below the former standby (on one node's clock).
+    if leader != standby:  # were it to outrank it, the former standby would pause again (and say so)
         wait_for(
             f"{standby} to stand by again",
             lambda: standing_by(suite.pod_log(standby)),

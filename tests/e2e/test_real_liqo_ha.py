@@ -129,8 +129,7 @@ def _installed(release: Release, env: RealPair, leak_scan: LeakScan) -> Iterator
     release.cluster.load_image(release.image.archive)
     try:
         # An earlier module of the tier applied the operator's CRDs from crds/ (install_crd): the release takes
-        # them over, as it would CRDs a user applied before installing the chart. Without --wait helm creates the
-        # kopf peering object (a hook) at once, not once the Pods are ready: the replicas find it as they start.
+        # them over, as it would CRDs a user applied before installing the chart.
         args = release.install_args(*ha_values(LIFETIME), wait=False)
         release.helm("install", RELEASE, *args, "--create-namespace", "--take-ownership")
         release.wait_one_acting(2)

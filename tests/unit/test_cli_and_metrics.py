@@ -10,7 +10,14 @@ import pytest
 from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
-from liqo_peering.cli import build_parser, connection_info, kopf_settings, local_configuration, peering_identity
+from liqo_peering.cli import (
+    build_parser,
+    connection_info,
+    kopf_settings,
+    local_configuration,
+    peering_identity,
+    start_priority,
+)
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE
 from liqo_peering.metrics import Metrics
 
@@ -93,6 +100,17 @@ def test_run_hands_kopf_the_peering_lifetime(tmp_path: Path, monkeypatch: pytest
     flags = ["--kubeconfig", str(kubeconfig), "--metrics-port", "0", "--health-port", "0"]
     run(build_parser().parse_args(["run", *flags, "--peering-name", "lpo", "--peering-lifetime", "15"]))
     assert seen["peering_name"] == "lpo" and seen["settings"].peering.lifetime == 15
+    assert seen["priority"] < 0  # its start time, below a workstation's `kopf run` (priority 0)
+    run(build_parser().parse_args(["run", *flags, "--peering-name", "lpo", "--priority", "7"]))
+    assert seen["priority"] == 7
+
+
+def test_a_replica_started_earlier_outranks_a_later_one() -> None:
+    # A replica joining during a rollout or a drain stands by; a microsecond apart still ranks apart (kopf
+    # pauses every replica sharing the top priority).
+    first, second = start_priority(1_764_230_400.000001), start_priority(1_764_230_400.000002)
+    assert first > second
+    assert abs(first) < 2**53  # exact in JSON readers that use doubles
 
 
 def test_bad_log_format_is_refused() -> None:
