@@ -17,11 +17,11 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main; liqo;
-# nodes (once the operator image is built) then solo; matrix (the other Liqo versions, built in its lane
-# first), gitops then standin take about as long (each tier's time is in its log's last line). The lanes share two
-# cores: a lane more, a Liqo pair more, or the heavy solo tier in the busy first half makes every lane slower.
-# Rebalance with TEST_LANES.
-LANES=${TEST_LANES:-main liqo nodes,solo matrix,gitops,standin}
+# nodes (once the operator image is built), gitops then standin; matrix (the other Liqo versions) then solo
+# take about as long (each tier's time is in its log's last line). The lanes share two cores: a lane more, a
+# Liqo pair more, or the heavy solo tier in the busy first half makes every lane slower. Rebalance with
+# TEST_LANES.
+LANES=${TEST_LANES:-main liqo nodes,gitops,standin matrix,solo}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local

@@ -64,6 +64,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_ha_disruption.py",
+        "tests/e2e/test_network_policy.py",
         "tests/e2e/test_flux_helmrelease.py",
         "tests/e2e/test_release.py",
         "testenv/tests/e2e/test_nodes.py",
