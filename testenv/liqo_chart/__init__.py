@@ -24,6 +24,7 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -330,6 +331,16 @@ class LiqoChartPair:
         self.versions[side] = version
         self.wait_available(sides=(side,))
         self.timings[f"upgrade {side}"] = time.monotonic() - started
+
+    def restart(self, side: str) -> None:
+        """`kubectl rollout restart` of every Liqo Deployment and DaemonSet on one side: its controllers start
+        afresh, with new informers. Returns at once; wait_available waits for the rollout."""
+        kc = self.kube(side)
+        stamp = {"kubectl.kubernetes.io/restartedAt": datetime.now(UTC).isoformat(timespec="seconds")}
+        patch = {"spec": {"template": {"metadata": {"annotations": stamp}}}}
+        for res in (DEPLOYMENT, DAEMONSET):
+            for obj in kc.list(res, NAMESPACE):
+                kc.patch(res, obj["metadata"]["name"], patch, NAMESPACE)
 
     def wait_available(self, timeout: float = 240, sides: tuple[str, ...] = ()) -> dict[str, list[Workload]]:
         """Every Liqo Deployment and DaemonSet available on both clusters; else AssertionError with each

@@ -38,6 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from testenv import audit, inventory, liqo_info, operator_support, real_pair
 from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.leakscan import LeakScan
+from testenv.liqo_chart import LiqoChartPair
 from testenv.liqo_install import LiqoInstall, install_kind
 from testenv.liqo_real import liqo_binary
 from testenv.operator_support import (
@@ -1898,7 +1899,14 @@ def test_force_delete_once_the_provider_is_gone_for_good(
                 print(f"\nBENCH real Liqo ({install_kind()}): provider gone for good -> force-deleted: {took:.1f}s")
     finally:
         # The provider is back: its side of the peering goes by hand (nobody could unpeer it), and the mark
-        # comes off the ForeignCluster, as for a provider re-installed under the same cluster ID.
+        # comes off the ForeignCluster, as for a provider re-installed under the same cluster ID. Re-installed,
+        # Liqo there starts afresh (a rollout restart): controllers that lived through this and the earlier
+        # outages follow the namespace's deletion only once client-go's reflector backoff lets them relist (30
+        # to 60 s between attempts after 30 s of failures, reset after two minutes without one), which held it
+        # for 80 s and more after the earlier outage tests.
+        chart = env.pair if isinstance(env.pair, LiqoChartPair) else None
+        if chart is not None:
+            chart.restart("provider")
         with contextlib.suppress(ApiException):
             k8s.CoreV1Api(env.provider_api).delete_namespace(p_ns)
         wait_for(
@@ -1906,6 +1914,8 @@ def test_force_delete_once_the_provider_is_gone_for_good(
             lambda: not k8s.CoreV1Api(env.provider_api).list_namespace(field_selector=f"metadata.name={p_ns}").items,
             timeout=180,
         )
+        if chart is not None:
+            chart.wait_available(sides=("provider",))
         with contextlib.suppress(ApiException):
             custom(env.consumer_api).patch_cluster_custom_object(
                 "core.liqo.io",
