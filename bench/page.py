@@ -358,21 +358,8 @@ def fleet_section(fleet: list[dict[str, Any]]) -> list[str]:
 
 
 def memory_section(memory: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "## Memory: one peering, the consumer empty or full of objects no peering concerns",
-        "",
-        "| unrelated Deployments | unrelated Secrets | RSS MB at rest | vs empty | peak RSS MB "
-        "| MB the operator read | Ready after (s) | idle CPU |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in memory:
-        objects = row["clutter"]
-        lines.append(
-            f"| {objects.get('deployments', 0)} | {objects.get('secrets', 0)} | {_f(row['rss_mb'], 1)} "
-            f"| {_f(row['rss_vs_empty'])}x | {_f(row['peak_rss_mb'], 1)} | {_f(row['operator_read_mb'], 1)} "
-            f"| {_f(row['all_ready'], 1)} | {_f(row['idle_cpu_percent'])} % |"
-        )
-    return [*lines, ""]
+    title = "## Memory: one peering, the consumer empty or full of objects no peering concerns"
+    return [title, "", *report.memory_table(memory), ""]
 
 
 def targets_section(targets: list[dict[str, Any]]) -> list[str]:

@@ -319,7 +319,7 @@ def console(results: dict[str, Any]) -> str:
     memory = results.get("memory_summary")
     if memory:
         title = "Memory: one peering, the consumer empty or full of unrelated objects"
-        lines += [title, "", *_memory_table(memory), ""]
+        lines += [title, "", *memory_table(memory), ""]
     if results.get("targets"):
         lines += ["| target | measured | met |", "| --- | --- | --- |"]
         for t in results["targets"]:
@@ -328,7 +328,7 @@ def console(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _memory_table(memory: list[dict[str, Any]]) -> list[str]:
+def memory_table(memory: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| unrelated Deployments | unrelated Secrets | RSS MB at rest | vs empty | peak RSS MB "
         "| MB the operator read | Ready after (s) | idle CPU |",
