@@ -349,15 +349,20 @@ def _values(*sets: str) -> list[str]:
     return args
 
 
-def test_server_side_dry_run(consumer: LocalCluster, helm: Path) -> None:
-    """Every rendered object passes the API server's validation, once the chart's crds/ (kopf's peering
-    CRDs, which Helm installs before the release) are in."""
-    client = consumer.api_client()
+def _apply_kopf_crds(consumer: LocalCluster, client: kubernetes.client.ApiClient) -> None:
+    """The chart's crds/ (kopf's peering CRDs), as Helm installs them before a release, established."""
     for crd in yaml.safe_load_all((CHART / "crds" / "kopf-peerings.yaml").read_text()):
         kubernetes.dynamic.DynamicClient(client).resources.get(
             api_version=crd["apiVersion"], kind=crd["kind"]
         ).server_side_apply(body=crd, name=crd["metadata"]["name"], field_manager="lpo-test")
         _wait_established(consumer, crd["metadata"]["name"])
+
+
+def test_server_side_dry_run(consumer: LocalCluster, helm: Path) -> None:
+    """Every rendered object passes the API server's validation, once the chart's crds/ (kopf's peering
+    CRDs, which Helm installs before the release) are in."""
+    client = consumer.api_client()
+    _apply_kopf_crds(consumer, client)
     # The optional objects too: the NetworkPolicy (with a peer of each kind) and the dashboard's ConfigMap.
     optional = (
         "networkPolicy.enabled=true",
@@ -463,11 +468,7 @@ def test_a_peering_object_an_earlier_chart_made_as_a_hook_is_taken_over_with_its
     kubeconfig, release, namespace = consumer.kubeconfig, "hooked", "lpo-hooked"
     name = f"{release}-liqo-peering-operator"
     client = consumer.api_client()
-    for crd in yaml.safe_load_all((CHART / "crds" / "kopf-peerings.yaml").read_text()):
-        kubernetes.dynamic.DynamicClient(client).resources.get(
-            api_version=crd["apiVersion"], kind=crd["kind"]
-        ).server_side_apply(body=crd, name=crd["metadata"]["name"], field_manager="lpo-test")
-        _wait_established(consumer, crd["metadata"]["name"])
+    _apply_kopf_crds(consumer, client)
     # The release without the object (another release owns the CRD templates), then the object as the hook
     # made it: the chart's labels, the hook's annotations, an entry a replica wrote.
     base = ["--namespace", namespace, *_values("crds.enabled=false", "ha.enabled=true", "replicaCount=2")]
