@@ -27,10 +27,10 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeeringsets/finalizers"]
   verbs: ["update"]
-# Events on each LiqoPeering (kopf posts core/v1 Events; events.k8s.io is the same API).
-- apiGroups: ["", "events.k8s.io"]
+# Events on each LiqoPeering and LiqoPeeringSet: the operator and kopf only create core/v1 Events.
+- apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 # Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
 # watched so that a rotated kubeconfig is picked up, and a LiqoPeeringSet's selection follows their labels.
 # With kubeconfigSecretProtection, patched to add and remove the operator's finalizer (kubeconfig-in-use).
