@@ -51,13 +51,17 @@ class Part:
                     **install.to_json(),
                     "cluster": workdir.name,
                     "serviceAccount": users[install],
-                    "requests": [list(astuple(r)) for r in sorted(requests[install])],
+                    "requests": [list(astuple(r)) for r in sorted(requests[install], key=_order)],
                 }
             )
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps({"installs": self.installs, "errors": self.errors}, indent=1) + "\n")
+
+
+def _order(request: Request) -> tuple[str, ...]:
+    return tuple("" if v is None else str(v) for v in astuple(request))
 
 
 def load(path: Path) -> tuple[list[dict[str, Any]], list[str]]:

@@ -268,6 +268,8 @@ def test_a_tier_saves_its_part_as_clusters_go(tmp_path: Path, monkeypatch: pytes
     log = workdir / "audit.log"
     lines = [
         line("get", "namespaces", name="t"),
+        line("list", "secrets", code=200),  # no name, no namespace: ordered beside those with one
+        line("get", "secrets", namespace="n", name="s"),
         line("get", "secrets", namespace="o", name="s", agent="OpenAPI-Generator/31.0.0/python", code=403),  # a test's
         line("get", "nodes", user="system:serviceaccount:other:x"),
     ]
@@ -276,7 +278,11 @@ def test_a_tier_saves_its_part_as_clusters_go(tmp_path: Path, monkeypatch: pytes
     collect.before_removal(workdir, log)
     found, errors = collect.load(saved.path)
     assert errors == [] and [i["serviceAccount"] for i in found] == [SA]
-    assert collect.requests_of(found[0]) == [req("get", "namespaces", name="t")]
+    assert collect.requests_of(found[0]) == [
+        req("get", "namespaces", name="t"),
+        req("get", "secrets", ns="n", name="s"),
+        req("list", "secrets"),
+    ]
     monkeypatch.setattr(collect, "_part", None)
 
 
