@@ -44,9 +44,12 @@ class Report:
 
     def lines(self) -> list[str]:
         out = [f"rbac: parts {', '.join(self.parts) or 'none'}; {len(self.ran)} installs ran the operator"]
-        out += [f"  ran: {label}" for label in sorted(set(self.ran))]
+        out += [f"  install {n}: {label}" for n, label in enumerate(self.ran, 1)]
         out += [f"  excepted: {describe(k)}: {why}" for k, why in sorted(self.excepted.items())]
-        out += [f"  UNUSED: {describe(k)} (granted by {'; '.join(sorted(v))})" for k, v in sorted(self.unused.items())]
+        number = {label: n for n, label in enumerate(self.ran, 1)}
+        for key, labels in sorted(self.unused.items()):
+            which = ", ".join(str(n) for n in sorted(number[x] for x in labels))
+            out.append(f"  UNUSED: {describe(key)} (installs {which})")
         out += [f"  FORBIDDEN: {f}" for f in sorted(self.forbidden)]
         out += [f"  ERROR: {e}" for e in self.errors]
         return out
@@ -59,11 +62,13 @@ def check(paths: list[Path]) -> Report:
     for path in paths:
         found, errors = collect.load(path)
         report.errors += [f"{path.stem}: {e}" for e in errors]
-        for install in found:
+        for index, install in enumerate(found, 1):
             values = tuple((flag, value) for flag, value in install["values"])
-            label = f"{path.stem}/{install['cluster']} {install['release']} in {install['namespace']}: " + (
+            label = f"{path.stem}#{index} {install['cluster']} {install['release']} in {install['namespace']}: " + (
                 " ".join(value if flag != "--values" else "<values file>" for flag, value in values) or "defaults"
             )
+            if install.get("afterUninstall"):
+                label += f" ({install['afterUninstall']} requests after its uninstall left out)"
             requests = collect.requests_of(install)
             if not requests or install["serviceAccount"] is None:
                 report.idle.append(label)

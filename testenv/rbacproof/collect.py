@@ -38,19 +38,26 @@ class Part:
         users = {i: service_account(installs.render(i.release, i.namespace, i.values)) for i in noted}
         seen, _ = scan(audit_log, {u for u in users.values() if u})
         requests: dict[installs.Install, set[Request]] = {i: set() for i in noted}
+        after_uninstall: dict[installs.Install, int] = {i: 0 for i in noted}
         for s in seen:
             if not s.user_agent.startswith(OPERATOR_AGENTS):
                 continue  # a test's own client with the ServiceAccount's token
             # The latest install of that ServiceAccount on this cluster before the request.
             owners = [i for i in noted if users[i] == s.username and i.at <= s.received]
-            if owners:
-                requests[max(owners, key=lambda i: i.at)].add(s.request)
+            if not owners:
+                continue
+            owner = max(owners, key=lambda i: i.at)
+            if installs.uninstalled_between(owner, owner.at, s.received):
+                after_uninstall[owner] += 1  # its Pod still stopping, its RBAC gone: not the chart's doing
+            else:
+                requests[owner].add(s.request)
         for install in noted:
             self.installs.append(
                 {
                     **install.to_json(),
                     "cluster": workdir.name,
                     "serviceAccount": users[install],
+                    "afterUninstall": after_uninstall[install],
                     "requests": [list(astuple(r)) for r in sorted(requests[install], key=_order)],
                 }
             )

@@ -53,6 +53,8 @@ class Install:
 
 
 _noted: list[Install] = []
+# `helm uninstall`s: (cluster, release, namespace, when). The RBAC goes while the Pods still terminate.
+_uninstalled: list[tuple[str, str, str, datetime]] = []
 
 
 def note(install: Install) -> None:
@@ -107,6 +109,17 @@ def note_helm(args: tuple[str, ...], kubeconfig: Path | str | None) -> None:
     install = from_helm_args(args, kubeconfig)
     if install is not None:
         note(install)
+    elif args[:1] == ("uninstall",) and len(args) > 1 and kubeconfig is not None:
+        namespace = next((args[i + 1] for i in range(len(args) - 1) if args[i] in ("-n", "--namespace")), "default")
+        _uninstalled.append((str(Path(kubeconfig).resolve()), args[1], namespace, datetime.now(UTC)))
+
+
+def uninstalled_between(install: Install, start: datetime, end: datetime) -> bool:
+    """Whether the release of `install` was uninstalled between `start` and `end`."""
+    return any(
+        (cluster, release, namespace) == (install.cluster, install.release, install.namespace) and start <= at <= end
+        for cluster, release, namespace, at in _uninstalled
+    )
 
 
 def note_values(kubeconfig: Path | str, release: str, namespace: str, values: dict[str, Any]) -> None:

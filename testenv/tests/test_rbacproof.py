@@ -29,6 +29,7 @@ def line(
     stage: str = "ResponseComplete",
     code: int = 200,
     agent: str = AGENT,
+    at: str = "2026-03-01T10:00:00.000001Z",
     **ref: str,
 ) -> str:
     event: dict[str, Any] = {
@@ -38,7 +39,7 @@ def line(
         "requestURI": "/apis/x?watch=true",
         "user": {"username": user},
         "userAgent": agent,
-        "requestReceivedTimestamp": "2026-03-01T10:00:00.000001Z",
+        "requestReceivedTimestamp": at,
         "stageTimestamp": "2026-03-01T10:00:00.000002Z",
         "responseStatus": {"code": code},
     }
@@ -321,3 +322,25 @@ def test_the_charts_own_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {g.key for g in bind} == {
         ("ClusterRole {fullname}", "bind", "rbac.authorization.k8s.io", "clusterroles", "{fullname}-tenant-access")
     }
+
+
+def test_requests_after_an_uninstall_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """helm uninstall deletes the RBAC while the Pod still stops: what it asks then is refused, not the chart's."""
+    monkeypatch.setattr(installs, "_noted", [])
+    monkeypatch.setattr(installs, "_uninstalled", [])
+    monkeypatch.setattr(installs, "render", lambda *_: RENDERED)
+    workdir = tmp_path / "consumer"
+    workdir.mkdir()
+    kubeconfig = workdir / "admin.kubeconfig"
+    installs.note_helm(("install", "lpo", str(installs.CHART), "--namespace", "lpo-system"), kubeconfig)
+    before = line("get", "namespaces", name="t", at=datetime.now(UTC).isoformat())
+    installs.note_helm(("uninstall", "lpo", "--namespace", "lpo-system", "--wait"), kubeconfig)
+    after = line("list", "nodes", code=403, at=datetime.now(UTC).isoformat())
+    log = workdir / "audit.log"
+    log.write_text(f"{before}\n{after}\n")
+    saved = collect.start("nodes", tmp_path / "parts")
+    collect.before_removal(workdir, log)
+    found, _ = collect.load(saved.path)
+    assert collect.requests_of(found[0]) == [req("get", "namespaces", name="t")]
+    assert found[0]["afterUninstall"] == 1
+    monkeypatch.setattr(collect, "_part", None)
