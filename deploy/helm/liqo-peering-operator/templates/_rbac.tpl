@@ -3,15 +3,16 @@ Rules the operator needs where LiqoPeerings and LiqoPeeringSets live: in the Clu
 otherwise in a Role in each namespace of .Values.watchNamespaces.
 */}}
 {{- define "liqo-peering-operator.peeringRules" -}}
-# Reconcile LiqoPeerings: watch them, add/remove the operator's finalizer and annotations (patch/update).
-# LiqoPeeringSets create, update (their template) and delete the LiqoPeerings they own.
+# Reconcile LiqoPeerings: watch them, add/remove the operator's finalizer and annotations (patch).
+# LiqoPeeringSets create, update (their template, a PUT with the resourceVersion read) and delete the
+# LiqoPeerings they own.
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Report progress: status.peerStatus, conditions, observedGeneration.
+# Report progress: status.peerStatus, conditions, observedGeneration (kopf and the operator patch it).
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 # Own objects with blockOwnerDeletion (OwnerReferencesPermissionEnforcement checks this subresource).
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings/finalizers"]
@@ -20,10 +21,10 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
 # their LiqoPeerings with blockOwnerDeletion (the finalizers subresource).
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeeringsets"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeeringsets/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeeringsets/finalizers"]
   verbs: ["update"]
