@@ -42,9 +42,10 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
   resources: ["secrets"]
   verbs: ["get", "list", "watch"{{ if or .Values.kubeconfigSecretProtection .Values.credentialsMinting }}, "patch"{{ end }}{{ if .Values.credentialsMinting }}, "create", "update", "delete"{{ end }}]
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
-# HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set).
+# HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set): watched,
+# and its own entry patched in.
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 {{- end }}
 {{- end }}
