@@ -244,6 +244,42 @@ def test_the_check_names_unused_grants_and_refusals(tmp_path: Path, monkeypatch:
 def test_the_exceptions_are_few_and_say_why() -> None:
     assert len(rbac_check.EXCEPTIONS) <= 4
     assert all(len(reason) > 40 for reason in rbac_check.EXCEPTIONS.values())
+    assert set(rbac_check.EVIDENCE) <= set(rbac_check.EXCEPTIONS)
+
+
+BINDING: list[dict[str, Any]] = [
+    {
+        "kind": "ClusterRole",
+        "metadata": {"name": "lpo-liqo-peering-operator"},
+        "rules": [
+            {
+                "apiGroups": ["rbac.authorization.k8s.io"],
+                "resources": ["clusterroles"],
+                "resourceNames": ["lpo-liqo-peering-operator-tenant-access"],
+                "verbs": ["bind"],
+            },
+            {
+                "apiGroups": ["rbac.authorization.k8s.io"],
+                "resources": ["rolebindings"],
+                "resourceNames": ["liqo-peering-operator-tenant-access"],
+                "verbs": ["create"],
+            },
+        ],
+    },
+    *RENDERED[2:3],
+]
+
+
+def test_bind_is_excepted_only_once_a_rolebinding_was_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(installs, "render", lambda *_: BINDING)
+    group = "rbac.authorization.k8s.io"
+    created = req("patch", "rolebindings", group=group, ns="t", name="liqo-peering-operator-tenant-access", code=201)
+    report = rbac_check.check([part(tmp_path / "main.json", [created])])
+    assert not report.unused and [k[1] for k in report.excepted] == ["bind"]
+    # The same RoleBinding patched, never created: nothing made the API server check `bind`.
+    patched = req("patch", "rolebindings", group=group, ns="t", name="liqo-peering-operator-tenant-access")
+    report = rbac_check.check([part(tmp_path / "main.json", [patched])])
+    assert {k[1] for k in report.unused} == {"bind", "create"} and not report.excepted
 
 
 def test_the_cli_judges_unused_grants_only_over_every_tier(
