@@ -4,7 +4,8 @@
 # Without (CI, `make test`): the suite's tiers (testenv.pytest_plugin TIERS: clusters of their own, none
 # shared) in lanes that run side by side, each lane running its tiers one after the other, so that a tier's
 # clusters are gone before the next starts. Each tier has its log and JUnit report in .local/; the logs
-# are printed at the end, and the reliability report is written from the tiers' parts.
+# are printed at the end, the reliability report is written from the tiers' parts, and the chart's RBAC is
+# checked against the requests its ServiceAccount made (testenv.rbacproof).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +27,7 @@ LANES=${TEST_LANES:-main liqo nodes,gitops,standin matrix,solo}
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local
 # What an earlier run left (a build's <name>.failed marks its log for printing at the end).
-rm -rf .local/reliability .local/build-matrix.log .local/build-matrix.failed .local/verify-image.log \
+rm -rf .local/reliability .local/rbac .local/build-matrix.log .local/build-matrix.failed .local/verify-image.log \
   .local/verify-image.failed .local/build-images.log .local/build-images.failed
 
 # The operator image (hack/build-images.sh) builds in the background from the start, holding
@@ -150,5 +151,9 @@ for l in $LANES; do
   done
 done
 .venv/bin/python -m testenv.reliability merge
+# The chart's RBAC against the requests its ServiceAccount made in every tier (testenv.rbacproof): a grant
+# no request used, or a request refused, fails the run.
+echo
+.venv/bin/python -m testenv.rbacproof check || rc=1
 .venv/bin/python -m testenv.failures .local/junit-*.xml
 exit $rc

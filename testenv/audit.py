@@ -2,8 +2,10 @@
 
 Every kube-apiserver that testenv.localk8s starts logs, as JSON lines in `LocalCluster.audit_log`, each
 write (create, update, patch, delete, deletecollection, subresources such as status included) at level
-Metadata, the start of each watch, and nothing else (see POLICY). The log is written in blocking mode, so
-a write's line is in the file before its response is complete.
+Metadata, the start of each watch, and every request of a ServiceAccount outside kube-system and Liqo's
+namespace, reads too (the chart's ServiceAccount's rights are proven from them: testenv.rbacproof); nothing
+else (see POLICY). The log is written in blocking mode, so a write's line is in the file before its response
+is complete.
 
     events = writes(cluster.audit_log, since=start, user_agent_prefix="liqo-peering-operator")
     count_by(events, "verb")       # Counter({"patch": 12, "create": 7})
@@ -25,10 +27,12 @@ import yaml
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+# Namespaces whose ServiceAccounts are not logged: kube-system (the controller manager's) and Liqo's.
+QUIET_SA_NAMESPACES = ("kube-system", "liqo")
 
-# Writes at Metadata (no bodies: small lines, no Secret data in a test's temp dir), and the start of each
-# watch (its query: which selectors it carries); other reads and the background noise of every cluster
-# (events, leases, token and access reviews) not at all.
+# Writes at Metadata (no bodies: small lines, no Secret data in a test's temp dir), the start of each watch
+# (its query: which selectors it carries) and the requests of ServiceAccounts; other reads and the
+# background noise of every cluster (events, leases, token and access reviews) not at all.
 POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -36,11 +40,11 @@ POLICY: dict[str, Any] = {
     # ResponseStarted (as it begins: it completes only when it ends, minutes later).
     "omitStages": ["RequestReceived"],
     "rules": [
+        # kube-controller-manager's controllers (--use-service-account-credentials) and Liqo's own.
+        {"level": "None", "userGroups": [f"system:serviceaccounts:{ns}" for ns in QUIET_SA_NAMESPACES]},
         {
             "level": "None",
             "resources": [
-                {"group": "", "resources": ["events"]},
-                {"group": "events.k8s.io", "resources": ["events"]},
                 {"group": "coordination.k8s.io", "resources": ["leases"]},
                 {"group": "authentication.k8s.io", "resources": ["tokenreviews"]},
                 {
@@ -54,12 +58,31 @@ POLICY: dict[str, Any] = {
                 },
             ],
         },
+        # Every request of the other ServiceAccounts (the chart's among them), reads and Events included; a
+        # watch both as it starts and as it ends (or is refused: a 403 has no start).
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {
+            "level": "None",
+            "resources": [
+                {"group": "", "resources": ["events"]},
+                {"group": "events.k8s.io", "resources": ["events"]},
+            ],
+        },
         # No `resources`: matches every resource and subresource (status, token, approval, ...).
         {"level": "Metadata", "verbs": list(WRITE_VERBS), "omitStages": ["ResponseStarted"]},
         {"level": "Metadata", "verbs": ["watch"], "omitStages": ["ResponseComplete"]},
         {"level": "None"},
     ],
 }
+
+
+# Called with a cluster's workdir and audit log before the cluster's files are removed (testenv.rbacproof).
+BEFORE_REMOVAL: list[Callable[[Path, Path], None]] = []
+
+
+def before_removal(workdir: Path, log: Path) -> None:
+    for hook in BEFORE_REMOVAL:
+        hook(workdir, log)
 
 
 def write_policy(path: Path) -> Path:
@@ -119,9 +142,12 @@ def parse_line(line: str) -> AuditEvent | None:
     if not line.strip():
         return None
     raw = json.loads(line)
-    stage = raw.get("stage")
-    if stage != "ResponseComplete" and not (stage == "ResponseStarted" and raw.get("verb") == "watch"):
+    stage, verb = raw.get("stage"), raw.get("verb")
+    if stage != "ResponseComplete" and not (stage == "ResponseStarted" and verb == "watch"):
         return None
+    code = (raw.get("responseStatus") or {}).get("code")
+    if stage == "ResponseComplete" and verb == "watch" and (code or 0) < 400:
+        return None  # a ServiceAccount's watch ending: its start is the line that counts
     ref = raw.get("objectRef")
     return AuditEvent(
         audit_id=raw.get("auditID", ""),
@@ -158,13 +184,15 @@ def read_events(path: Path) -> list[AuditEvent]:
 
 def writes(path: Path, since: datetime | None = None, user_agent_prefix: str | None = None) -> list[AuditEvent]:
     """The writes in the log received at or after `since` (naive means UTC), from user agents that start
-    with `user_agent_prefix` (the operator's: "liqo-peering-operator")."""
+    with `user_agent_prefix` (the operator's: "liqo-peering-operator"). Events are left out: only
+    ServiceAccounts' are logged."""
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
     return [
         event
         for event in read_events(path)
         if event.verb in WRITE_VERBS
+        and event.resource != "events"
         and (since is None or event.received >= since)
         and (user_agent_prefix is None or event.user_agent.startswith(user_agent_prefix))
     ]

@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from testenv.localk8s import tool_path
+from testenv.rbacproof import installs
 
 HELM_HOME = Path("/tmp/lpo-helm")
 # The project's chart, as the tests install it.
@@ -33,6 +34,7 @@ def run_helm(
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
     helm = binary or tool_path("helm")
+    installs.note_helm(args, kubeconfig)  # before: the operator may act before helm returns
     proc = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from testenv import reliability
+from testenv import audit, reliability
 from testenv.leakscan import LeakScan
 from testenv.operator_support import (
     SECRET,
@@ -35,6 +35,7 @@ from testenv.operator_support import (
     api_client,
     install_crd,
 )
+from testenv.rbacproof import collect as rbac_collect
 
 if TYPE_CHECKING:  # imported for real by pytest_plugins, after pytest has set up its assertion rewriting
     from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
@@ -101,6 +102,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _scenarios = reliability.Recorder.empty()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A tier's part of the RBAC proof: its clusters' audit logs, read as each is torn down.
+    tier = config.getoption("--tier", None)
+    if tier is not None and not config.option.collectonly and rbac_collect.before_removal not in audit.BEFORE_REMOVAL:
+        rbac_collect.start(tier)
+        audit.BEFORE_REMOVAL.append(rbac_collect.before_removal)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -640,6 +640,7 @@ class LocalCluster:
         self._procs.clear()
         for spec in self.node_specs():
             node.cleanup(spec)
+        audit.before_removal(self.workdir, self.audit_log)
         shutil.rmtree(self.workdir, ignore_errors=True)
         siblings = self.workdir.parent.iterdir() if self.workdir.parent.is_dir() else iter(())
         if self.lan is not None and not keep_lan and not any((d / STATE_FILE).exists() for d in siblings):

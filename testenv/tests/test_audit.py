@@ -153,16 +153,30 @@ def test_missing_log_is_empty(tmp_path: Path) -> None:
     assert writes(tmp_path / "nope.log") == []
 
 
-def test_policy_logs_writes_only(tmp_path: Path) -> None:
+def test_policy_logs_writes_watches_and_service_accounts(tmp_path: Path) -> None:
     policy = yaml.safe_load(write_policy(tmp_path / "policy.yaml").read_text())
     assert policy == POLICY
     rules = policy["rules"]
-    assert (
-        rules[0]["level"] == "None"
-        and {"group": "coordination.k8s.io", "resources": ["leases"]} in rules[0]["resources"]
-    )
-    # Writes on every resource and subresource (no `resources` key), everything else dropped.
-    assert rules[1] == {"level": "Metadata", "verbs": list(WRITE_VERBS), "omitStages": ["ResponseStarted"]}
+    # The controller manager's and Liqo's ServiceAccounts first, then the noise of every cluster.
+    assert rules[0] == {
+        "level": "None",
+        "userGroups": ["system:serviceaccounts:kube-system", "system:serviceaccounts:liqo"],
+    }
+    assert {"group": "coordination.k8s.io", "resources": ["leases"]} in rules[1]["resources"]
+    # Every request of the other ServiceAccounts, watches' starts included (no omitStages of its own).
+    assert rules[2] == {"level": "Metadata", "userGroups": ["system:serviceaccounts"]}
+    assert policy["omitStages"] == ["RequestReceived"]
+    # Others' Events dropped; writes on every resource and subresource (no `resources` key), one line each.
+    assert rules[3]["level"] == "None" and {"group": "", "resources": ["events"]} in rules[3]["resources"]
+    assert rules[4] == {"level": "Metadata", "verbs": list(WRITE_VERBS), "omitStages": ["ResponseStarted"]}
     # And each watch as it starts (a watch completes only when it ends).
-    assert rules[2] == {"level": "Metadata", "verbs": ["watch"], "omitStages": ["ResponseComplete"]}
+    assert rules[5] == {"level": "Metadata", "verbs": ["watch"], "omitStages": ["ResponseComplete"]}
     assert rules[-1] == {"level": "None"}
+
+
+def test_a_service_accounts_watch_counts_once_and_a_refused_one_too() -> None:
+    """A ServiceAccount's watch is logged as it starts and as it ends: the end is not a second watch; a
+    refused watch never starts, and its end is the line."""
+    assert parse_line(line("watch", "secrets", stage="ResponseComplete")) is None
+    refused = parse_line(line("watch", "secrets", stage="ResponseComplete", code=403))
+    assert refused is not None and refused.code == 403

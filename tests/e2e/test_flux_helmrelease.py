@@ -36,6 +36,7 @@ from testenv.localk8s.images import Image
 from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
 from testenv.operator_support import SECRET, Peerings, api_client, tenant_ns, wait_for
+from testenv.rbacproof import installs
 
 EXAMPLE = REPO_ROOT / "examples" / "flux" / "helmrelease.yaml"
 PEERING_EXAMPLE = REPO_ROOT / "examples" / "basic.yaml"
@@ -93,6 +94,10 @@ class Env:
         }
         self.kc.apply(k.SECRET, secret, "e2e-gitops", Flux.NAMESPACE)
         self.kc.apply(OCIREPOSITORY, self.ocirepo, "e2e-gitops", Flux.NAMESPACE)
+        # helm-controller installs the chart with these values (for the RBAC proof, testenv.rbacproof).
+        installs.note_values(
+            self.lc["consumer"].kubeconfig, self.release_name, self.target_ns, self.release["spec"]["values"]
+        )
         self.kc.apply(HELMRELEASE, self.release, "e2e-gitops", Flux.NAMESPACE)
 
     def ocirepository(self) -> dict[str, Any] | None:

@@ -164,7 +164,8 @@ def test_options_render(helm: Path) -> None:
     cluster_roles = {r["metadata"]["name"]: r for r in find(docs, "ClusterRole")}
     (tenant_access,) = [r for name, r in cluster_roles.items() if name.endswith("-tenant-access")]
     assert tenant_access["rules"] == [
-        {"apiGroups": [""], "resources": ["secrets", "pods"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
     ]
     (cluster_role,) = [r for name, r in cluster_roles.items() if not name.endswith("-tenant-access")]
     for rule in cluster_role["rules"]:

@@ -3,15 +3,16 @@ Rules the operator needs where LiqoPeerings and LiqoPeeringSets live: in the Clu
 otherwise in a Role in each namespace of .Values.watchNamespaces.
 */}}
 {{- define "liqo-peering-operator.peeringRules" -}}
-# Reconcile LiqoPeerings: watch them, add/remove the operator's finalizer and annotations (patch/update).
-# LiqoPeeringSets create, update (their template) and delete the LiqoPeerings they own.
+# Reconcile LiqoPeerings: watch them, add/remove the operator's finalizer and annotations (patch).
+# LiqoPeeringSets create, update (their template, a PUT with the resourceVersion read) and delete the
+# LiqoPeerings they own.
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Report progress: status.peerStatus, conditions, observedGeneration.
+# Report progress: status.peerStatus, conditions, observedGeneration (kopf and the operator patch it).
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 # Own objects with blockOwnerDeletion (OwnerReferencesPermissionEnforcement checks this subresource).
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeerings/finalizers"]
@@ -20,17 +21,17 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
 # their LiqoPeerings with blockOwnerDeletion (the finalizers subresource).
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeeringsets"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeeringsets/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 - apiGroups: ["peering.liqo-operator.io"]
   resources: ["liqopeeringsets/finalizers"]
   verbs: ["update"]
-# Events on each LiqoPeering (kopf posts core/v1 Events; events.k8s.io is the same API).
-- apiGroups: ["", "events.k8s.io"]
+# Events on each LiqoPeering and LiqoPeeringSet: the operator and kopf only create core/v1 Events.
+- apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 # Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
 # watched so that a rotated kubeconfig is picked up, and a LiqoPeeringSet's selection follows their labels.
 # With kubeconfigSecretProtection, patched to add and remove the operator's finalizer (kubeconfig-in-use).
@@ -41,9 +42,10 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
   resources: ["secrets"]
   verbs: ["get", "list", "watch"{{ if or .Values.kubeconfigSecretProtection .Values.credentialsMinting }}, "patch"{{ end }}{{ if .Values.credentialsMinting }}, "create", "update", "delete"{{ end }}]
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
-# HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set).
+# HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set): watched,
+# and its own entry patched in.
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 {{- end }}
 {{- end }}
