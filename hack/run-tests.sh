@@ -151,9 +151,11 @@ for l in $LANES; do
   done
 done
 .venv/bin/python -m testenv.reliability merge
-# The chart's RBAC against the requests its ServiceAccount made in every tier (testenv.rbacproof): a grant
-# no request used, or a request refused, fails the run.
+# The chart's RBAC against the requests its ServiceAccount made in every tier (testenv.rbacproof): a request
+# refused fails the run. The grants no request used are listed, not failed: the main, solo, standin, gitops
+# and matrix tiers run the operator with an admin kubeconfig, so what only they exercise (LiqoPeeringSets,
+# bidirectional peering, force-delete...) is never requested as the chart's ServiceAccount.
 echo
-.venv/bin/python -m testenv.rbacproof check || rc=1
+.venv/bin/python -m testenv.rbacproof check --unused list || rc=1
 .venv/bin/python -m testenv.failures .local/junit-*.xml
 exit $rc
