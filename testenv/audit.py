@@ -2,10 +2,10 @@
 
 Every kube-apiserver that testenv.localk8s starts logs, as JSON lines in `LocalCluster.audit_log`, each
 write (create, update, patch, delete, deletecollection, subresources such as status included) at level
-Metadata, the start of each watch, and every request of a ServiceAccount outside kube-system and Liqo's
-namespace, reads too (the chart's ServiceAccount's rights are proven from them: testenv.rbacproof); nothing
-else (see POLICY). The log is written in blocking mode, so a write's line is in the file before its response
-is complete.
+Metadata, the start of each watch, and every request of a ServiceAccount, reads too (but those of
+kube-system's and Liqo's namespace's): the chart's ServiceAccount's rights are proven from them
+(testenv.rbacproof). Nothing else (see POLICY). The log is written in blocking mode, so a write's line is
+in the file before its response is complete.
 
     events = writes(cluster.audit_log, since=start, user_agent_prefix="liqo-peering-operator")
     count_by(events, "verb")       # Counter({"patch": 12, "create": 7})
@@ -27,7 +27,7 @@ import yaml
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
-# Namespaces whose ServiceAccounts are not logged: kube-system (the controller manager's) and Liqo's.
+# Namespaces whose ServiceAccounts' reads are not logged: kube-system (the controller manager's) and Liqo's.
 QUIET_SA_NAMESPACES = ("kube-system", "liqo")
 
 # Writes at Metadata (no bodies: small lines, no Secret data in a test's temp dir), the start of each watch
@@ -40,8 +40,13 @@ POLICY: dict[str, Any] = {
     # ResponseStarted (as it begins: it completes only when it ends, minutes later).
     "omitStages": ["RequestReceived"],
     "rules": [
-        # kube-controller-manager's controllers (--use-service-account-credentials) and Liqo's own.
-        {"level": "None", "userGroups": [f"system:serviceaccounts:{ns}" for ns in QUIET_SA_NAMESPACES]},
+        # The reads of kube-controller-manager's controllers (--use-service-account-credentials) and of Liqo's
+        # own; their writes and watches are logged as everyone's (the reaction checks read Liqo's writes).
+        {
+            "level": "None",
+            "userGroups": [f"system:serviceaccounts:{ns}" for ns in QUIET_SA_NAMESPACES],
+            "verbs": ["get", "list"],
+        },
         {
             "level": "None",
             "resources": [

@@ -157,10 +157,12 @@ def test_policy_logs_writes_watches_and_service_accounts(tmp_path: Path) -> None
     policy = yaml.safe_load(write_policy(tmp_path / "policy.yaml").read_text())
     assert policy == POLICY
     rules = policy["rules"]
-    # The controller manager's and Liqo's ServiceAccounts first, then the noise of every cluster.
+    # The reads of the controller manager's and Liqo's ServiceAccounts first (their writes are logged: the
+    # reaction checks read Liqo's), then the noise of every cluster.
     assert rules[0] == {
         "level": "None",
         "userGroups": ["system:serviceaccounts:kube-system", "system:serviceaccounts:liqo"],
+        "verbs": ["get", "list"],
     }
     assert {"group": "coordination.k8s.io", "resources": ["leases"]} in rules[1]["resources"]
     # Every request of the other ServiceAccounts, watches' starts included (no omitStages of its own).
