@@ -39,12 +39,19 @@ SLICE_AND_NODE = [
     [("consumer", "ResourceSlice", "provider-id", C_NS)],
     [("consumer", "VirtualNode", "provider-id", C_NS)],
 ]
-IDENTITY = [("consumer", "Identity", "controlplane-provider-id", C_NS)]
+# The steps that delete nothing and wait for Liqo: the originals of its copies on the provider, and the
+# Identity's kubeconfig Secrets.
+REPLICAS = ("consumer", "Renew", "*", C_NS)
+SECRETS = ("consumer", "Secret", "*", C_NS)
+IDENTITY = [("consumer", "Identity", "controlplane-provider-id", C_NS), REPLICAS]
 TENANT_AND_NONCES = [
     ("provider", "Tenant", "consumer-id", P_NS),
     ("consumer", "Secret", "liqo-signed-nonce", C_NS),
     ("provider", "Secret", "liqo-nonce", P_NS),
+    SECRETS,
 ]
+# Without early_tenant: the Tenant waits for the Identity's Secrets instead.
+IDENTITY_LATE = [("consumer", "Identity", "controlplane-provider-id", C_NS), SECRETS]
 
 
 # -- plan ------------------------------------------------------------------------------------
@@ -118,22 +125,33 @@ def test_bidirectional_keeps_networking(in_band: bool) -> None:
 
 def test_local_only_keeps_only_consumer_steps() -> None:
     consumer = [step for step in NETWORKING_PHASE if step[0] == "consumer"]
-    assert steps(teardown.plan(CTX, bidirectional=False, local_only=True, in_band=True)) == [
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=True, in_band=True, early_tenant=False)) == [
         *SLICE_AND_NODE,
-        IDENTITY,
+        IDENTITY_LATE,
         [("consumer", "Secret", "liqo-signed-nonce", C_NS)],
         consumer,
     ]
-    assert steps(teardown.plan(CTX, bidirectional=False, local_only=True, in_band=False)) == [
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=True, in_band=False, early_tenant=False)) == [
         *SLICE_AND_NODE,
-        IDENTITY + consumer,
+        IDENTITY_LATE + consumer,
         [("consumer", "Secret", "liqo-signed-nonce", C_NS), *consumer],
     ]
 
 
 def test_local_only_and_bidirectional() -> None:
-    phases = steps(teardown.plan(CTX, bidirectional=True, local_only=True))
-    assert phases == [*SLICE_AND_NODE, IDENTITY, [("consumer", "Secret", "liqo-signed-nonce", C_NS)]]
+    phases = steps(teardown.plan(CTX, bidirectional=True, local_only=True, early_tenant=False))
+    assert phases == [*SLICE_AND_NODE, IDENTITY_LATE, [("consumer", "Secret", "liqo-signed-nonce", C_NS)]]
+
+
+def test_without_early_tenant_the_tenant_waits_for_the_identity_secrets() -> None:
+    """The reverse direction and force-delete: the Tenant's phase starts once the Identity's Secrets are gone,
+    which Liqo releases only after its copies on the provider."""
+    assert steps(teardown.plan(CTX, bidirectional=False, local_only=False, early_tenant=False)) == [
+        *SLICE_AND_NODE,
+        IDENTITY_LATE,
+        TENANT_AND_NONCES[:-1],
+        NETWORKING_PHASE,
+    ]
 
 
 # -- run -------------------------------------------------------------------------------------
@@ -353,19 +371,48 @@ def control_plane_secret(cluster: FakeClusterClient, name: str, **meta: Any) -> 
     ],
 )
 def test_run_waits_for_the_identity_secret_once_the_identity_is_gone(meta: dict[str, Any], why: str) -> None:
-    """The Tenant (and so the end of unpeering, and any re-peering) waits until that Secret is gone:
-    crd-replicator deletes the provider's Renew with the Tenant's rights before it releases the Secret."""
+    """The end of unpeering (and so any re-peering) waits until that Secret is gone: a new Identity would
+    re-use it while it terminates. The Tenant does not wait for it, once Liqo's copies on the provider are
+    gone; without early_tenant (the reverse direction, force-delete) it does."""
     local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
     populate(local, remote)
     local.store.clear()  # slice, virtual node and Identity gone already
     control_plane_secret(local, "kubeconfig-controlplane-provider-id", **meta)
     left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
     assert left == [f"Secret {C_NS}/kubeconfig-controlplane-provider-id on the consumer ({why})"]
-    assert remote.deleted == []
-
+    assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")
     local.store.clear()
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False) == []
-    assert remote.deleted[0] == ("tenants", P_NS, "consumer-id")
+
+    late = teardown.plan(CTX, bidirectional=False, local_only=False, early_tenant=False)
+    assert ("consumer", r.SECRET, teardown.HELD_BY_LIQO, C_NS) in late[2]
+
+
+def test_the_tenant_waits_for_the_originals_of_liqos_copies_on_the_provider() -> None:
+    """crd-replicator deletes its copies on the provider with the Tenant's rights, and keeps its finalizer on
+    each original here until the copy is gone: the Tenant goes once no original is left."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote)
+    local.delete(r.RESOURCE_SLICE, "provider-id", C_NS)
+    local.delete(r.VIRTUAL_NODE, "provider-id", C_NS)
+    copied = {naming.REPLICATION: "true", naming.REMOTE_ID: "provider-id"}
+    local.put(r.RENEW, "controlplane-provider-id", C_NS, labels=copied, finalizers=["crdreplicator.liqo.io/resource"])
+    local.put(r.NAMESPACE_MAP, "provider-id-a1b2", C_NS, labels=copied, finalizers=["crdreplicator.liqo.io/resource"])
+    # A copy the provider made here (the reverse direction's) is not waited for.
+    theirs = {naming.REPLICATION: "false", naming.REMOTE_ID: "consumer-id", naming.REPLICATED: "true"}
+    local.put(r.RENEW, "controlplane-consumer-id", C_NS, labels=theirs)
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert left == [
+        f"Renew {C_NS}/controlplane-provider-id on the consumer (Liqo is removing its copy on the provider)",
+        f"NamespaceMap {C_NS}/provider-id-a1b2 on the consumer (Liqo is removing its copy on the provider)",
+    ]
+    assert ("identities", C_NS, "controlplane-provider-id") in local.deleted
+    assert ("tenants", P_NS, "consumer-id") not in remote.deleted
+
+    del local.store[("renews", C_NS, "controlplane-provider-id")]
+    del local.store[("namespacemaps", C_NS, "provider-id-a1b2")]
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert ("tenants", P_NS, "consumer-id") in remote.deleted
 
 
 def test_a_control_plane_secret_nothing_owns_holds_nothing_up() -> None:
@@ -503,7 +550,7 @@ def test_what_a_pass_found_gone_is_not_read_again_in_the_same_unpeering() -> Non
         assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
         local.finish_deletions()
     teardown.run(local, remote, CTX, bidirectional=False, local_only=False, done=done)
-    assert {step[1].kind for step in done.settled} == {"ResourceSlice", "VirtualNode"}
+    assert {step[1].kind for step in done.settled} == {"ResourceSlice", "VirtualNode", "Renew"}
 
     reads = counting(local)
     local.finish_deletions()

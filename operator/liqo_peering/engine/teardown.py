@@ -1,6 +1,7 @@
 """Unpeering, in liqoctl unpeer's order, one non-blocking pass at a time.
 
-Order: ResourceSlice (wait gone) -> VirtualNode (wait gone) -> Identity -> Tenant and the nonce Secrets.
+Order: ResourceSlice (wait gone) -> VirtualNode (wait gone) -> Identity (wait for Liqo's replicas of it on
+the provider to go) -> Tenant and the nonce Secrets (wait for the Identity's kubeconfig Secret to go too).
 Unless the peering is bidirectional, the network (gateways, PublicKeys and Configurations on both sides)
 goes too: with the Identity when authentication is out of band, as nothing of the Identity's or the
 Tenant's removal needs the tunnel then, and the Tenant does not wait for it; last, after the Tenant, when it
@@ -46,16 +47,29 @@ class _Outcome:
     deleted: bool
 
 
+# The name of a step that deletes nothing: it waits until Liqo has removed every object of its kind that it
+# holds for the peering (the Identity's ControlPlane kubeconfig Secrets; the CRD replicator's originals of
+# what it copied to the provider, Renews and NamespaceMaps).
+HELD_BY_LIQO = "*"
+
+
 def plan(
-    ctx: PeeringContext, *, bidirectional: bool, local_only: bool, in_band: bool = True
+    ctx: PeeringContext, *, bidirectional: bool, local_only: bool, in_band: bool = True, early_tenant: bool = True
 ) -> list[list[tuple[str, r.Resource, str, str]]]:
     """Phases of deletions; a phase starts only when the previous one is gone. A step that a later phase
     repeats starts early and is waited for there (out of band, the network: deleted with the Identity,
-    gone by the end)."""
+    gone by the end).
+
+    ``early_tenant``: the Tenant goes as soon as Liqo's replicas on the provider are gone, and the Identity's
+    kubeconfig Secret is waited for beside it; else (the operator may not read those replicas' originals:
+    the reverse direction, whose consumer is the provider cluster) once that Secret is gone, which Liqo's
+    CRD replicator releases only after them, on a retry of its own."""
     c_ns, p_ns = ctx.consumer_tenant_ns, ctx.provider_tenant_ns
     prov, cons = ctx.provider.cluster_id, ctx.consumer.cluster_id
     identity = [("consumer", r.IDENTITY, naming.identity_name(prov), c_ns)]
     network = [] if bidirectional else networking_objects(ctx)
+    secrets = [("consumer", r.SECRET, HELD_BY_LIQO, c_ns)]
+    identity += [("consumer", r.RENEW, HELD_BY_LIQO, c_ns)] if early_tenant else secrets
     phases: list[list[tuple[str, r.Resource, str, str]]] = [
         [("consumer", r.RESOURCE_SLICE, prov, c_ns)],
         [("consumer", r.VIRTUAL_NODE, prov, c_ns)],
@@ -64,6 +78,7 @@ def plan(
             ("provider", r.TENANT, cons, p_ns),
             ("consumer", r.SECRET, naming.SIGNED_NONCE_SECRET, c_ns),
             ("provider", r.SECRET, naming.NONCE_SECRET, p_ns),
+            *(secrets if early_tenant else []),
             *([] if in_band else network),
         ],
     ]
@@ -96,13 +111,14 @@ def networking_objects(ctx: PeeringContext) -> list[tuple[str, r.Resource, str, 
 # create of the ResourceSlice is Forbidden, which it never retries.
 #
 # The Identity goes in the background, and the Tenant waits for its dependents by their own account: the
-# ControlPlane kubeconfig Secret and the Renew that crd-replicator mirrors to the provider. crd-replicator
-# releases the Secret only once the Renew is gone on both sides, and it can delete the provider's copy only
-# while the Tenant's RoleBindings exist: deleting the Tenant while the Renew was still going left both stuck
-# for good (seen in a real-Liqo run), and the next peering's ResourceSlice was never replicated. So the
-# Tenant goes once no ControlPlane Secret of the provider is left. Not in the foreground: an Identity kept
-# while the garbage collector works is still reconciled by Liqo, which makes its Secret again, and the
-# collector deletes it again, a round of each per second.
+# Renew (and any NamespaceMap) that crd-replicator copies to the provider. crd-replicator can delete the
+# provider's copy only while the Tenant's RoleBindings exist: deleting the Tenant while the Renew was still
+# going left both stuck for good (seen in a real-Liqo run), and the next peering's ResourceSlice was never
+# replicated. Its original here keeps crd-replicator's finalizer until the copy is gone, so the Tenant goes
+# once no original is left. The ControlPlane kubeconfig Secret, which crd-replicator releases after that,
+# is waited for beside the Tenant. Not in the foreground: an Identity kept while the garbage collector
+# works is still reconciled by Liqo, which makes its Secret again, and the collector deletes it again, a
+# round of each per second.
 WITH_DEPENDENTS = frozenset({r.TENANT})
 
 
@@ -137,7 +153,9 @@ def run(
     reachable = remote if not local_only else None
     roles = {"consumer": remote, "provider": local} if reverse else {"consumer": local, "provider": remote}
     clients = {role: client if client is local else reachable for role, client in roles.items()}
-    phases = plan(ctx, bidirectional=bidirectional, local_only=False, in_band=in_band)
+    # Force-delete keeps the old gate: with the provider gone, the replicas' originals may never be released.
+    early = not reverse and not local_only
+    phases = plan(ctx, bidirectional=bidirectional, local_only=False, in_band=in_band, early_tenant=early)
     done = Progress() if done is None else done
     for index, phase in enumerate(phases):
         # What this pass can act on (not a side force-delete spares, nor a namespace not found yet).
@@ -166,6 +184,9 @@ def run(
 def _step(client: ClusterClient, ctx: PeeringContext, step: Step, absent: bool) -> _Outcome:
     """Read one object (unless an earlier pass found it gone) and delete it if it is ours."""
     _, res, name, ns = step
+    if name == HELD_BY_LIQO:
+        left = _identity_secrets_left(client, ctx) if res == r.SECRET else _replicas_left(client, ctx)
+        return _Outcome(left, absent=False, deleted=False)
     if res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE):
         left = _offloading_step(client, ctx, res, ns)
         return _Outcome(left, absent=not left, deleted=True)
@@ -179,9 +200,7 @@ def _step(client: ClusterClient, ctx: PeeringContext, step: Step, absent: bool) 
         if still is not None:
             held = [f"{res.kind} {ns}/{name} on the {client.side}{_held_by(still, client.side)}"]
             return _Outcome(held, absent=False, deleted=True)
-    # Checked on every pass once the Identity is gone, not only on the pass that saw it go.
-    secrets = _identity_secrets_left(client, ctx) if res == r.IDENTITY else []
-    return _Outcome(secrets, absent=True, deleted=obj is not None)
+    return _Outcome([], absent=True, deleted=obj is not None)
 
 
 FOREGROUND = "foregroundDeletion"  # the API server's finalizer of an object deleted in the foreground
@@ -222,6 +241,19 @@ def _identity_secrets_left(consumer: ClusterClient, ctx: PeeringContext) -> list
         for s in consumer.find(r.SECRET, ctx.consumer_tenant_ns, labels=selector)
         if s["metadata"].get("deletionTimestamp")
         or any(o.get("kind") == r.IDENTITY.kind for o in s["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def _replicas_left(consumer: ClusterClient, ctx: PeeringContext) -> list[str]:
+    """What Liqo's CRD replicator copied to the provider for this peering (the Identity's Renew, a
+    NamespaceMap), until its original here is gone: the replicator removes the original's finalizer once the
+    copy is gone there, which it deletes with the rights the Tenant gives it."""
+    selector = naming.replicated_to(ctx.provider.cluster_id)
+    return [
+        f"{res.kind} {ctx.consumer_tenant_ns}/{obj['metadata']['name']} on the {consumer.side} (Liqo is removing"
+        " its copy on the provider)"
+        for res in (r.RENEW, r.NAMESPACE_MAP)
+        for obj in consumer.find(res, ctx.consumer_tenant_ns, labels=selector)
     ]
 
 

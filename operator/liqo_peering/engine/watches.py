@@ -230,7 +230,8 @@ def teardown_routes(
     """What wakes an unpeering: the objects it deletes and waits for, in the informers a peering uses (shared
     with any peering still running), so that each phase follows the last one's deletion as it happens.
     ``remote`` is None when only this cluster is cleaned (force-delete). Liqo's ControlPlane kubeconfig Secret
-    of the Identity is watched too: unpeering ends only once Liqo has released it."""
+    of the Identity is watched too: unpeering ends only once Liqo has released it; and so are the Renews and
+    NamespaceMaps Liqo copies to the provider, which the Tenant waits for."""
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     if not tenant_ns:
         return []  # no tenant namespace here: nothing of the peering was made, nothing to wait for
@@ -249,6 +250,8 @@ def teardown_routes(
     routes += [
         Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"), namespace=tenant_ns),
         Route(local, Scope(r.SECRET, tenant_ns, labels=naming.control_plane_secrets(provider)), namespace=tenant_ns),
+        # The originals of what Liqo's CRD replicator copied to the provider: the Tenant waits for them.
+        *(Route(local, Scope(res, labels=naming.REMOTE_ID), namespace=tenant_ns) for res in (r.RENEW, r.NAMESPACE_MAP)),
     ]
     if remote is None or not ctx.provider_tenant_ns:
         return routes

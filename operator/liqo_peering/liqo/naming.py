@@ -75,6 +75,12 @@ def control_plane_secrets(peer_cluster_id: str) -> str:
     return f"liqo.io/identity-type=ControlPlane,{REMOTE_CLUSTER_ID}={peer_cluster_id}"
 
 
+def replicated_to(peer_cluster_id: str) -> str:
+    """What Liqo's CRD replicator copies to a peer (label selector): the original, here, keeps its finalizer
+    crdreplicator.liqo.io/resource until the copy over there is gone (internal/crdReplicator/reflection)."""
+    return f"{REPLICATION}=true,{REMOTE_ID}={peer_cluster_id}"
+
+
 def owner_labels(namespace: str, name: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, PEERING_NAMESPACE: namespace, PEERING_NAME: name}
 

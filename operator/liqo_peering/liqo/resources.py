@@ -59,8 +59,10 @@ WG_SERVER_TEMPLATE = Resource("networking.liqo.io", "v1beta1", "wggatewayservert
 WG_CLIENT_TEMPLATE = Resource("networking.liqo.io", "v1beta1", "wggatewayclienttemplates", "WgGatewayClientTemplate")
 TENANT = Resource("authentication.liqo.io", "v1beta1", "tenants", "Tenant")
 IDENTITY = Resource("authentication.liqo.io", "v1beta1", "identities", "Identity")
+RENEW = Resource("authentication.liqo.io", "v1beta1", "renews", "Renew")
 RESOURCE_SLICE = Resource("authentication.liqo.io", "v1beta1", "resourceslices", "ResourceSlice")
 VIRTUAL_NODE = Resource("offloading.liqo.io", "v1beta1", "virtualnodes", "VirtualNode")
+NAMESPACE_MAP = Resource("offloading.liqo.io", "v1beta1", "namespacemaps", "NamespaceMap")
 FOREIGN_CLUSTER = Resource("core.liqo.io", "v1beta1", "foreignclusters", "ForeignCluster", namespaced=False)
 
 LIQOPEERING = Resource("peering.liqo-operator.io", "v1alpha1", "liqopeerings", "LiqoPeering")
