@@ -7,7 +7,8 @@ reads in-cluster config (the `kubernetes` Service, through kube-proxy), acts wit
 ServiceAccount and RBAC, the kubelet runs its probes and enforces its securityContext, and its metrics are
 scraped through the chart's Service from another Pod, and by a real Prometheus configured from the chart's
 ServiceMonitor and PrometheusRule (testenv.prometheus), which fires the not-Ready alert while the operator's
-Pod is cut off from the provider and whose data every panel of the chart's dashboard shows. The provider's
+Pod is cut off from the provider and whose data every panel of the chart's dashboard shows (the peering is
+deleted while cut off, then made again with a minted provider user, beside a LiqoPeeringSet). The provider's
 kubeconfig in the Secret points at the provider's API server on the LAN, where the Pod reaches it.
 
 The tests run in order, on one release: install, Ready, metrics, alerts and dashboard, upgrade, a killed
@@ -80,15 +81,9 @@ MONITORING = (
 )
 DASHBOARD = CHART / "dashboards" / "liqo-peering-operator.json"
 DASHBOARD_PNG = Path(__file__).resolve().parents[2] / "docs" / "operations" / "dashboard.png"
-# The dashboard's panels (by id: two are titled Unpeering) whose series exist only in what this suite does
-# not do, and why.
-NO_MINTING = "no data here: this peering uses the provider's kubeconfig as it is (credentials.mint off)"
-PANELS_WITHOUT_DATA = {
-    21: NO_MINTING,  # Minted credentials
-    22: NO_MINTING,  # Credential time left
-    24: "no data here: the peering is deleted only after Prometheus has stopped",  # Unpeering (the table)
-    25: "no data here: this suite makes no LiqoPeeringSet",  # LiqoPeeringSets
-}
+# The dashboard's panels whose series this suite does not make, and why: none, every panel shows data.
+PANELS_WITHOUT_DATA: dict[int, str] = {}
+LIQOPEERINGSET = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeeringsets")
 
 PROVIDER_OBJECTS = [
     ("networking.liqo.io", "configurations"),
@@ -110,6 +105,10 @@ class Suite(Release):
 
     def status(self) -> dict[str, Any]:
         return self.peerings.status(PEERING_NS, NAME)
+
+    def install_args(self, *sets: str, wait: bool = True) -> list[str]:
+        # Minting allowed: the peering is made again with a minted provider user (spec.credentials.mint).
+        return super().install_args("credentialsMinting=true", *sets, wait=wait)
 
     def change_and_reconcile(self, timeout: str) -> None:
         """Change the peering's spec (its timeout) and wait until the operator has reconciled it, Ready."""
@@ -284,6 +283,18 @@ def test_prometheus_fires_the_not_ready_alert_while_the_provider_is_cut_off_and_
     prometheus = monitoring.prometheus
     peering = {"namespace": PEERING_NS, "name": NAME, "remote_cluster_id": suite.lc.ids["provider"]}
     assert _not_ready_alert(prometheus, peering, "firing") is None
+    # A LiqoPeeringSet, for the sets' panel: its selector picks no Secret, so it makes no LiqoPeering.
+    fleet = {"name": "fleet", "namespace": PEERING_NS}
+    suite.kc.create(
+        LIQOPEERINGSET,
+        {
+            "apiVersion": "peering.liqo-operator.io/v1alpha1",
+            "kind": "LiqoPeeringSet",
+            "metadata": {"name": fleet["name"]},
+            "spec": {"selector": {"matchLabels": {"liqo-fleet": "none"}}, "template": {}},
+        },
+        PEERING_NS,
+    )
     node = suite.cluster.node_specs()[0]
     # The operator's Pod cut off from the provider's API server, nothing else: the stand-in, the provider's
     # node and the consumer's API server go on.
@@ -306,6 +317,30 @@ def test_prometheus_fires_the_not_ready_alert_while_the_provider_is_cut_off_and_
         timeout=120,
     )
     ready_again = time.time()
+
+    # Deleted while its provider is cut off, the peering's unpeering waits for it (the Unpeering panels),
+    # and goes on once it is back.
+    with partitioned(node.netns, suite.lc["provider"].server):
+        suite.peerings.delete(PEERING_NS, NAME)
+        wait_for(
+            "Prometheus to scrape the peering's unpeering",
+            partial(_series, prometheus, "liqo_peering_deletion_timestamp_seconds", peering),
+            timeout=60,
+        )
+        unpeering = time.time()
+    suite.peerings.wait_gone(PEERING_NS, NAME, timeout=120)
+    unpeered = time.time()
+    # Made again with a minted provider user (the credential panels); the rest of the module runs on it.
+    suite.peerings.create(
+        PEERING_NS,
+        NAME,
+        {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "3m", "credentials": {"mint": True}},
+    )
+    status = suite.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=180)
+    assert status["credentials"]["notAfter"], status
+    for metric in ("liqo_peering_credential_expiration_timestamp_seconds", "liqo_peering_set_desired"):
+        labels = fleet if metric.startswith("liqo_peering_set") else peering
+        wait_for(f"Prometheus to scrape {metric}", partial(_series, prometheus, metric, labels), timeout=60)
 
     # Every panel of the dashboard, over the whole run (Ready, cut off, Ready again), with "All" chosen for its
     # variables, as Grafana would send it; and the variables' own selectors.
@@ -336,6 +371,7 @@ def test_prometheus_fires_the_not_ready_alert_while_the_provider_is_cut_off_and_
     rows = [s.name for s in data[not_ready]]
     assert any(f"name={NAME}" in r and "reason=ProviderUnreachable" in r for r in rows), rows
     prometheus.stop()  # nothing after this test reads it
+    suite.kc.delete(LIQOPEERINGSET, fleet["name"], PEERING_NS)
     # The picture in the docs comes from a run of the whole module (a -k run leaves it alone).
     if not request.config.option.keyword:
         board.draw(
@@ -344,15 +380,23 @@ def test_prometheus_fires_the_not_ready_alert_while_the_provider_is_cut_off_and_
             PANELS_WITHOUT_DATA,
             DASHBOARD_PNG,
             "The chart's dashboard from an end-to-end run: a LiqoPeering Ready, its provider cut off from the"
-            " operator's Pod (shaded), then Ready again",
+            " operator's Pod (shaded), Ready again, deleted while cut off again, then made again with a minted"
+            " provider user; beside it, a LiqoPeeringSet that selects no Secret",
             span=(start, end),
             shaded=(cut, healed),
         )
     with capsys.disabled():
         print(
             f"\nBENCH Prometheus: provider cut off -> LiqoPeeringNotReady firing: {fired:.1f}s (for: 5s, scrape 1s);"
-            f" healed -> resolved: {ready_again - healed:.1f}s; the test took {time.monotonic() - began:.1f}s"
+            f" healed -> resolved: {ready_again - healed:.1f}s; unpeering once the provider was back:"
+            f" {unpeered - unpeering:.1f}s; the test took {time.monotonic() - began:.1f}s"
         )
+
+
+def _series(prometheus: Prometheus, metric: str, labels: dict[str, str]) -> list[dict[str, Any]] | None:
+    """The metric's series with these labels, as Prometheus has them now (None when it has none)."""
+    selector = ", ".join(f'{key}="{value}"' for key, value in labels.items())
+    return prometheus.query(f"{metric}{{{selector}}}") or None
 
 
 def test_helm_upgrade_rolls_the_pod_and_the_peering_stays_ready(suite: Suite) -> None:
