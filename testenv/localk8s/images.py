@@ -73,7 +73,8 @@ def docker_archive(
     config_bytes = json.dumps(image_config, sort_keys=True).encode()
     config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
     manifest = [{"Config": config_name, "RepoTags": [ref], "Layers": [f"{d}/layer.tar" for d in diff_ids]}]
-    tmp = out.with_name(out.name + ".tmp")
+    # A name of this process's own: tiers side by side may build the same archive at once on an empty cache.
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     with tarfile.open(tmp, "w") as tar:
         for path, diff_id in zip(layers, diff_ids, strict=True):
             tar.add(path, arcname=f"{diff_id}/layer.tar")
