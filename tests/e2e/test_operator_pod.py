@@ -380,7 +380,7 @@ def test_prometheus_fires_the_not_ready_alert_while_the_provider_is_cut_off_and_
             PANELS_WITHOUT_DATA,
             DASHBOARD_PNG,
             "The chart's dashboard from an end-to-end run: a LiqoPeering Ready, its provider cut off from the"
-            " operator's Pod (shaded), Ready again, deleted while cut off again, then made again with a minted"
+            " operator's Pod (shaded), Ready again;\ndeleted while cut off once more, then made again with a minted"
             " provider user; beside it, a LiqoPeeringSet that selects no Secret",
             span=(start, end),
             shaded=(cut, healed),
