@@ -23,6 +23,7 @@ from testenv import kube as k
 from testenv.gitops import APPLICATION, TLS_CERTS_CM, ArgoCD, manifests
 from testenv.gitserver import GitServer
 from testenv.helm import push_chart
+from testenv.kube import KubeError
 from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, ToolMissingError, tool_path
 from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, install_crd, wait_for
@@ -77,6 +78,20 @@ def apply_application(argocd: ArgoCD, git: GitServer, repo: str, namespace: str)
 
 def application(argocd: ArgoCD, name: str) -> dict[str, Any] | None:
     return argocd.kc.get(APPLICATION, name, ArgoCD.NAMESPACE)
+
+
+def delete_application(argocd: ArgoCD, name: str) -> None:
+    """Delete the Application and wait until it is gone, with its resources. Right after a terminated sync,
+    Argo CD's controller may act on the deletion only at its next comparison (two minutes later, seen in a
+    run), so a refresh is asked for too, as `argocd app get --refresh` does."""
+    argocd.kc.delete(APPLICATION, name, ArgoCD.NAMESPACE)
+    refresh = {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
+    try:
+        argocd.kc.patch(APPLICATION, name, refresh, ArgoCD.NAMESPACE)
+    except KubeError as exc:
+        if exc.status != 404:  # gone already
+            raise
+    wait_for("the Application gone", lambda: application(argocd, name) is None, timeout=180)
 
 
 def resource_health(app: dict[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -212,8 +227,7 @@ def test_wrong_secret_is_degraded_with_the_operators_message(
     terminate = {"status": {"operationState": {"phase": "Terminating"}}}
     argocd.kc.patch(APPLICATION, name, terminate, ArgoCD.NAMESPACE)
     wait_for("the sync operation ended", lambda: "operation" not in (application(argocd, name) or {}), timeout=60)
-    argocd.kc.delete(APPLICATION, name, ArgoCD.NAMESPACE)
-    wait_for("the Application gone", lambda: application(argocd, name) is None, timeout=120)
+    delete_application(argocd, name)
     assert case.peerings.get(ns, "provider") is None
     assert argocd.kc.get(k.SECRET, SECRET, ns) is None
 
@@ -325,8 +339,7 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
             terminate = {"status": {"operationState": {"phase": "Terminating"}}}
             kc.patch(APPLICATION, name, terminate, ArgoCD.NAMESPACE)
             wait_for("the sync operation ended", lambda: "operation" not in (application(argocd, name) or {}), 60)
-        kc.delete(APPLICATION, name, ArgoCD.NAMESPACE)
-        wait_for("the Application gone", lambda: application(argocd, name) is None, timeout=120)
+        delete_application(argocd, name)
 
         def left() -> list[str]:
             return sorted(
