@@ -39,14 +39,20 @@ class Part:
         seen, _ = scan(audit_log, {u for u in users.values() if u})
         requests: dict[installs.Install, set[Request]] = {i: set() for i in noted}
         after_uninstall: dict[installs.Install, int] = {i: 0 for i in noted}
-        for s in seen:
+        # A Pod's requests belong to the install it ran under: the latest before its first request. A Pod of
+        # an uninstalled release still stopping when the next install begins is refused under that one's
+        # name, but not under its RBAC.
+        by_pod: dict[str, installs.Install] = {}
+        for s in sorted(seen, key=lambda s: s.received):
             if not s.user_agent.startswith(OPERATOR_AGENTS):
                 continue  # a test's own client with the ServiceAccount's token
-            # The latest install of that ServiceAccount on this cluster before the request.
+            # The latest install of that ServiceAccount on this cluster before the request (or the Pod).
             owners = [i for i in noted if users[i] == s.username and i.at <= s.received]
             if not owners:
                 continue
-            owner = max(owners, key=lambda i: i.at)
+            owner = (
+                by_pod.setdefault(s.pod, max(owners, key=lambda i: i.at)) if s.pod else max(owners, key=lambda i: i.at)
+            )
             if installs.uninstalled_between(owner, owner.at, s.received):
                 after_uninstall[owner] += 1  # its Pod still stopping, its RBAC gone: not the chart's doing
             else:

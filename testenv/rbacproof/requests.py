@@ -54,6 +54,7 @@ class Seen:
     user_agent: str
     received: datetime
     request: Request
+    pod: str = ""  # the Pod whose bound token made it ("" when not a Pod's)
 
 
 def parse(line: str) -> Seen | None:
@@ -72,11 +73,14 @@ def parse(line: str) -> Seen | None:
         name=ref.get("name") if ref else raw.get("requestURI", "").split("?")[0],
         code=(raw.get("responseStatus") or {}).get("code"),
     )
+    user = raw.get("user") or {}
+    pods = (user.get("extra") or {}).get("authentication.kubernetes.io/pod-name") or [""]
     return Seen(
-        username=(raw.get("user") or {}).get("username", ""),
+        username=user.get("username", ""),
         user_agent=raw.get("userAgent", ""),
         received=datetime.fromisoformat(raw["requestReceivedTimestamp"]),
         request=request,
+        pod=pods[0],
     )
 
 

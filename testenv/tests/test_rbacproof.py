@@ -30,6 +30,7 @@ def line(
     code: int = 200,
     agent: str = AGENT,
     at: str = "2026-03-01T10:00:00.000001Z",
+    pod: str | None = None,
     **ref: str,
 ) -> str:
     event: dict[str, Any] = {
@@ -45,6 +46,8 @@ def line(
     }
     if resource is not None:
         event["objectRef"] = {"resource": resource, **ref}
+    if pod is not None:
+        event["user"]["extra"] = {"authentication.kubernetes.io/pod-name": [pod]}
     return json.dumps(event)
 
 
@@ -379,4 +382,34 @@ def test_requests_after_an_uninstall_are_left_out(tmp_path: Path, monkeypatch: p
     found, _ = collect.load(saved.path)
     assert collect.requests_of(found[0]) == [req("get", "namespaces", name="t")]
     assert found[0]["afterUninstall"] == 1
+    monkeypatch.setattr(collect, "_part", None)
+
+
+def test_a_stopping_pods_requests_stay_with_the_install_it_ran_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uninstalled, then installed again at once: the old Pod, still stopping, is refused under the new install's
+    name. Its requests are its own install's (left out after that one's uninstall), never the new one's."""
+    monkeypatch.setattr(installs, "_noted", [])
+    monkeypatch.setattr(installs, "_uninstalled", [])
+    monkeypatch.setattr(installs, "render", lambda *_: RENDERED)
+    workdir = tmp_path / "consumer"
+    workdir.mkdir()
+    kubeconfig = workdir / "admin.kubeconfig"
+    helm_install = ("install", "lpo", str(installs.CHART), "--namespace", "lpo-system")
+    installs.note_helm(helm_install, kubeconfig)
+    lines = [line("get", "namespaces", name="t", pod="old", at=datetime.now(UTC).isoformat())]
+    installs.note_helm(("uninstall", "lpo", "--namespace", "lpo-system", "--wait"), kubeconfig)
+    installs.note_helm(helm_install, kubeconfig)
+    lines += [
+        line("patch", "secrets", name="s", code=403, pod="old", at=datetime.now(UTC).isoformat()),
+        line("list", "nodes", pod="new", at=datetime.now(UTC).isoformat()),
+    ]
+    log = workdir / "audit.log"
+    log.write_text("\n".join(lines) + "\n")
+    saved = collect.start("nodes", tmp_path / "parts")
+    collect.before_removal(workdir, log)
+    found, _ = collect.load(saved.path)
+    assert [collect.requests_of(i) for i in found] == [[req("get", "namespaces", name="t")], [req("list", "nodes")]]
+    assert [i["afterUninstall"] for i in found] == [1, 0]
     monkeypatch.setattr(collect, "_part", None)
