@@ -363,13 +363,19 @@ def test_the_charts_own_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
     }
 
 
-def test_requests_after_an_uninstall_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """helm uninstall deletes the RBAC while the Pod still stops: what it asks then is refused, not the chart's."""
+def _noting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A consumer's work directory, with nothing noted yet and every install rendered as RENDERED."""
     monkeypatch.setattr(installs, "_noted", [])
     monkeypatch.setattr(installs, "_uninstalled", [])
     monkeypatch.setattr(installs, "render", lambda *_: RENDERED)
     workdir = tmp_path / "consumer"
     workdir.mkdir()
+    return workdir
+
+
+def test_requests_after_an_uninstall_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """helm uninstall deletes the RBAC while the Pod still stops: what it asks then is refused, not the chart's."""
+    workdir = _noting(tmp_path, monkeypatch)
     kubeconfig = workdir / "admin.kubeconfig"
     installs.note_helm(("install", "lpo", str(installs.CHART), "--namespace", "lpo-system"), kubeconfig)
     before = line("get", "namespaces", name="t", at=datetime.now(UTC).isoformat())
@@ -390,11 +396,7 @@ def test_a_stopping_pods_requests_stay_with_the_install_it_ran_under(
 ) -> None:
     """Uninstalled, then installed again at once: the old Pod, still stopping, is refused under the new install's
     name. Its requests are its own install's (left out after that one's uninstall), never the new one's."""
-    monkeypatch.setattr(installs, "_noted", [])
-    monkeypatch.setattr(installs, "_uninstalled", [])
-    monkeypatch.setattr(installs, "render", lambda *_: RENDERED)
-    workdir = tmp_path / "consumer"
-    workdir.mkdir()
+    workdir = _noting(tmp_path, monkeypatch)
     kubeconfig = workdir / "admin.kubeconfig"
     helm_install = ("install", "lpo", str(installs.CHART), "--namespace", "lpo-system")
     installs.note_helm(helm_install, kubeconfig)
