@@ -50,9 +50,8 @@ class Part:
             owners = [i for i in noted if users[i] == s.username and i.at <= s.received]
             if not owners:
                 continue
-            owner = (
-                by_pod.setdefault(s.pod, max(owners, key=lambda i: i.at)) if s.pod else max(owners, key=lambda i: i.at)
-            )
+            latest = max(owners, key=lambda i: i.at)
+            owner = by_pod.setdefault(s.pod, latest) if s.pod else latest
             if installs.uninstalled_between(owner, owner.at, s.received):
                 after_uninstall[owner] += 1  # its Pod still stopping, its RBAC gone: not the chart's doing
             else:
