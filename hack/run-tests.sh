@@ -18,17 +18,18 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main; liqo;
-# nodes (once the operator image is built), gitops then standin; matrix (the other Liqo versions) then solo
-# take about as long (each tier's time is in its log's last line). The lanes share two cores: a lane more, a
-# Liqo pair more, or the heavy solo tier in the busy first half makes every lane slower. Rebalance with
-# TEST_LANES.
-LANES=${TEST_LANES:-main liqo nodes,gitops,standin matrix,solo}
+# nodes (once the operator image is built), standin then gitops (last, so that its controllers have the
+# longest to build); matrix (the other Liqo versions) then solo take about as long (each tier's time is in
+# its log's last line). The lanes share two cores: a lane more, a Liqo pair more, or the heavy solo tier in
+# the busy first half makes every lane slower. Rebalance with TEST_LANES.
+LANES=${TEST_LANES:-main liqo nodes,standin,gitops matrix,solo}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local
 # What an earlier run left (a build's <name>.failed marks its log for printing at the end).
 rm -rf .local/reliability .local/rbac .local/build-matrix.log .local/build-matrix.failed .local/verify-image.log \
-  .local/verify-image.failed .local/build-images.log .local/build-images.failed
+  .local/verify-image.failed .local/build-images.log .local/build-images.failed .local/build-gitops.log \
+  .local/build-gitops.failed
 
 # The operator image (hack/build-images.sh) builds in the background from the start, holding
 # .local/images.lock: only what runs or reads it (tier nodes, the reproducibility check) waits for it.
@@ -66,6 +67,21 @@ build_matrix() {
   echo "--> matrix builds: done in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
 }
 
+# The GitOps controllers (hack/build-gitops.sh: Flux's, Argo CD, kustomize) build in the background from the
+# start of the gitops tier's lane, which waits for them before that tier: `make test` builds everything else
+# before the tests, these beside the first tiers, whose waits leave part of both cores idle. On a warm cache
+# this takes a second. Their log: .local/build-gitops.log.
+build_gitops() {
+  local start=$SECONDS me=$BASHPID cpu
+  cpu=$(cpu_seconds "$me")
+  echo "--> GitOps controllers: started (log: .local/build-gitops.log)"
+  if ! hack/build-gitops.sh >.local/build-gitops.log 2>&1; then
+    touch .local/build-gitops.failed
+    return 1
+  fi
+  echo "--> GitOps controllers: built in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
+}
+
 # The operator image is reproducible: built once more from the same inputs, in a new storage, it must be the
 # same image (config and layer digests) as the one the tests run, once per set of inputs (a stamp beside the
 # cached archive says they were reproduced). Beside the matrix tier, the shortest lane.
@@ -89,7 +105,11 @@ verify_image() {
 }
 
 lane() {
-  local tier start rc=0 builds="" verify=""
+  local tier start rc=0 builds="" verify="" gitops=""
+  if [[ ,$1, == *,gitops,* ]]; then
+    build_gitops &
+    gitops=$!
+  fi
   if [[ ,$1, == *,matrix,* ]]; then
     build_matrix &
     builds=$!
@@ -99,6 +119,11 @@ lane() {
   for tier in ${1//,/ }; do
     if [[ $tier == matrix ]] && ! wait "$builds"; then
       echo "--> matrix builds: failed; the tier does not run (.local/build-matrix.log)"
+      rc=1
+      continue
+    fi
+    if [[ $tier == gitops ]] && ! wait "$gitops"; then
+      echo "--> GitOps controllers: the build failed; the tier does not run (.local/build-gitops.log)"
       rc=1
       continue
     fi
@@ -136,7 +161,7 @@ for pid in "${pids[@]}"; do
   wait "$pid" || rc=1
 done
 
-for build in build-images build-matrix verify-image; do
+for build in build-images build-matrix build-gitops verify-image; do
   if [[ -f .local/$build.failed ]]; then
     echo
     echo "==================== $build (.local/$build.log) ===================="

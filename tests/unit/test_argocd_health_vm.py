@@ -18,6 +18,9 @@ from test_argocd_health import CASES, SET_CASES, SET_FIXTURES, SNIPPET, fixture
 
 from testenv.localk8s.tools import ToolMissingError, tool_path
 
+# In the gitops tier: its binary is built with Argo CD's, beside the first tiers (hack/run-tests.sh).
+pytestmark = pytest.mark.gitops
+
 
 @pytest.fixture(scope="module")
 def argocd_health() -> Path:
