@@ -91,7 +91,8 @@ def run(cycles: int, sample_every: int, work: Path) -> dict[str, Any]:
                 left = counts(apis)
                 log(
                     f"cycle {cycle}/{cycles}: ready {ready_s[-1]:.1f}s, gone {gone_s[-1]:.1f}s,"
-                    f" rss {sample['rss_mb']:.1f} MB, threads {sample['threads']}, fds {sample['open_fds']}, tcp {sample['tcp_established']},"
+                    f" rss {sample['rss_mb']:.1f} MB, threads {sample['threads']}, fds {sample['open_fds']},"
+                    f" tcp {sample['tcp_established']},"
                     f" liqo objects {left}"
                 )
         left_over = counts(apis)

@@ -7,9 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/lint
 mkdir -p "$cache"
-.venv/bin/ruff check operator tests testenv hack
-.venv/bin/ruff format --check operator tests testenv hack
-.venv/bin/mypy --cache-dir "$cache/mypy" operator tests testenv
+.venv/bin/ruff check operator tests testenv hack bench
+.venv/bin/ruff format --check operator tests testenv hack bench
+.venv/bin/mypy --cache-dir "$cache/mypy" operator tests testenv bench
 PYTHONPATH=operator:. .venv/bin/lint-imports --cache-dir "$cache/import-linter"
 hack/build-actionlint.sh >/dev/null
 # shellcheck and pyflakes integrations off: the result must not depend on what else is installed.
