@@ -440,14 +440,24 @@ class ArgoCD(Controllers):
         self._launch(ports, "Argo CD", started)
         return self
 
+    def end_sync(self, name: str, timeout: float = 60) -> None:
+        """End the Application's sync operation if one runs, as `argocd app terminate-op` does, and wait until
+        it has: Argo CD deletes no Application while its sync runs."""
+
+        def running() -> bool:
+            return "operation" in (self.kc.get(APPLICATION, name, self.NAMESPACE) or {})
+
+        if not running():
+            return
+        terminate = {"status": {"operationState": {"phase": "Terminating"}}}
+        self.kc.patch(APPLICATION, name, terminate, self.NAMESPACE)
+        wait_for(f"the sync operation of {name} ended", lambda: not running(), timeout=timeout)
+
     def stop(self) -> None:
         try:
             if all(p.alive() for p in self.procs):
-                # Argo CD deletes no Application while its sync runs: end those first (argocd app terminate-op).
                 for app in self.kc.list(APPLICATION):
-                    if app.get("operation"):
-                        terminate = {"status": {"operationState": {"phase": "Terminating"}}}
-                        self.kc.patch(APPLICATION, app["metadata"]["name"], terminate, self.NAMESPACE)
+                    self.end_sync(app["metadata"]["name"])
                 delete_all(self.kc, APPLICATION, timeout=180)
         finally:
             for p in reversed(self.procs):

@@ -224,9 +224,7 @@ def test_wrong_secret_is_degraded_with_the_operators_message(
     # runs: terminate it first, as `argocd app terminate-op` does, then delete.
     op = ((application(argocd, name) or {}).get("status") or {}).get("operationState") or {}
     print(f"sync operation: {op.get('phase')}: {op.get('message')}")
-    terminate = {"status": {"operationState": {"phase": "Terminating"}}}
-    argocd.kc.patch(APPLICATION, name, terminate, ArgoCD.NAMESPACE)
-    wait_for("the sync operation ended", lambda: "operation" not in (application(argocd, name) or {}), timeout=60)
+    argocd.end_sync(name)
     delete_application(argocd, name)
     assert case.peerings.get(ns, "provider") is None
     assert argocd.kc.get(k.SECRET, SECRET, ns) is None
@@ -335,10 +333,7 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
 
         # Deleted (its sync ended first, as `argocd app terminate-op` does, were it still running), the
         # Application takes the chart's objects with it but the CRDs, kopf's too: untracked, never deleted.
-        if "operation" in (application(argocd, name) or {}):
-            terminate = {"status": {"operationState": {"phase": "Terminating"}}}
-            kc.patch(APPLICATION, name, terminate, ArgoCD.NAMESPACE)
-            wait_for("the sync operation ended", lambda: "operation" not in (application(argocd, name) or {}), 60)
+        argocd.end_sync(name)
         delete_application(argocd, name)
 
         def left() -> list[str]:
