@@ -14,7 +14,6 @@ test finds the node as it was.
 from __future__ import annotations
 
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from testenv.localk8s import LocalCluster
@@ -22,7 +21,7 @@ from testenv.localk8s.network import NetworkError, in_netns, run
 from testenv.localk8s.node import NodeSpec
 from testenv.localk8s.tools import REPO_ROOT, tool_path
 from testenv.spawned import Spawned
-from testenv.wait import wait_for
+from testenv.wait import answers_ok, wait_for
 
 HEALTH_PORT = 20244  # kube-router's default; in the node's namespace, so no other node's
 # The names of kube-router's chains in the filter table.
@@ -72,11 +71,7 @@ class PolicyEnforcer:
     def _healthy(self) -> bool:
         if self.proc is not None and not self.proc.alive():
             raise AssertionError(f"kube-router exited:\n{self.proc.tail()}")
-        try:
-            with urllib.request.urlopen(f"http://{self.spec.ip}:{HEALTH_PORT}/healthz", timeout=2) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
+        return answers_ok(f"http://{self.spec.ip}:{HEALTH_PORT}/healthz")
 
     def rules(self) -> str:
         """The node's filter table, as iptables-save prints it."""

@@ -38,6 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from testenv import audit
 from testenv import kube as k
 from testenv.kube import Kube
+from testenv.wait import answers_ok
 
 from . import network, node, pki
 from .images import pause_image
@@ -621,9 +622,9 @@ class LocalCluster:
             self._wait("the egress proxy", deadline, daemons, self.egress_socket.exists)
         for spec in specs:
             self._wait(f"Node {spec.name} to be Ready", deadline, daemons, partial(_node_ready, kc, spec.name))
-            healthz = partial(_http_ok, f"http://{spec.ip}:10256/healthz")
+            healthz = partial(answers_ok, f"http://{spec.ip}:10256/healthz")
             self._wait(f"kube-proxy on {spec.name}", deadline, daemons, healthz)
-        self._wait("CoreDNS", deadline, daemons, lambda: _http_ok(f"http://{specs[0].ip}:8181/ready"))
+        self._wait("CoreDNS", deadline, daemons, lambda: answers_ok(f"http://{specs[0].ip}:8181/ready"))
 
     def stop(self, keep_lan: bool = False) -> None:
         """Kill the processes (recorded pids, so it works from another process), remove what the nodes made
@@ -699,14 +700,6 @@ def _node_ready(kc: Kube, name: str) -> bool:
     found = kc.get(k.NODE, name)
     conditions = ((found or {}).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
 
 
 def _default_service_account_exists(client: kubernetes.client.ApiClient) -> bool:

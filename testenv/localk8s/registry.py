@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import ssl
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
 
 from testenv.spawned import Spawned
+from testenv.wait import answers_ok
 
 from . import pki
 from .node import NodeSpec
@@ -82,12 +81,7 @@ class Registry:
         return self
 
     def _answers(self) -> bool:
-        context = ssl.create_default_context(cafile=str(self.ca_cert))
-        try:
-            with urllib.request.urlopen(f"https://{self.host}/v2/", context=context, timeout=2) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        return answers_ok(f"https://{self.host}/v2/", ssl.create_default_context(cafile=str(self.ca_cert)))
 
     def trust(self, nodes: Iterable[NodeSpec]) -> None:
         """Make each node's containerd pull from this registry over TLS with its CA (read at each pull)."""
