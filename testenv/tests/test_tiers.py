@@ -53,7 +53,11 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_real_liqo.py",
         "tests/e2e/test_real_liqo_ha.py",
     }
-    assert modules["gitops"] == {"tests/e2e/test_argocd.py", "tests/e2e/test_flux.py"}
+    assert modules["gitops"] == {
+        "tests/e2e/test_argocd.py",
+        "tests/e2e/test_flux.py",
+        "tests/unit/test_argocd_health_vm.py",  # Argo CD's Lua VM, built with Argo CD for that tier
+    }
     assert modules["matrix"] == {"tests/e2e/test_liqo_matrix.py"}
     assert modules["solo"] == {
         "tests/e2e/test_faults.py",
