@@ -3,9 +3,9 @@ a local cluster, configured from the chart's ServiceMonitor and PrometheusRule a
 would configure it.
 
 `scrape_configs` translates a ServiceMonitor into a scrape config as the Prometheus Operator generates it:
-`kubernetes_sd_configs` with role endpoints (the operator's default; role endpointslice only when the
-Prometheus or the ServiceMonitor asks for it through serviceDiscoveryRole) in the ServiceMonitor's
-namespaces, and its relabelling: keep the endpoints whose Service carries every label of
+`kubernetes_sd_configs` with role endpoints (the operator's default, still in its v0.93; role
+endpointslice only when the Prometheus or the ServiceMonitor asks for it through serviceDiscoveryRole) in
+the ServiceMonitor's namespaces, and its relabelling: keep the endpoints whose Service carries every label of
 `spec.selector.matchLabels` and whose port has the endpoint's name; job from the Service's name; namespace,
 service, pod, container and endpoint target labels. So the operator's Pod is found through the
 ServiceMonitor's selectors, never named. `rule_file` takes a PrometheusRule's groups as they are.
@@ -41,8 +41,8 @@ from testenv.wait import wait_for
 
 PORT = 9090  # Prometheus's own; nothing else listens on it in a node's namespace
 DISCOVERY_ROLE = "endpoints"
-# What kubernetes_sd's role endpoints reads (the Prometheus Operator's RBAC for Prometheus, less nodes and
-# ingresses, which it does not use here).
+# What kubernetes_sd's role endpoints reads: of the rights the Prometheus Operator's RBAC documentation
+# gives Prometheus, those it uses here.
 DISCOVERY_RULES = [
     {"apiGroups": [""], "resources": ["services", "endpoints", "pods"], "verbs": ["get", "list", "watch"]}
 ]
