@@ -15,7 +15,7 @@ venv:            ## Python virtualenv with the operator and dev tools, at the ve
 lock:            ## Re-lock the dependencies (uv.lock) after editing pyproject.toml, then update the venv
 	hack/venv.sh lock
 
-tools:           ## Build the Kubernetes components, etcd, helm, CoreDNS into the cache (idempotent)
+tools:           ## Build the Kubernetes components, etcd, helm, CoreDNS, Prometheus into the cache (idempotent)
 	hack/build-tools.sh
 
 runtime:         ## containerd, runc, CNI plugins, nftables, buildah, mmdebstrap from Debian (apt; skipped when present)

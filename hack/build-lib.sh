@@ -23,14 +23,22 @@ cpu_seconds() {
     echo $(((f[15] + f[16]) / $(getconf CLK_TCK)))
 }
 
+# Build tags of a wrapper module: the comma-separated line of its build-tags file, if it has one (read by
+# hack/go-download.sh too, so that it fetches only the modules such a build links).
+build_tags() { # <module dir>
+    if [[ -f $1/build-tags ]]; then cat "$1/build-tags"; fi
+}
+
 # build <module dir> <package> <output path> <ldflags> [source file...]
 build() {
-    local dir=$1 pkg=$2 out=$3 ldflags=$4 inputs
+    local dir=$1 pkg=$2 out=$3 ldflags=$4 inputs tags
     shift 4
+    tags=$(build_tags "$dir")
     # The path is keyed by version only; this hash of everything else that goes into the binary
     # (wrapper go.mod/go.sum, flags, and the sources of a program of ours) catches edits that keep the
     # version.
-    inputs=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$pkg $ldflags") "$@" | sha256sum | cut -c1-16)
+    inputs=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$pkg $ldflags${tags:+ tags $tags}") "$@" |
+        sha256sum | cut -c1-16)
     if [[ -x $out && $(cat "$out.inputs" 2>/dev/null) == "$inputs" ]]; then
         echo "cached: $out"
         return
@@ -43,7 +51,8 @@ build() {
     # interrupted build never leaves a truncated binary that a later run would treat as cached.
     # GOGC=400: the compiler collects garbage less often, for a little more memory (a build of oras took
     # 12 % less CPU time than at the default 100).
-    CGO_ENABLED=0 GOGC=${GOGC:-400} go -C "$root/$dir" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
+    CGO_ENABLED=0 GOGC=${GOGC:-400} go -C "$root/$dir" build -trimpath -tags "$tags" \
+        -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
     mv -f "$out.tmp" "$out"
     echo "$inputs" >"$out.inputs"
     echo "built $(basename "$out") in $((SECONDS - start))s, CPU $(($(cpu_seconds) - cpu))s ($(du -h "$out" | cut -f1))"

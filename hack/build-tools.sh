@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components (control plane, and kube-scheduler, kubelet, kube-proxy for local
 # clusters with nodes; the control plane of the oldest supported Kubernetes too), etcd, helm, CoreDNS, the
-# registry and oras from their published Go modules (wrapper modules in hack/tools/<tool>/), and promtool
-# from Debian's prometheus package, into a cache outside the repo:
+# registry, oras and Prometheus from their published Go modules (wrapper modules in hack/tools/<tool>/), and
+# promtool from Debian's prometheus package, into a cache outside the repo:
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
 # One build at a time: `make test` runs this beside hack/build-liqo.sh and hack/build-gitops.sh, since one
@@ -26,6 +26,10 @@ require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
 require_version hack/tools/coredns github.com/coredns/coredns "v$COREDNS_VERSION"
 require_version hack/tools/registry github.com/distribution/distribution/v3 "v$REGISTRY_VERSION"
 require_version hack/tools/oras oras.land/oras "v$ORAS_VERSION"
+# Prometheus publishes release 3.16.0 as module version v0.316.0.
+IFS=. read -r prom_major prom_minor prom_patch <<<"$PROMETHEUS_VERSION"
+require_version hack/tools/prometheus github.com/prometheus/prometheus \
+    "$(printf 'v0.%d%02d.%d' "$prom_major" "$prom_minor" "$prom_patch")"
 require_version hack/tools/kubernetes-floor k8s.io/kubernetes "v$KUBERNETES_FLOOR_VERSION"
 require_staging() { # <module dir> <kubernetes version>
     local staging="v0.${2#*.}"
@@ -81,13 +85,18 @@ done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
 # Cluster DNS for local clusters with nodes; the version it reports comes from the module itself.
 build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
-# promtool (unit tests of the chart's alerting rules, tests/unit/test_alerts.py) and prometheus (the nodes
-# tier scrapes the operator's Pod with it and evaluates the chart's alerts and dashboard,
-# tests/e2e/test_operator_pod.py). Both taken from Debian's prometheus package (its binaries only, nothing
-# installed): built from its Go module they cost nearly ten CPU-minutes of a cold run.
+# Prometheus (the nodes tier scrapes the operator's Pod with it through the chart's ServiceMonitor and
+# evaluates the chart's alerts and dashboard, tests/e2e/test_operator_pod.py): its server only, with
+# Kubernetes service discovery alone of the discoveries (hack/tools/prometheus/build-tags), which
+# Debian's package leaves out. A cold build took 395 CPU seconds (10 minutes of wall time on two cores
+# shared with other builds); stamped with its version, as upstream's release builds are.
+build hack/tools/prometheus github.com/prometheus/prometheus/cmd/prometheus \
+    "$cache_dir/prometheus-$PROMETHEUS_VERSION/prometheus" \
+    "-X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION"
+# promtool (unit tests of the chart's alerting rules, tests/unit/test_alerts.py), taken from Debian's
+# prometheus package (its binary only, nothing installed).
 promtool_out=$cache_dir/promtool-$PROMTOOL_VERSION/promtool
-prometheus_out=$cache_dir/prometheus-$PROMTOOL_VERSION/prometheus
-if [[ ! -x $promtool_out || ! -x $prometheus_out ]]; then
+if [[ ! -x $promtool_out ]]; then
     deb_version=$(apt-cache policy prometheus | awk '$1 == "Candidate:" {print $2}')
     if [[ -z $deb_version || $deb_version == "(none)" ]]; then
         apt-get update -qq
@@ -100,13 +109,11 @@ if [[ ! -x $promtool_out || ! -x $prometheus_out ]]; then
     deb_dir=$(mktemp -d)
     (cd "$deb_dir" && apt-get download -qq "prometheus=$deb_version" 2>/dev/null)
     dpkg-deb -x "$deb_dir"/prometheus_*.deb "$deb_dir/x"
-    for out in "$promtool_out" "$prometheus_out"; do
-        mkdir -p "$(dirname "$out")"
-        cp "$deb_dir/x/usr/bin/$(basename "$out")" "$out.tmp"
-        mv -f "$out.tmp" "$out"
-    done
+    mkdir -p "$(dirname "$promtool_out")"
+    cp "$deb_dir/x/usr/bin/promtool" "$promtool_out.tmp"
+    mv -f "$promtool_out.tmp" "$promtool_out"
     rm -rf "$deb_dir"
-    echo "promtool and prometheus $deb_version from Debian's prometheus package"
+    echo "promtool $deb_version from Debian's prometheus package"
 fi
 # The OCI registry the release e2e test pushes to and the nodes pull from.
 build hack/tools/registry . "$cache_dir/registry-$REGISTRY_VERSION/registry" \

@@ -9,8 +9,10 @@ export GOTOOLCHAIN=local
 start=$SECONDS
 # shellcheck source=versions.env
 source hack/versions.env
+# shellcheck source=build-lib.sh
+source hack/build-lib.sh  # build_tags
 modules=(hack/tools/kubernetes hack/tools/kubectl hack/tools/kubernetes-floor hack/tools/etcd hack/tools/helm
-    hack/tools/coredns hack/tools/registry hack/tools/oras hack/tools/cosign hack/tools/actionlint hack/kstatus-check "hack/tools/liqo/v$LIQO_VERSION")
+    hack/tools/coredns hack/tools/prometheus hack/tools/registry hack/tools/oras hack/tools/cosign hack/tools/actionlint hack/kstatus-check "hack/tools/liqo/v$LIQO_VERSION")
 for v in $LIQO_MATRIX; do modules+=("hack/tools/liqo/v$v"); done
 modules+=(hack/tools/flux hack/tools/argocd hack/tools/kustomize)
 # The list above only sets the order; every other wrapper module of hack/ comes after it.
@@ -24,7 +26,8 @@ for dir in "${modules[@]}"; do
     # The packages a wrapper module builds: its own, and the programs its tools.go names.
     mapfile -t pkgs < <(sed -n 's/^\s*_ "\(.*\)"$/\1/p' "$dir"/*.go)
     if compgen -G "$dir/*.go" | grep -qv '/tools\.go$'; then pkgs+=(./...); fi
-    if go -C "$dir" list -mod=readonly -deps "${pkgs[@]}" >/dev/null; then
+    # With the module's build tags, as its build uses them: only the modules it links.
+    if go -C "$dir" list -mod=readonly -tags "$(build_tags "$dir")" -deps "${pkgs[@]}" >/dev/null; then
         echo "modules of $dir: $((SECONDS - step))s"
     else
         echo "modules of $dir: failed (the build will download them)"

@@ -17,7 +17,7 @@ case ${1:-} in
     helm) dir=helm-$HELM_VERSION ;;
     coredns) dir=coredns-$COREDNS_VERSION ;;
     promtool) dir=promtool-$PROMTOOL_VERSION ;;
-    prometheus) dir=prometheus-$PROMTOOL_VERSION ;;
+    prometheus) dir=prometheus-$PROMETHEUS_VERSION ;;
     registry) dir=registry-$REGISTRY_VERSION ;;
     oras) dir=oras-$ORAS_VERSION ;;
     cosign) dir=cosign-$COSIGN_VERSION build=hack/build-cosign.sh ;;

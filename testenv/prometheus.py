@@ -1,22 +1,22 @@
-"""Prometheus (the binary of Debian's prometheus package, hack/build-tools.sh) run against a local cluster,
-configured from the chart's ServiceMonitor and PrometheusRule as the Prometheus Operator would configure it.
+"""Prometheus (built from its Go module with Kubernetes service discovery, hack/build-tools.sh) run against
+a local cluster, configured from the chart's ServiceMonitor and PrometheusRule as the Prometheus Operator
+would configure it.
 
-`scrape_configs` translates a ServiceMonitor into a scrape config with the relabelling the Prometheus
-Operator generates for it (role endpoints): keep the endpoints whose Service carries every label of
-`spec.selector.matchLabels` and whose port has the endpoint's name; job from the Service's name;
-namespace, service, pod, container and endpoint target labels. So the operator's Pod is found through the
+`scrape_configs` translates a ServiceMonitor into a scrape config as the Prometheus Operator generates it:
+`kubernetes_sd_configs` with role endpoints (the operator's default, still in its v0.93; role
+endpointslice only when the Prometheus or the ServiceMonitor asks for it through serviceDiscoveryRole) in
+the ServiceMonitor's namespaces, and its relabelling: keep the endpoints whose Service carries every label of
+`spec.selector.matchLabels` and whose port has the endpoint's name; job from the Service's name; namespace,
+service, pod, container and endpoint target labels. So the operator's Pod is found through the
 ServiceMonitor's selectors, never named. `rule_file` takes a PrometheusRule's groups as they are.
 
-Debian builds Prometheus without its Kubernetes service discovery (`kubernetes_sd_configs` is not a field
-of its scrape config), so `EndpointsDiscovery` stands in for it: an HTTP service discovery endpoint
-(`http_sd_configs`) that lists the Endpoints, Services and Pods of the ServiceMonitor's namespaces from the
-API server at each refresh and gives every address and port the `__meta_kubernetes_*` labels that
-`kubernetes_sd_configs` with role endpoints gives it (`endpoints_targets`). The selection itself is
-Prometheus's, by the relabelling above.
+Prometheus reads the API server with a kubeconfig of its own, as a user that `grant_discovery` gives what
+the Prometheus Operator's documentation gives Prometheus's ServiceAccount: get, list and watch on
+Services, Endpoints and Pods, here in the watched namespaces only.
 
 `Prometheus` runs the binary in a node's network namespace (testenv.localk8s), where it reaches Pod
-addresses (the node's bridge) and the discovery endpoint on the host's LAN address, and the host reaches
-it at the node's address.
+addresses (the node's bridge) and the API server on the host's LAN address, as the node's kubelet does, and
+the host reaches it at the node's address.
 """
 
 from __future__ import annotations
@@ -24,25 +24,28 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from testenv import kube as k
-from testenv.kube import Kube, Obj
+from testenv.kube import Kube
 from testenv.localk8s import tool_path
 from testenv.localk8s.network import in_netns
 from testenv.wait import wait_for
 
 PORT = 9090  # Prometheus's own; nothing else listens on it in a node's namespace
-ENDPOINTS = k.Res("", "v1", "endpoints")  # what kubernetes_sd's role endpoints reads
-REFRESH = "1s"  # how often Prometheus asks the discovery endpoint
+DISCOVERY_ROLE = "endpoints"
+# What kubernetes_sd's role endpoints reads: of the rights the Prometheus Operator's RBAC documentation
+# gives Prometheus, those it uses here.
+DISCOVERY_RULES = [
+    {"apiGroups": [""], "resources": ["services", "endpoints", "pods"], "verbs": ["get", "list", "watch"]}
+]
 
 
 def _label(name: str) -> str:
@@ -50,16 +53,21 @@ def _label(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
-def scrape_configs(service_monitor: dict[str, Any], discovery: str) -> list[dict[str, Any]]:
+def namespaces(service_monitor: dict[str, Any]) -> list[str]:
+    """Where the ServiceMonitor selects Services: its namespaceSelector's names, else its own namespace."""
+    names: list[str] = (service_monitor["spec"].get("namespaceSelector") or {}).get("matchNames") or []
+    return names or [service_monitor["metadata"]["namespace"]]
+
+
+def scrape_configs(service_monitor: dict[str, Any], kubeconfig: Path) -> list[dict[str, Any]]:
     """One scrape config per endpoint of the ServiceMonitor, as the Prometheus Operator generates it (role
-    endpoints), its targets from the endpoints discovery at URL `discovery` (EndpointsDiscovery) in the
-    ServiceMonitor's namespaces. matchExpressions are not translated: the chart's ServiceMonitor has none,
-    so one there fails here rather than scraping more than it selects."""
+    endpoints), its targets discovered in the ServiceMonitor's namespaces through the API server of
+    `kubeconfig`. matchExpressions are not translated: the chart's ServiceMonitor has none, so one there
+    fails here rather than scraping more than it selects."""
     meta, spec = service_monitor["metadata"], service_monitor["spec"]
     selector = spec["selector"]
     if set(selector) - {"matchLabels"}:
         raise ValueError(f"only matchLabels selectors are translated: {selector}")
-    namespaces = (spec.get("namespaceSelector") or {}).get("matchNames") or [meta["namespace"]]
     selecting = [
         {
             "action": "keep",
@@ -100,10 +108,11 @@ def scrape_configs(service_monitor: dict[str, Any], discovery: str) -> list[dict
             "job_name": f"serviceMonitor/{meta['namespace']}/{meta['name']}/{index}",
             "honor_labels": bool(endpoint.get("honorLabels", False)),
             "metrics_path": endpoint.get("path", "/metrics"),
-            "http_sd_configs": [
+            "kubernetes_sd_configs": [
                 {
-                    "url": f"{discovery}?{urllib.parse.urlencode({'namespaces': ','.join(namespaces)})}",
-                    "refresh_interval": REFRESH,
+                    "role": DISCOVERY_ROLE,
+                    "kubeconfig_file": str(kubeconfig),
+                    "namespaces": {"names": namespaces(service_monitor)},
                 }
             ],
             "relabel_configs": relabel,
@@ -115,109 +124,41 @@ def scrape_configs(service_monitor: dict[str, Any], discovery: str) -> list[dict
     return configs
 
 
-def _labels(prefix: str, labels: dict[str, str] | None) -> dict[str, str]:
-    """An object's labels as kubernetes_sd gives them: <prefix>_label_<name> and <prefix>_labelpresent_<name>."""
-    out = {}
-    for name, value in (labels or {}).items():
-        out[f"{prefix}_label_{_label(name)}"] = value
-        out[f"{prefix}_labelpresent_{_label(name)}"] = "true"
-    return out
+def grant_discovery(kube: Kube, user: str, watched: Iterable[str]) -> None:
+    """Let `user` discover targets in the `watched` namespaces: a ClusterRole of DISCOVERY_RULES, bound in
+    each of them."""
+    kube.apply(k.CLUSTERROLE, _discovery_role(user), "testenv")
+    for namespace in watched:
+        kube.apply(k.ROLEBINDING, _discovery_binding(user, namespace), "testenv", namespace)
 
 
-def endpoints_targets(endpoints: Obj, service: Obj | None, pods: dict[str, Obj]) -> list[dict[str, Any]]:
-    """The target groups kubernetes_sd_configs (role endpoints) makes of one Endpoints object: one per address
-    and port, ready or not, with the labels of the Endpoints, of its Service and of the Pod behind the address
-    (`pods` by name), and the Pod's container whose port it is."""
-    meta = endpoints["metadata"]
-    common = {
-        "__meta_kubernetes_namespace": meta["namespace"],
-        "__meta_kubernetes_endpoints_name": meta["name"],
-        **_labels("__meta_kubernetes_endpoints", meta.get("labels")),
+def revoke_discovery(kube: Kube, user: str, watched: Iterable[str]) -> None:
+    for namespace in watched:
+        kube.delete(k.ROLEBINDING, _discovery_role_name(user), namespace)
+    kube.delete(k.CLUSTERROLE, _discovery_role_name(user))
+
+
+def _discovery_role_name(user: str) -> str:
+    return f"{user}-discovery"
+
+
+def _discovery_role(user: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": _discovery_role_name(user)},
+        "rules": DISCOVERY_RULES,
     }
-    if service is not None:
-        common["__meta_kubernetes_service_name"] = service["metadata"]["name"]
-        common.update(_labels("__meta_kubernetes_service", service["metadata"].get("labels")))
-    groups = []
-    for subset in endpoints.get("subsets") or []:
-        for ready, addresses in (("true", subset.get("addresses")), ("false", subset.get("notReadyAddresses"))):
-            for address in addresses or []:
-                for port in subset.get("ports") or []:
-                    labels = {
-                        **common,
-                        "__meta_kubernetes_endpoint_port_name": port.get("name", ""),
-                        "__meta_kubernetes_endpoint_port_protocol": port.get("protocol", "TCP"),
-                        "__meta_kubernetes_endpoint_ready": ready,
-                    }
-                    if address.get("nodeName"):
-                        labels["__meta_kubernetes_endpoint_node_name"] = address["nodeName"]
-                    target = address.get("targetRef") or {}
-                    if target:
-                        labels["__meta_kubernetes_endpoint_address_target_kind"] = target.get("kind", "")
-                        labels["__meta_kubernetes_endpoint_address_target_name"] = target.get("name", "")
-                    pod = pods.get(target.get("name", "")) if target.get("kind") == "Pod" else None
-                    if pod is not None:
-                        labels.update(_pod_labels(pod, port["port"]))
-                    groups.append({"targets": [f"{address['ip']}:{port['port']}"], "labels": labels})
-    return groups
 
 
-def _pod_labels(pod: Obj, port: int) -> dict[str, str]:
-    labels = {
-        "__meta_kubernetes_pod_name": pod["metadata"]["name"],
-        "__meta_kubernetes_pod_ip": (pod.get("status") or {}).get("podIP", ""),
-        "__meta_kubernetes_pod_node_name": pod["spec"].get("nodeName", ""),
-        **_labels("__meta_kubernetes_pod", pod["metadata"].get("labels")),
+def _discovery_binding(user: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": _discovery_role_name(user), "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": _discovery_role_name(user)},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }
-    for container in pod["spec"]["containers"]:
-        for container_port in container.get("ports") or []:
-            if container_port["containerPort"] == port:
-                labels["__meta_kubernetes_pod_container_name"] = container["name"]
-                labels["__meta_kubernetes_pod_container_port_name"] = container_port.get("name", "")
-                labels["__meta_kubernetes_pod_container_port_number"] = str(port)
-    return labels
-
-
-class EndpointsDiscovery:
-    """The stand-in for kubernetes_sd_configs (role endpoints): an HTTP service discovery endpoint on
-    `host`, answering `?namespaces=a,b` with endpoints_targets of every Endpoints there, read from the API
-    server at each request."""
-
-    def __init__(self, kube: Kube, host: str) -> None:
-        discovery = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
-                namespaces = [n for n in ",".join(query.get("namespaces", [])).split(",") if n]
-                body = json.dumps(discovery.groups(namespaces)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.kube = kube
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.url = f"http://{host}:{self.server.server_address[1]}/endpoints"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def groups(self, namespaces: list[str]) -> list[dict[str, Any]]:
-        groups = []
-        for namespace in namespaces:
-            services = {s["metadata"]["name"]: s for s in self.kube.list(k.SERVICE, namespace)}
-            pods = {p["metadata"]["name"]: p for p in self.kube.list(k.POD, namespace)}
-            for endpoints in self.kube.list(ENDPOINTS, namespace):
-                groups += endpoints_targets(endpoints, services.get(endpoints["metadata"]["name"]), pods)
-        return groups
-
-    def stop(self) -> None:
-        if self.thread.is_alive():
-            self.server.shutdown()
-            self.server.server_close()
 
 
 def rule_file(prometheus_rule: dict[str, Any]) -> dict[str, Any]:
@@ -234,13 +175,14 @@ def config(scrapes: list[dict[str, Any]], rule_files: list[str], interval: str) 
 
 
 class Prometheus:
-    """The prometheus binary inside the network namespace `netns`, listening on `host`:PORT, its config,
-    rules and data in `workdir`."""
+    """The prometheus binary inside the network namespace `netns` (None: the host's), listening on
+    `host`:`port`, its config, rules and data in `workdir`."""
 
-    def __init__(self, netns: Path, host: str, workdir: Path) -> None:
+    def __init__(self, netns: Path | None, host: str, workdir: Path, port: int = PORT) -> None:
         self.netns = netns
-        self.url = f"http://{host}:{PORT}"
+        self.url = f"http://{host}:{port}"
         self.host = host
+        self.port = port
         self.workdir = workdir
         self.log_path = workdir / "prometheus.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -256,12 +198,14 @@ class Prometheus:
             str(tool_path("prometheus")),
             f"--config.file={self.workdir / 'prometheus.yaml'}",
             f"--storage.tsdb.path={self.workdir / 'data'}",
-            f"--web.listen-address={self.host}:{PORT}",
+            f"--web.listen-address={self.host}:{self.port}",
             "--log.level=info",
         ]
         with self.log_path.open("wb") as log:
             # nsenter execs prometheus: the Popen's pid is Prometheus's own.
-            self.proc = subprocess.Popen(in_netns(self.netns, argv), stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                argv if self.netns is None else in_netns(self.netns, argv), stdout=log, stderr=subprocess.STDOUT
+            )
         wait_for("Prometheus to be ready (/-/ready)", self._ready, timeout=60)
         return self
 

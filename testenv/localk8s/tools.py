@@ -22,7 +22,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "helm": ("helm", "HELM_VERSION"),
     "coredns": ("coredns", "COREDNS_VERSION"),
     "promtool": ("promtool", "PROMTOOL_VERSION"),
-    "prometheus": ("prometheus", "PROMTOOL_VERSION"),
+    "prometheus": ("prometheus", "PROMETHEUS_VERSION"),
     "registry": ("registry", "REGISTRY_VERSION"),
     "oras": ("oras", "ORAS_VERSION"),
     "cosign": ("cosign", "COSIGN_VERSION"),

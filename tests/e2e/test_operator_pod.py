@@ -55,7 +55,7 @@ from testenv.operator_release import (
     standing_by,
 )
 from testenv.operator_support import SECRET, Peerings, api_client, partitioned, tenant_ns, wait_for
-from testenv.prometheus import EndpointsDiscovery, Prometheus, rule_file, scrape_configs
+from testenv.prometheus import Prometheus, grant_discovery, namespaces, revoke_discovery, rule_file, scrape_configs
 
 PEERING_NS = "e2e-operator-pod"
 NAME = "provider"
@@ -79,6 +79,7 @@ MONITORING = (
     "prometheusRule.enabled=true",
     "prometheusRule.peeringNotReadyFor=5s",
 )
+PROMETHEUS_USER = "prometheus"  # who Prometheus reads the consumer's API server as
 DASHBOARD = CHART / "dashboards" / "liqo-peering-operator.json"
 DASHBOARD_PNG = Path(__file__).resolve().parents[2] / "docs" / "operations" / "dashboard.png"
 # The dashboard's panels whose series this suite does not make, and why: none, every panel shows data.
@@ -198,17 +199,20 @@ class Monitoring:
 
 @pytest.fixture(scope="module")
 def monitoring(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitoring]:
-    """Prometheus in the consumer node's network namespace, scraping what the chart's ServiceMonitor selects
-    (rendered by helm for this release) and evaluating the chart's PrometheusRule; started before the peering,
-    so that its time to Ready and stage durations are in the data."""
+    """Prometheus in the consumer node's network namespace, discovering what the chart's ServiceMonitor selects
+    (rendered by helm for this release) through the consumer's API server, as a user with the read access the
+    Prometheus Operator gives Prometheus, and evaluating the chart's PrometheusRule; started before the
+    peering, so that its time to Ready and stage durations are in the data."""
     rendered = run_helm("template", RELEASE, *suite.install_args(*MONITORING, wait=False))
     objects = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
     node = suite.cluster.node_specs()[0]
-    discovery = EndpointsDiscovery(Kube(suite.cluster.api_client()), node.lan.host_ip)
+    admin = Kube(suite.cluster.api_client())
+    watched = namespaces(objects["ServiceMonitor"])
     prometheus = Prometheus(node.netns, node.ip, tmp_path_factory.mktemp("prometheus"))
     try:
+        grant_discovery(admin, PROMETHEUS_USER, watched)
         prometheus.start(
-            scrape_configs(objects["ServiceMonitor"], discovery.url),
+            scrape_configs(objects["ServiceMonitor"], suite.cluster.user_kubeconfig(PROMETHEUS_USER)),
             [rule_file(objects["PrometheusRule"])],
             f"{SCRAPE_SECONDS}s",
         )
@@ -228,7 +232,7 @@ def monitoring(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield Monitoring(prometheus, time.time())
     finally:
         prometheus.stop()
-        discovery.stop()
+        revoke_discovery(admin, PROMETHEUS_USER, watched)
 
 
 def test_a_peering_turns_ready(suite: Suite, monitoring: Monitoring) -> None:
