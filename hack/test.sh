@@ -40,13 +40,13 @@ phase venv hack/venv.sh
 # The nodes' container runtime (Debian packages) first: apt takes a lock that the other builds must not race for.
 phase runtime hack/install-node-runtime.sh
 # The builds, in two lanes side by side: one Go build keeps about one core busy (its package graph has long
-# chains), so on an empty cache two lanes use both. Kubernetes, the tools and cosign take one lane (about
-# 2,340 s on an empty cache); Liqo (each version, with its images), Flux's source- and helm-controller (the
-# nodes tier's HelmRelease test) and kube-router the other (about 2,480 s). Argo CD, kustomize and Flux's
-# kustomize-controller (about 570 CPU-s) are not built here: the tests leave part of both cores idle, so
-# hack/run-tests.sh builds them beside the first tiers, and only the gitops tier, last of its lane, waits for
-# them. Each lane runs in a subshell of its own, so that a phase's CPU time counts only its own builds; each
-# stops at its first failure, and the second lane's log follows.
+# chains), so on an empty cache two lanes use both. Kubernetes, the tools (Prometheus among them) and
+# kube-router take one lane (about 2,630 CPU-s on an empty cache); Liqo (each version, with its images),
+# Flux's source- and helm-controller (the nodes tier's HelmRelease test) and cosign the other (about 2,590).
+# Argo CD, kustomize and Flux's kustomize-controller (about 570 CPU-s) are not built here: the tests leave
+# part of both cores idle, so hack/run-tests.sh builds them beside the first tiers, and only the gitops tier,
+# last of its lane, waits for them. Each lane runs in a subshell of its own, so that a phase's CPU time
+# counts only its own builds; each stops at its first failure, and the second lane's log follows.
 read -ra matrix <<<"$(source hack/versions.env && echo "$LIQO_MATRIX")"
 liqo_builds() { # <version>: Liqo's control plane (and liqoctl), then its images (Liqo's chart on the nodes)
   phase "liqo-$1" env LIQO_VERSION="$1" hack/build-liqo.sh || return
@@ -57,14 +57,14 @@ second_lane() {
   phase flux hack/build-gitops.sh source-controller helm-controller || return
   local v
   for v in "${matrix[@]}"; do liqo_builds "$v" || return; done
-  # kube-router, which enforces NetworkPolicies on the nodes tier's clusters (tests/e2e/test_network_policy.py).
-  phase netpol hack/build-netpol.sh || return
+  # cosign, for the release test's signatures.
+  phase cosign hack/build-cosign.sh || return
 }
 first_lane() {
   phase tools hack/build-tools.sh || return
   if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh || return; fi
-  # cosign, for the release test's signatures.
-  phase cosign hack/build-cosign.sh || return
+  # kube-router, which enforces NetworkPolicies on the nodes tier's clusters (tests/e2e/test_network_policy.py).
+  phase netpol hack/build-netpol.sh || return
 }
 in_lane() { # <lane function> <name>: the lane in a subshell; its phase times in .local/build-<name>.times
   (
