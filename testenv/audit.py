@@ -90,6 +90,20 @@ def before_removal(workdir: Path, log: Path) -> None:
         hook(workdir, log)
 
 
+# A cluster's API server restarts (its workdir -> (started, ready again) each). Until /readyz is ok its RBAC
+# authorizer may not have loaded the bindings yet and refuses what they grant (testenv.rbacproof).
+_restarts: dict[Path, list[tuple[datetime, datetime]]] = {}
+
+
+def note_restart(workdir: Path, started: datetime, ready: datetime) -> None:
+    _restarts.setdefault(workdir.resolve(), []).append((started, ready))
+
+
+def restarting(workdir: Path, at: datetime) -> bool:
+    """Whether the API server of the cluster in `workdir` was starting again (not yet ready) at `at`."""
+    return any(started <= at <= ready for started, ready in _restarts.get(workdir.resolve(), []))
+
+
 def write_policy(path: Path) -> Path:
     """The audit policy file for --audit-policy-file."""
     path.write_text(yaml.safe_dump(POLICY, sort_keys=False))

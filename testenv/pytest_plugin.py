@@ -6,7 +6,8 @@ Fixtures:
 - `liqo_standin` (function): the Liqo stand-in as a process, with fault knobs (testenv.standin);
 - `real_liqo` (session): two more clusters running Liqo's real control plane (testenv.liqo_real);
 - `operator_env` (session): the LiqoPeering CRD (read from crds/) installed on `liqo_clusters` and the
-  operator running as a process against the consumer (testenv.operator_support);
+  operator running as a process against the consumer (testenv.operator_support) as the ServiceAccount of
+  the chart installed there (testenv.chart_rbac);
 - `case` (function): a namespace of its own with the provider's kubeconfig in a Secret, its peerings
   unpeered afterwards;
 - `leak_scan` (session): every credential the run's clusters held, and every operator log, Event and
@@ -19,17 +20,15 @@ import hashlib
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from testenv import audit, reliability
+from testenv import audit, chart_rbac, reliability
 from testenv.leakscan import LeakScan
 from testenv.operator_support import (
     SECRET,
     OperatorEnv,
-    OperatorProcess,
     PeeringCase,
     Peerings,
     api_client,
@@ -140,7 +139,9 @@ def operator_env(
     consumer_api = api_client(liqo_clusters["consumer"].kubeconfig)
     install_crd(consumer_api)
     log_dir = tmp_path_factory.mktemp("operator")
-    operator = OperatorProcess(Path(liqo_clusters["consumer"].kubeconfig), log_dir, faults=True).start()
+    # With the chart's rights only, so that the RBAC check sees every feature the tier exercises.
+    chart = chart_rbac.install(liqo_clusters["consumer"].kubeconfig, liqo_clusters.namespace)
+    operator = chart.operator(log_dir, faults=True).start()
     leak_scan.add_log(operator.log_path)
     env = OperatorEnv(liqo_clusters, operator, Peerings(consumer_api), api_client(liqo_clusters["provider"].kubeconfig))
     try:

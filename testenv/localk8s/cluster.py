@@ -27,6 +27,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -428,6 +429,7 @@ class LocalCluster:
         minutes without one: its garbage collector then saw a deletion only up to a minute after the API
         server was back (a Tenant deleted in the foreground by unpeering waited that long)."""
         down = time.monotonic() - self._stopped.pop(process, time.monotonic())
+        started = datetime.now(UTC)
         self._spawn(process, self._argv[process])
         deadline = time.monotonic() + timeout
         admin = self.api_client()
@@ -437,6 +439,8 @@ class LocalCluster:
             )
         finally:
             admin.close()
+        if process == "kube-apiserver":
+            audit.note_restart(self.workdir, started, datetime.now(UTC))
         manager = "kube-controller-manager"
         if process == "kube-apiserver" and down > KCM_RENEW_DEADLINE_SECONDS and manager in self._procs:
             self.stop_process(manager, graceful=False)  # it exits at once when it loses leadership

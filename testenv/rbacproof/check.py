@@ -75,6 +75,8 @@ def check(paths: list[Path]) -> Report:
             )
             if install.get("afterUninstall"):
                 label += f" ({install['afterUninstall']} requests after its uninstall left out)"
+            if install.get("refusedNotByRbac"):
+                label += f" ({install['refusedNotByRbac']} refusals by admission or a restarting API server left out)"
             requests = collect.requests_of(install)
             if not requests or install["serviceAccount"] is None:
                 report.idle.append(label)

@@ -9,6 +9,7 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
+from testenv import audit
 from testenv.rbacproof import installs
 from testenv.rbacproof.grants import service_account
 from testenv.rbacproof.requests import OPERATOR_AGENTS, Request, scan
@@ -39,6 +40,9 @@ class Part:
         seen, _ = scan(audit_log, {u for u in users.values() if u})
         requests: dict[installs.Install, set[Request]] = {i: set() for i in noted}
         after_uninstall: dict[installs.Install, int] = {i: 0 for i in noted}
+        # 403s that say nothing about the chart's RBAC: refused by admission (RBAC allowed them), or by an API
+        # server starting again, whose authorizer had not loaded the bindings yet.
+        not_rbac: dict[installs.Install, int] = {i: 0 for i in noted}
         # A Pod's requests belong to the install it ran under: the latest before its first request. A Pod of
         # an uninstalled release still stopping when the next install begins is refused under that one's
         # name, but not under its RBAC.
@@ -54,6 +58,8 @@ class Part:
             owner = by_pod.setdefault(s.pod, latest) if s.pod else latest
             if installs.uninstalled_between(owner, owner.at, s.received):
                 after_uninstall[owner] += 1  # its Pod still stopping, its RBAC gone: not the chart's doing
+            elif s.request.forbidden and (s.admission_refused or audit.restarting(workdir, s.received)):
+                not_rbac[owner] += 1
             else:
                 requests[owner].add(s.request)
         for install in noted:
@@ -63,6 +69,7 @@ class Part:
                     "cluster": workdir.name,
                     "serviceAccount": users[install],
                     "afterUninstall": after_uninstall[install],
+                    "refusedNotByRbac": not_rbac[install],
                     "requests": [list(astuple(r)) for r in sorted(requests[install], key=_order)],
                 }
             )

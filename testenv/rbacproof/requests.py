@@ -10,6 +10,9 @@ from pathlib import Path
 
 # The operator's own clients and kopf's: a test's client using the ServiceAccount's token is neither.
 OPERATOR_AGENTS = ("liqo-peering-operator/", "kopf/")
+# The audit annotations of the authorizer's decision, and of a ValidatingAdmissionPolicy's refusal.
+DECISION = "authorization.k8s.io/decision"
+POLICY_ANNOTATIONS = "validation.policy.admission.k8s.io/"
 
 
 @dataclass(frozen=True, order=True)
@@ -55,6 +58,9 @@ class Seen:
     received: datetime
     request: Request
     pod: str = ""  # the Pod whose bound token made it ("" when not a Pod's)
+    # Refused (403) although RBAC allowed it: by admission, such as an Event in a namespace being deleted. A
+    # ValidatingAdmissionPolicy's refusal (the chart's own policies) does not count: that one is the chart's.
+    admission_refused: bool = False
 
 
 def parse(line: str) -> Seen | None:
@@ -75,12 +81,15 @@ def parse(line: str) -> Seen | None:
     )
     user = raw.get("user") or {}
     pods = (user.get("extra") or {}).get("authentication.kubernetes.io/pod-name") or [""]
+    notes = raw.get("annotations") or {}
+    by_policy = any(key.startswith(POLICY_ANNOTATIONS) for key in notes)
     return Seen(
         username=user.get("username", ""),
         user_agent=raw.get("userAgent", ""),
         received=datetime.fromisoformat(raw["requestReceivedTimestamp"]),
         request=request,
         pod=pods[0],
+        admission_refused=request.forbidden and notes.get(DECISION) == "allow" and not by_policy,
     )
 
 

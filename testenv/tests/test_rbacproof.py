@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from testenv import audit
 from testenv.localk8s.tools import ToolMissingError, tool_path
 from testenv.rbacproof import check as rbac_check
 from testenv.rbacproof import collect, installs
@@ -31,6 +32,7 @@ def line(
     agent: str = AGENT,
     at: str = "2026-03-01T10:00:00.000001Z",
     pod: str | None = None,
+    annotations: dict[str, str] | None = None,
     **ref: str,
 ) -> str:
     event: dict[str, Any] = {
@@ -48,6 +50,8 @@ def line(
         event["objectRef"] = {"resource": resource, **ref}
     if pod is not None:
         event["user"]["extra"] = {"authentication.kubernetes.io/pod-name": [pod]}
+    if annotations is not None:
+        event["annotations"] = annotations
     return json.dumps(event)
 
 
@@ -414,4 +418,35 @@ def test_a_stopping_pods_requests_stay_with_the_install_it_ran_under(
     found, _ = collect.load(saved.path)
     assert [collect.requests_of(i) for i in found] == [[req("get", "namespaces", name="t")], [req("list", "nodes")]]
     assert [i["afterUninstall"] for i in found] == [1, 0]
+    monkeypatch.setattr(collect, "_part", None)
+
+
+def test_refusals_not_by_rbac_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 403 RBAC allowed (admission refused it: an Event in a namespace being deleted), or one from an API server
+    starting again (its authorizer without the bindings yet), says nothing about the chart. A refusal by a
+    ValidatingAdmissionPolicy, or by RBAC once the API server is ready, does."""
+    workdir = _noting(tmp_path, monkeypatch)
+    monkeypatch.setattr(audit, "_restarts", {})
+    installs.note_helm(("install", "lpo", str(installs.CHART), "--namespace", "lpo-system"), workdir / "kubeconfig")
+    allowed = {"authorization.k8s.io/decision": "allow"}
+    by_policy = {**allowed, "validation.policy.admission.k8s.io/validation_failure": "[]"}
+    forbid = {"authorization.k8s.io/decision": "forbid"}
+    lines = [
+        line("create", "events", namespace="gone", code=403, annotations=allowed, at=datetime.now(UTC).isoformat()),
+        line("patch", "namespaces", name="n", code=403, annotations=by_policy, at=datetime.now(UTC).isoformat()),
+    ]
+    started = datetime.now(UTC)
+    lines.append(line("list", "nodes", code=403, annotations=forbid, at=datetime.now(UTC).isoformat()))
+    audit.note_restart(workdir, started, datetime.now(UTC))
+    lines.append(line("list", "pods", code=403, annotations=forbid, at=datetime.now(UTC).isoformat()))
+    log = workdir / "audit.log"
+    log.write_text("\n".join(lines) + "\n")
+    saved = collect.start("main", tmp_path / "parts")
+    collect.before_removal(workdir, log)
+    found, _ = collect.load(saved.path)
+    assert collect.requests_of(found[0]) == [
+        req("list", "pods", code=403),
+        req("patch", "namespaces", name="n", code=403),
+    ]
+    assert found[0]["refusedNotByRbac"] == 2
     monkeypatch.setattr(collect, "_part", None)

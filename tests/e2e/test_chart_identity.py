@@ -1,9 +1,9 @@
 """The operator with exactly the rights the Helm chart gives it.
 
-The chart is installed on the consumer cluster (its Deployment never runs: no kubelet), then the operator
-runs as a process with a token of the chart's ServiceAccount (TokenRequest API) instead of the admin
-kubeconfig. A LiqoPeering must become ready and be torn down with those rights alone, with no request
-refused, and the identity must not write outside the namespace it watches.
+The chart is installed on the consumer cluster as a second release (its Deployment runs no Pod), then the
+operator runs as a process with a token of that release's ServiceAccount (TokenRequest API; testenv.chart_rbac).
+A LiqoPeering must become ready and be torn down with those rights alone, with no request refused, and the
+identity must not write outside the namespace it watches.
 
 The chart is installed with watchNamespaces=[<peering namespace>]. The operator then reads Secrets only
 there and, through RoleBindings it makes to the chart's tenant-access ClusterRole, in Liqo's tenant
@@ -14,23 +14,20 @@ namespace, and no other namespace: the chart's tenant-namespace policy.
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
-import testenv.helm
 from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
-from testenv.helm import CHART
+from testenv import chart_rbac
 from testenv.liqo_env.pytest_plugin import StandInProcess
-from testenv.localk8s import LocalCluster, ToolMissingError, tool_path
+from testenv.localk8s import ToolMissingError, tool_path
 from testenv.operator_support import (
     GROUP,
     PLURAL,
@@ -58,14 +55,13 @@ TENANT_LABEL = "liqo.io/tenant-namespace"
 COMMON_LABELS = {"cost-centre": "chart-identity"}
 
 
-def run_helm(*args: str, kubeconfig: Path) -> str:
+def helm_binary() -> Path:
     try:
-        helm = tool_path("helm")
+        return tool_path("helm")
     except ToolMissingError as exc:
         if os.environ.get("CI"):
             raise
         pytest.skip(f"helm is not built yet: {exc}")
-    return testenv.helm.run_helm(*args, kubeconfig=kubeconfig, binary=helm)
 
 
 def adopt_crd(api: k8s.ApiClient) -> None:
@@ -85,25 +81,6 @@ def adopt_crd(api: k8s.ApiClient) -> None:
                 raise
 
 
-def service_account_kubeconfig(cluster: LocalCluster, api: k8s.ApiClient, path: Path) -> Path:
-    """A kubeconfig that authenticates as the chart's ServiceAccount with a bound token (TokenRequest)."""
-    request: Any = {"spec": {"audiences": None, "expirationSeconds": 3600}}
-    token = k8s.CoreV1Api(api).create_namespaced_service_account_token(SERVICE_ACCOUNT, RELEASE_NS, request)
-    assert token.status is not None and token.status.token
-    ca = base64.b64encode(Path(cluster.ca_cert).read_bytes()).decode()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "consumer", "cluster": {"server": cluster.server, "certificate-authority-data": ca}}],
-        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token.status.token}}],
-        "contexts": [{"name": "chart", "context": {"cluster": "consumer", "user": SERVICE_ACCOUNT}}],
-        "current-context": "chart",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
-
-
 def delete_namespace(core: k8s.CoreV1Api, name: str) -> None:
     try:
         core.delete_namespace(name)
@@ -118,8 +95,8 @@ def chart_operator(
 ) -> Iterator[tuple[OperatorProcess, k8s.ApiClient]]:
     """The chart installed (watching PEERING_NS only), the operator running as its ServiceAccount.
 
-    The session's admin operator watches all namespaces: it is stopped meanwhile, so that one operator
-    (this one) reconciles the peering, and started again afterwards.
+    The suite's operator (the ServiceAccount of its own release) watches all namespaces: it is stopped
+    meanwhile, so that one operator (this one) reconciles the peering, and started again afterwards.
     """
     cluster = operator_env.lc["consumer"]
     admin = operator_env.peerings
@@ -130,23 +107,22 @@ def chart_operator(
     admin.put_kubeconfig_secret(OTHER_NS, SECRET, operator_env.provider_kubeconfig())
     adopt_crd(admin.api)
     kubeconfig = Path(cluster.kubeconfig)
-    run_helm(
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        RELEASE_NS,
-        "--set",
-        "crds.enabled=true",
-        "--set",
-        f"watchNamespaces={{{PEERING_NS}}}",
-        "--set",
-        f"liqoNamespace={operator_env.lc.namespace}",
-        kubeconfig=kubeconfig,
+    chart = chart_rbac.install(
+        kubeconfig,
+        operator_env.lc.namespace,
+        ("replicaCount=0", "crds.enabled=true", f"watchNamespaces={{{PEERING_NS}}}"),
+        release=RELEASE,
+        namespace=RELEASE_NS,
+        binary=helm_binary(),
+        skip_crds=False,
     )
+    assert chart.service_account() == SERVICE_ACCOUNT
     operator_env.operator.stop()
-    sa_kubeconfig = service_account_kubeconfig(cluster, admin.api, tmp_path / "sa.kubeconfig")
-    operator = OperatorProcess(sa_kubeconfig, tmp_path, extra_args=chart_scope_args(kubeconfig)).start()
+    operator = chart.operator(tmp_path)
+    # Scoped to PEERING_NS, the operator reads Liqo's tenant namespaces through its tenant-access RoleBindings.
+    assert any(a.startswith("--tenant-access-role=") for a in operator.extra_args), operator.extra_args
+    operator.start()
+    sa_kubeconfig = operator.kubeconfig
     sa_api = api_client(sa_kubeconfig)
     try:
         yield operator, sa_api
@@ -164,27 +140,13 @@ def chart_operator(
             operator.stop()
             sa_api.close()
             print(f"\n--- chart-identity operator log: {operator.log_path}")
-            run_helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait", kubeconfig=kubeconfig)
+            chart.uninstall()
             # The CRD stays (crds.keep) with this release's labels and Helm as their field manager, which the
             # next release's server-side apply would conflict with: put it back as the session applied it.
             install_crd(admin.api)
             for ns in (PEERING_NS, OTHER_NS, RELEASE_NS):
                 delete_namespace(admin.core, ns)
             operator_env.operator.start()
-
-
-def chart_scope_args(kubeconfig: Path) -> list[str]:
-    """The flags of the chart's Deployment that scope the operator's rights, exactly as rendered."""
-    docs = [
-        d
-        for d in yaml.safe_load_all(run_helm("get", "manifest", RELEASE, "-n", RELEASE_NS, kubeconfig=kubeconfig))
-        if d
-    ]
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    scoped = [a for a in args if a.split("=", 1)[0] in ("--namespace", "--tenant-access-role", "--service-account")]
-    assert any(a.startswith("--tenant-access-role=") for a in scoped), args
-    return scoped
 
 
 def status_of(call: Any) -> int | None:

@@ -14,6 +14,7 @@ from admission_cases import admission_failures
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from testenv.chart_rbac import ChartRelease
 from testenv.helm import CHART, run_helm
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess, with_liqo
@@ -22,7 +23,6 @@ from testenv.localk8s.tools import read_versions
 from testenv.operator_support import (
     SECRET,
     OperatorEnv,
-    OperatorProcess,
     Peerings,
     api_client,
     liqo_objects_left,
@@ -65,12 +65,14 @@ def chart(floor: LiqoClusters, helm: Path) -> str:
 
 @pytest.fixture(scope="module")
 def env(
-    floor: LiqoClusters, chart: str, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan
+    floor: LiqoClusters, chart: str, helm: Path, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan
 ) -> Iterator[OperatorEnv]:
-    """The operator as a process against the floor consumer, and the stand-in against both clusters."""
+    """The operator as a process against the floor consumer, as the ServiceAccount of the chart's release
+    there, and the stand-in against both clusters."""
     log_dir = tmp_path_factory.mktemp("floor-operator")
     apis = {name: api_client(floor[name].kubeconfig) for name in ("consumer", "provider")}
-    operator = OperatorProcess(Path(floor["consumer"].kubeconfig), log_dir).start()
+    release = ChartRelease(Path(floor["consumer"].kubeconfig), RELEASE, CHART_NAMESPACE, binary=helm)
+    operator = release.operator(log_dir).start()
     leak_scan.add_log(operator.log_path)
     standin = StandInProcess(floor, log_dir / "liqo-standin.log")
     try:

@@ -28,8 +28,8 @@ from pathlib import Path
 import common_metadata
 import pytest
 
+from testenv import chart_rbac, liqo_info
 from testenv import kube as k
-from testenv import liqo_info
 from testenv.kube import Kube
 from testenv.liqo_chart import (
     DAEMONSET,
@@ -173,11 +173,13 @@ class ChartPeering:
 
 @pytest.fixture(scope="module")
 def peering(pair: LiqoChartPair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartPeering]:
-    """The operator running as a process against the consumer, and one LiqoPeering (NodePort gateway server on the
-    consumer) created; not waited for. Whatever is left of it is unpeered at the end."""
+    """The operator running as a process against the consumer (as the ServiceAccount of the chart installed
+    there), and one LiqoPeering (NodePort gateway server on the consumer) created; not waited for. Whatever
+    is left of it is unpeered at the end."""
     consumer_api = api_client(pair.clusters["consumer"].kubeconfig)
     install_crd(consumer_api)
-    operator = OperatorProcess(Path(pair.clusters["consumer"].kubeconfig), tmp_path_factory.mktemp("chart-operator"))
+    chart = chart_rbac.install(pair.clusters["consumer"].kubeconfig, NAMESPACE)
+    operator = chart.operator(tmp_path_factory.mktemp("chart-operator"))
     operator.start()
     peerings = Peerings(consumer_api)
     try:
@@ -203,6 +205,7 @@ def peering(pair: LiqoChartPair, tmp_path_factory: pytest.TempPathFactory) -> It
         finally:
             operator.stop()
             sys.stderr.write(f"\n--- operator log: {operator.log_path}\n")
+            chart.uninstall()  # the pair may be the realliqo suite's, whose modules install it again
 
 
 def test_a_liqo_peering_becomes_ready_with_real_gateways(

@@ -26,8 +26,10 @@ from typing import Any, cast
 
 import pytest
 
+from testenv import chart_rbac
 from testenv import kube as k
 from testenv.leakscan import LeakScan
+from testenv.liqo_chart import NAMESPACE as LIQO_NAMESPACE
 from testenv.liqo_chart import LiqoChartPair, liqo_images
 from testenv.liqo_env import liqo_matrix, liqo_version, upgraded_from
 from testenv.liqo_real import liqo_binary
@@ -108,7 +110,9 @@ def matrix_env(
     pair = liqo_matrix_pair
     consumer_api, provider_api = api_client(pair["consumer"].kubeconfig), api_client(pair["provider"].kubeconfig)
     install_crd(consumer_api)
-    operator = OperatorProcess(Path(pair["consumer"].kubeconfig), tmp_path_factory.mktemp("matrix-operator")).start()
+    # As the ServiceAccount of the chart installed on the consumer (the pair is this module's alone).
+    chart = chart_rbac.install(pair["consumer"].kubeconfig, LIQO_NAMESPACE)
+    operator = chart.operator(tmp_path_factory.mktemp("matrix-operator")).start()
     leak_scan.add_log(operator.log_path)
     env = MatrixEnv(pair, Peerings(consumer_api), consumer_api, provider_api, operator, pair.versions["consumer"], "")
     env.namespace = case_namespace(env, f"matrix-{env.version}")
@@ -311,7 +315,9 @@ def _refused_while_skewed(env: MatrixEnv, log_dir: Path) -> None:
     provider_api = env.provider_api
     install_crd(provider_api)
     reverse = Peerings(provider_api)
-    operator = OperatorProcess(Path(env.pair["provider"].kubeconfig), log_dir).start()
+    # That operator too has the rights of the chart, installed on the provider for it.
+    chart = chart_rbac.install(env.pair["provider"].kubeconfig, LIQO_NAMESPACE)
+    operator = chart.operator(log_dir).start()
     namespace = "matrix-reverse"
     try:
         reverse.make_namespace(namespace)
@@ -328,6 +334,7 @@ def _refused_while_skewed(env: MatrixEnv, log_dir: Path) -> None:
     finally:
         operator.stop()
         reverse.core.delete_namespace(namespace)
+        chart.uninstall()
 
 
 def test_the_last_peering_unpeers_leaving_nothing(matrix_env: MatrixEnv) -> None:

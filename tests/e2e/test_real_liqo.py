@@ -35,7 +35,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from testenv import audit, inventory, liqo_info, operator_support, real_pair
+from testenv import audit, chart_rbac, inventory, liqo_info, operator_support, real_pair
 from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.leakscan import LeakScan
 from testenv.liqo_chart import LiqoChartPair
@@ -75,6 +75,7 @@ pytestmark = [pytest.mark.realliqo]
 NAME = "provider"
 VIRTUAL_NODE_TAINT = "virtual-node.liqo.io/not-allowed"  # pkg/consts (the webhook would add the toleration)
 REPLICATED = "liqo.io/replicated"  # pkg/consts: made on this cluster by Liqo's CRD replicator
+LIQO_NAMESPACE = "liqo"  # where either install puts Liqo (testenv.liqo_chart, testenv.liqo_real)
 
 
 @dataclass
@@ -85,12 +86,12 @@ class RealEnv(RealPair):
         return "\n".join([f"operator log: {self.operator.log_path}", *self.pair.diagnostics()])
 
 
-def _start_env(pair: LiqoInstall, log_dir: Path) -> RealEnv:
+def _start_env(pair: LiqoInstall, chart: chart_rbac.ChartRelease, log_dir: Path) -> RealEnv:
     consumer_api = api_client(pair["consumer"].kubeconfig)
     install_crd(consumer_api)
     # The production resync (60 s), not the 5 s of the stand-in suites: a step that waited for a resync
     # instead of its event then stands out (test_each_step_follows_its_prerequisite).
-    operator = OperatorProcess(Path(pair["consumer"].kubeconfig), log_dir, ["--resync-interval", "60"]).start()
+    operator = chart.operator(log_dir, ["--resync-interval", "60"]).start()
     provider_api = api_client(pair["provider"].kubeconfig)
     return RealEnv(pair, Peerings(consumer_api), consumer_api, provider_api, operator)
 
@@ -99,13 +100,17 @@ def _start_env(pair: LiqoInstall, log_dir: Path) -> RealEnv:
 def real_env(
     real_liqo: LiqoInstall, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan
 ) -> Iterator[RealEnv]:
-    env = _start_env(real_liqo, tmp_path_factory.mktemp("real-operator"))
+    # The operator as the ServiceAccount of the chart installed on the consumer; uninstalled afterwards, as
+    # other modules of the tier install it (or their own release) on the same pair.
+    chart = chart_rbac.install(real_liqo["consumer"].kubeconfig, LIQO_NAMESPACE)
+    env = _start_env(real_liqo, chart, tmp_path_factory.mktemp("real-operator"))
     leak_scan.add_log(env.operator.log_path)
     try:
         yield env
     finally:
         env.operator.stop()
         sys.stderr.write(f"\n--- operator log: {env.operator.log_path}\n")
+        chart.uninstall()
 
 
 def _cleanup(env: RealEnv, namespace: str) -> None:

@@ -133,6 +133,15 @@ def test_pod_disruption_budget() -> None:
     assert "/podDisruptionBudget/minAvailable" in render_error(*HA, "podDisruptionBudget.minAvailable=half")
 
 
+def test_zero_replicas_keep_the_service_account_and_rbac() -> None:
+    docs = render("replicaCount=0")
+    (deployment,) = find(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 0
+    assert find(docs, "ServiceAccount") and find(docs, "ClusterRole") and find(docs, "ClusterRoleBinding")
+    assert pdb("ha.enabled=true", "replicaCount=0") is None
+    assert "/replicaCount" in render_error("replicaCount=-1")
+
+
 def test_global_and_enabled_are_accepted() -> None:
     docs = render("global.imageRegistry=registry.example", "global.anything.nested=1", "enabled=true")
     assert len(find(docs, "Deployment")) == 1

@@ -35,12 +35,12 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
 # Read the provider kubeconfig Secrets that LiqoPeerings reference (spec.remoteKubeconfigSecretRef);
 # watched so that a rotated kubeconfig is picked up, and a LiqoPeeringSet's selection follows their labels.
 # With kubeconfigSecretProtection, patched to add and remove the operator's finalizer (kubeconfig-in-use).
-# With credentialsMinting, for spec.credentials.mint: the minted kubeconfig's Secret is created, updated and
-# deleted at unpeering, and the bootstrap Secret deleted with deleteBootstrapSecret; the data of the Secrets
-# users make is never written.
+# With credentialsMinting, for spec.credentials.mint: the minted kubeconfig's Secret is created, patched
+# (each step of a minting, and renewals) and deleted at unpeering, and the bootstrap Secret deleted with
+# deleteBootstrapSecret; the data of the Secrets users make is never written.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch"{{ if or .Values.kubeconfigSecretProtection .Values.credentialsMinting }}, "patch"{{ end }}{{ if .Values.credentialsMinting }}, "create", "update", "delete"{{ end }}]
+  verbs: ["get", "list", "watch"{{ if or .Values.kubeconfigSecretProtection .Values.credentialsMinting }}, "patch"{{ end }}{{ if .Values.credentialsMinting }}, "create", "delete"{{ end }}]
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
 # HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set): watched,
 # and its own entry patched in.
