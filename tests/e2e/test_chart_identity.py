@@ -251,7 +251,8 @@ def test_peering_ready_with_the_charts_service_account_only(
         assert metas == [], f"{plural} left in {c_ns}\n--- operator log (tail):\n{operator.log()[-4000:]}"
 
     # A LiqoPeeringSet with the same rights: it makes its LiqoPeering (Ready; the Secret protected while in
-    # use), reports, and once deleted unpeers it, and the Secret is released.
+    # use), reports, carries a change of its template to it, and once deleted unpeers it, and the Secret is
+    # released.
     admin = operator_env.peerings
     admin.core.patch_namespaced_secret(SECRET, PEERING_NS, cast(Any, {"metadata": {"labels": {"fleet": "id"}}}))
     spec = {"selector": {"matchLabels": {"fleet": "id"}}, "template": {"timeout": "2m"}}
@@ -264,6 +265,14 @@ def test_peering_ready_with_the_charts_service_account_only(
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- operator log (tail):\n{operator.log()[-6000:]}") from None
     assert admin.core.read_namespaced_secret(SECRET, PEERING_NS).metadata.finalizers == [IN_USE]  # type: ignore[union-attr]
+    # A change of the template reaches the LiqoPeering the set made (replaced, with the same rights).
+    template = {"spec": {"template": {"timeout": "3m"}}}
+    admin.custom.patch_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET, template)
+    wait_for(
+        "the template's timeout in the set's LiqoPeering",
+        lambda: ((admin.get(PEERING_NS, child) or {}).get("spec") or {}).get("timeout") == "3m",
+        timeout=60,
+    )
     admin.custom.delete_namespaced_custom_object(GROUP, VERSION, PEERING_NS, SETS, SET)
     admin.wait_gone(PEERING_NS, child, timeout=90)
     wait_for("the LiqoPeeringSet to go", lambda: _set_ready(admin) is None, timeout=30)
