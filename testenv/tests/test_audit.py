@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -21,38 +19,9 @@ from testenv.audit import (
     write_policy,
     writes,
 )
+from testenv.tests.auditlines import AGENT, SA, line
 
-OPERATOR = "liqo-peering-operator/0.1.0 (kopf)"
-
-
-def line(
-    verb: str,
-    resource: str | None,
-    *,
-    agent: str = OPERATOR,
-    at: str = "2026-03-01T10:00:00.000001Z",
-    stage: str = "ResponseComplete",
-    code: int = 200,
-    **ref: str,
-) -> str:
-    event: dict[str, Any] = {
-        "kind": "Event",
-        "apiVersion": "audit.k8s.io/v1",
-        "level": "Metadata",
-        "auditID": f"id-{verb}-{resource}-{at}",
-        "stage": stage,
-        "requestURI": "/whatever",
-        "verb": verb,
-        "user": {"username": "system:serviceaccount:lpo:operator", "groups": ["system:authenticated"]},
-        "sourceIPs": ["127.0.0.1"],
-        "userAgent": agent,
-        "responseStatus": {"metadata": {}, "code": code},
-        "requestReceivedTimestamp": at,
-        "stageTimestamp": at.replace("00.000001Z", "00.250000Z"),
-    }
-    if resource is not None:
-        event["objectRef"] = {"resource": resource, "apiVersion": "v1", **ref}
-    return json.dumps(event)
+OPERATOR = AGENT
 
 
 def test_parse_line_reads_the_fields() -> None:
@@ -71,7 +40,7 @@ def test_parse_line_reads_the_fields() -> None:
         received=datetime(2026, 3, 1, 10, 0, 0, 1, tzinfo=UTC),
         completed=datetime(2026, 3, 1, 10, 0, 0, 250000, tzinfo=UTC),
         verb="patch",
-        username="system:serviceaccount:lpo:operator",
+        username=SA,
         user_agent=OPERATOR,
         object_ref=ObjectRef("liqopeerings", "status", "team-a", "provider", "peering.liqo-operator.io"),
         code=200,

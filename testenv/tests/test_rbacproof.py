@@ -17,42 +17,7 @@ from testenv.rbacproof import collect, installs
 from testenv.rbacproof.__main__ import main
 from testenv.rbacproof.grants import BOUND_AT_RUN_TIME, CLUSTER, Grant, grants_of, service_account
 from testenv.rbacproof.requests import Request, parse, scan
-
-SA = "system:serviceaccount:lpo-system:lpo-liqo-peering-operator"
-AGENT = "liqo-peering-operator/0.1.0"
-
-
-def line(
-    verb: str,
-    resource: str | None,
-    *,
-    user: str = SA,
-    stage: str = "ResponseComplete",
-    code: int = 200,
-    agent: str = AGENT,
-    at: str = "2026-03-01T10:00:00.000001Z",
-    pod: str | None = None,
-    annotations: dict[str, str] | None = None,
-    **ref: str,
-) -> str:
-    event: dict[str, Any] = {
-        "kind": "Event",
-        "stage": stage,
-        "verb": verb,
-        "requestURI": "/apis/x?watch=true",
-        "user": {"username": user},
-        "userAgent": agent,
-        "requestReceivedTimestamp": at,
-        "stageTimestamp": "2026-03-01T10:00:00.000002Z",
-        "responseStatus": {"code": code},
-    }
-    if resource is not None:
-        event["objectRef"] = {"resource": resource, **ref}
-    if pod is not None:
-        event["user"]["extra"] = {"authentication.kubernetes.io/pod-name": [pod]}
-    if annotations is not None:
-        event["annotations"] = annotations
-    return json.dumps(event)
+from testenv.tests.auditlines import AGENT, SA, line
 
 
 def req(verb: str, resource: str, *, group: str = "", sub: str | None = None, ns: str | None = None,
@@ -73,7 +38,7 @@ def test_an_audit_line_becomes_the_request_rbac_authorized() -> None:
     assert parse(line("get", "secrets", stage="ResponseStarted")) is None
     assert parse(line("get", "secrets", stage="RequestReceived")) is None
     # A non-resource URL: its path as the name.
-    bare = parse(line("get", None, code=403))
+    bare = parse(line("get", None, code=403, uri="/apis/x?watch=true"))
     assert bare is not None and bare.request.resource == "" and bare.request.name == "/apis/x"
     assert bare.request.forbidden and bare.request.describe() == "get /apis/x"
 
