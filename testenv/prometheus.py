@@ -37,7 +37,7 @@ from testenv import kube as k
 from testenv.kube import Kube
 from testenv.localk8s import tool_path
 from testenv.localk8s.network import in_netns
-from testenv.wait import wait_for
+from testenv.wait import answers_ok, wait_for
 
 PORT = 9090  # Prometheus's own; nothing else listens on it in a node's namespace
 DISCOVERY_ROLE = "endpoints"
@@ -212,11 +212,7 @@ class Prometheus:
     def _ready(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
             raise AssertionError(f"prometheus exited {self.proc.returncode}:\n{self.log()}")
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
+        return answers_ok(f"{self.url}/-/ready")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
