@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +46,19 @@ class ChartRelease:
     def helm(self, *args: str) -> str:
         return run_helm(*args, kubeconfig=self.kubeconfig, binary=self.binary)
 
+    @cached_property
     def manifest(self) -> list[dict[str, Any]]:
+        """The release's objects, read once: the release is never upgraded."""
         out = self.helm("get", "manifest", self.release, "--namespace", self.namespace)
         return [d for d in yaml.safe_load_all(out) if d]
 
     def service_account(self) -> str:
-        (account,) = [d["metadata"]["name"] for d in self.manifest() if d["kind"] == "ServiceAccount"]
+        (account,) = [d["metadata"]["name"] for d in self.manifest if d["kind"] == "ServiceAccount"]
         return str(account)
 
     def scope_args(self) -> list[str]:
         """The flags of the chart's Deployment that scope the operator's rights, exactly as rendered."""
-        (deployment,) = [d for d in self.manifest() if d["kind"] == "Deployment"]
+        (deployment,) = [d for d in self.manifest if d["kind"] == "Deployment"]
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         return [a for a in args if a.split("=", 1)[0] in SCOPE_FLAGS]
 
