@@ -1325,9 +1325,10 @@ def test_bidirectional_peering_both_ways_over_one_network(
     rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """spec.bidirectional: the provider consumes this cluster too, over the one network. Ready needs both
-    directions; Liqo's ForeignCluster says ConsumerAndProvider on both sides. Turned off, only the reverse
-    direction goes (the forward one is not touched); turned on again and deleted, both directions unpeer,
-    network last, and neither cluster keeps anything of it."""
+    directions; Liqo's ForeignCluster says ConsumerAndProvider on both sides. spec.commonMetadata reaches the
+    reverse direction's objects here in place. Turned off, only the reverse direction goes (the forward one is
+    not touched); turned on again and deleted, both directions unpeer, network last, and neither cluster keeps
+    anything of it."""
     env, ns = rcase
     apis = {"consumer": env.consumer_api, "provider": env.provider_api}
     before, names_before = inventory.counts(apis, liqos_own), _kept_by_liqo(env)
@@ -1394,6 +1395,27 @@ def test_bidirectional_peering_both_ways_over_one_network(
         timeout=90,
     )
     uids = {key: uid for key, uid in object_uids(env).items() if "foreignclusters" not in key}
+
+    # spec.commonMetadata reaches the reverse direction's objects on this cluster in place: its Tenant and
+    # nonce Secret are created once, then only relabelled (with this cluster's own, chart-given rights).
+    c_ns = tenant_ns(env.consumer_api, pid)
+    team = {"example.com/team": "both-ways"}
+    env.peerings.patch(ns, NAME, {"spec": {"commonMetadata": {"labels": team}}})
+
+    def reverse_labels() -> dict[str, dict[str, str]]:
+        tenant = get(env.consumer_api, "authentication.liqo.io", "tenants", c_ns, pid) or {}
+        nonce: Any = k8s.CoreV1Api(env.consumer_api).read_namespaced_secret("liqo-nonce", c_ns)
+        return {
+            "tenant": tenant.get("metadata", {}).get("labels") or {},
+            "nonce": dict(nonce.metadata.labels or {}),
+        }
+
+    wait_for(
+        "the reverse Tenant and nonce Secret to carry spec.commonMetadata's labels",
+        lambda: all(team.items() <= labels.items() for labels in reverse_labels().values()),
+        timeout=60,
+    )
+    assert {key: uid for key, uid in object_uids(env).items() if "foreignclusters" not in key} == uids
 
     # Off: the reverse direction goes, the forward one is not touched.
     started_off = time.monotonic()
