@@ -179,10 +179,9 @@ for l in $LANES; do
 done
 .venv/bin/python -m testenv.reliability merge
 # The chart's RBAC against the requests its ServiceAccount made in every tier (testenv.rbacproof): a request
-# refused fails the run. Every tier's operator runs as the chart's ServiceAccount (a Pod, or a process with its
-# token: testenv.chart_rbac). The grants no request used are listed, not failed, until a full run shows none
-# (docs/development/testing.md: which grants no test uses yet).
+# refused, or a grant no request of the full suite used, fails the run. Every tier's operator runs as the
+# chart's ServiceAccount (a Pod, or a process with its token: testenv.chart_rbac).
 echo
-.venv/bin/python -m testenv.rbacproof check --unused list || rc=1
+.venv/bin/python -m testenv.rbacproof check || rc=1
 .venv/bin/python -m testenv.failures .local/junit-*.xml
 exit $rc
