@@ -20,6 +20,12 @@ from testenv.rbacproof.requests import Request, parse, scan
 from testenv.tests.auditlines import AGENT, SA, line
 
 
+@pytest.fixture(autouse=True)
+def _tier_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """collect.start replaces the part of the tier running these tests: put that one back after each test."""
+    monkeypatch.setattr(collect, "_part", collect._part)
+
+
 def req(verb: str, resource: str, *, group: str = "", sub: str | None = None, ns: str | None = None,
         name: str | None = None, code: int = 200) -> Request:  # fmt: skip
     return Request(verb, group, resource, sub, ns, name, code)
@@ -283,8 +289,6 @@ def test_a_tier_saves_its_part_as_clusters_go(tmp_path: Path, monkeypatch: pytes
         line("get", "nodes", user="system:serviceaccount:other:x"),
     ]
     log.write_text("\n".join(lines) + "\n")
-    # Put back afterwards: the tier running this test collects its own part through it.
-    monkeypatch.setattr(collect, "_part", collect._part)
     saved = collect.start("nodes", tmp_path / "parts")
     collect.before_removal(workdir, log)
     found, errors = collect.load(saved.path)
@@ -358,7 +362,6 @@ def test_requests_after_an_uninstall_are_left_out(tmp_path: Path, monkeypatch: p
     found, _ = collect.load(saved.path)
     assert collect.requests_of(found[0]) == [req("get", "namespaces", name="t")]
     assert found[0]["afterUninstall"] == 1
-    monkeypatch.setattr(collect, "_part", None)
 
 
 def test_a_stopping_pods_requests_stay_with_the_install_it_ran_under(
@@ -379,14 +382,11 @@ def test_a_stopping_pods_requests_stay_with_the_install_it_ran_under(
     ]
     log = workdir / "audit.log"
     log.write_text("\n".join(lines) + "\n")
-    # Put back afterwards: the tier running this test collects its own part through it.
-    monkeypatch.setattr(collect, "_part", collect._part)
     saved = collect.start("nodes", tmp_path / "parts")
     collect.before_removal(workdir, log)
     found, _ = collect.load(saved.path)
     assert [collect.requests_of(i) for i in found] == [[req("get", "namespaces", name="t")], [req("list", "nodes")]]
     assert [i["afterUninstall"] for i in found] == [1, 0]
-    monkeypatch.setattr(collect, "_part", None)
 
 
 def test_refusals_not_by_rbac_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -417,4 +417,3 @@ def test_refusals_not_by_rbac_are_left_out(tmp_path: Path, monkeypatch: pytest.M
         req("patch", "namespaces", name="n", code=403),
     ]
     assert found[0]["refusedNotByRbac"] == 2
-    monkeypatch.setattr(collect, "_part", None)
