@@ -316,6 +316,8 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
 
         # The operator's Pod has no node to run on: its Deployment, and so the Application, stay Progressing
         # (once the CRDs just created are Established: until then Argo CD counts them, hence it, Degraded).
+        # Argo CD does not always refresh the Application on a new CRD's status update: it may see the CRD
+        # Established only at its next periodic refresh (timeout.reconciliation: at most 3 minutes by default).
         def progressing() -> dict[str, Any] | None:
             app = application(argocd, name)
             health = ((app or {}).get("status") or {}).get("health", {}).get("status")
@@ -323,12 +325,14 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
             return app if health == deployment == "Progressing" else None
 
         try:
-            found = wait_for("the Application Progressing with its Deployment", progressing, timeout=60)
+            found = wait_for("the Application Progressing with its Deployment", progressing, timeout=200)
         except AssertionError as exc:
             resources = ((application(argocd, name) or {}).get("status") or {}).get("resources") or []
             unhealthy = [(r["kind"], r["name"], r.get("health")) for r in resources
                          if (r.get("health") or {}).get("status") not in (None, "Healthy")]  # fmt: skip
-            raise AssertionError(f"{exc}\nnot healthy: {unhealthy}") from None
+            live = {crd: [(c["type"], c["status"]) for c in ((kc.get(k.CRD, crd) or {}).get("status") or {})
+                          .get("conditions") or []] for crd in KOPF_CRDS}  # fmt: skip
+            raise AssertionError(f"{exc}\nnot healthy: {unhealthy}\nkopf's CRDs here: {live}") from None
         print(f"Argo CD: Application Progressing, Deployment {resource_health(found, 'Deployment')}")
 
         # Deleted (its sync ended first, as `argocd app terminate-op` does, were it still running), the
