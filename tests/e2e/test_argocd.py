@@ -316,8 +316,8 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
 
         # The operator's Pod has no node to run on: its Deployment, and so the Application, stay Progressing
         # (once the CRDs just created are Established: until then Argo CD counts them, hence it, Degraded).
-        # Argo CD does not always refresh the Application on a new CRD's status update: it may see the CRD
-        # Established only at its next periodic refresh (timeout.reconciliation: at most 3 minutes by default).
+        # Argo CD tracks no CRD, so a new CRD becoming Established need not refresh the Application: it may
+        # see it only at its next periodic refresh (timeout.reconciliation: at most 3 minutes by default).
         def progressing() -> dict[str, Any] | None:
             app = application(argocd, name)
             health = ((app or {}).get("status") or {}).get("health", {}).get("status")
