@@ -5,6 +5,8 @@
 # promtool from Debian's prometheus package, into a cache outside the repo:
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
+# --no-floor: all but the oldest Kubernetes; --floor: that one alone (hack/run-tests.sh builds it beside the
+# first tiers, for the one test that runs it).
 # One build at a time: `make test` runs this beside hack/build-liqo.sh and hack/build-gitops.sh, since one
 # `go build` keeps about one core busy.
 set -euo pipefail
@@ -14,6 +16,11 @@ script_start=$SECONDS
 
 # shellcheck source=versions.env
 source hack/versions.env
+what=${1:-all}
+case $what in
+    all | --no-floor | --floor) ;;
+    *) echo "usage: $0 [--no-floor | --floor]" >&2; exit 2 ;;
+esac
 cache_dir=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools
 
 # shellcheck source=build-lib.sh
@@ -52,6 +59,22 @@ k8s_version_ldflags() { # <kubernetes version>
     done
     echo "$flags"
 }
+# The oldest Kubernetes the chart supports: its control plane only (tests/e2e/test_kubernetes_floor.py
+# runs no nodes). A module of its own, hack/tools/kubernetes-floor, built with the installed Go. A cold
+# build took 675 CPU seconds.
+build_floor() {
+    local floor_ldflags floor_out cmd
+    floor_ldflags=$(k8s_version_ldflags "$KUBERNETES_FLOOR_VERSION")
+    floor_out=$cache_dir/kubernetes-$KUBERNETES_FLOOR_VERSION
+    for cmd in kube-apiserver kube-controller-manager; do
+        build hack/tools/kubernetes-floor "k8s.io/kubernetes/cmd/$cmd" "$floor_out/$cmd" "$floor_ldflags"
+    done
+}
+if [[ $what == --floor ]]; then
+    build_floor
+    echo "the oldest Kubernetes ready in $((SECONDS - script_start))s"
+    exit 0
+fi
 k8s_ldflags=$(k8s_version_ldflags "$KUBERNETES_VERSION")
 k8s_out=$cache_dir/kubernetes-$KUBERNETES_VERSION
 build hack/tools/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$k8s_out/kube-apiserver" "$k8s_ldflags"
@@ -63,13 +86,6 @@ for cmd in kube-scheduler kubelet kube-proxy; do
 done
 # kubectl, for the demo and the `kubectl wait` checks: a module of its own (see hack/tools/kubectl/tools.go).
 build hack/tools/kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_out/kubectl" "$k8s_ldflags"
-# The oldest Kubernetes the chart supports: its control plane only (tests/e2e/test_kubernetes_floor.py
-# runs no nodes). A module of its own, hack/tools/kubernetes-floor, built with the installed Go.
-floor_ldflags=$(k8s_version_ldflags "$KUBERNETES_FLOOR_VERSION")
-floor_out=$cache_dir/kubernetes-$KUBERNETES_FLOOR_VERSION
-for cmd in kube-apiserver kube-controller-manager; do
-    build hack/tools/kubernetes-floor "k8s.io/kubernetes/cmd/$cmd" "$floor_out/$cmd" "$floor_ldflags"
-done
 
 build hack/tools/etcd . "$cache_dir/etcd-$ETCD_VERSION/etcd" ""
 
@@ -123,4 +139,7 @@ build hack/tools/oras oras.land/oras/cmd/oras "$cache_dir/oras-$ORAS_VERSION/ora
     "-X oras.land/oras/internal/version.Version=$ORAS_VERSION -X oras.land/oras/internal/version.BuildMetadata="
 # The GitHub Actions workflow linter for hack/lint.sh (which builds it too, when missing).
 hack/build-actionlint.sh
+if [[ $what == all ]]; then
+    build_floor
+fi
 echo "tools ready in $((SECONDS - script_start))s"

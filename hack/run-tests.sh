@@ -29,7 +29,7 @@ mkdir -p .local
 # What an earlier run left (a build's <name>.failed marks its log for printing at the end).
 rm -rf .local/reliability .local/rbac .local/build-matrix.log .local/build-matrix.failed .local/verify-image.log \
   .local/verify-image.failed .local/build-images.log .local/build-images.failed .local/build-gitops.log \
-  .local/build-gitops.failed
+  .local/build-gitops.failed .local/build-floor.log .local/build-floor.failed
 
 # The operator image (hack/build-images.sh) builds in the background from the start, holding
 # .local/images.lock: only what runs or reads it (tier nodes, the reproducibility check) waits for it.
@@ -49,12 +49,10 @@ build_images() {
 image_built() {
   flock -s .local/images.lock true && [[ ! -f .local/build-images.failed ]]
 }
-# The other Liqo versions (LIQO_MATRIX), when hack/test.sh has not built them already, are built in the
-# background from the start of the matrix tier's lane, which waits for them before that tier; on a warm cache
-# this takes seconds. Their log: .local/build-matrix.log.
+# The other Liqo versions (LIQO_MATRIX) are built in the background from the start of the matrix tier's lane,
+# which waits for them before that tier; on a warm cache this takes seconds. Their log: .local/build-matrix.log.
 build_matrix() {
   local v start=$SECONDS me=$BASHPID cpu
-  if [[ ${LIQO_MATRIX_BUILT:-} == 1 ]]; then return 0; fi  # hack/test.sh built them before the tests
   cpu=$(cpu_seconds "$me")
   echo "--> matrix builds: started (log: .local/build-matrix.log)"
   for v in $(source hack/versions.env && echo "$LIQO_MATRIX"); do
@@ -65,6 +63,20 @@ build_matrix() {
     fi
   done
   echo "--> matrix builds: done in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
+}
+
+# The oldest Kubernetes (hack/build-tools.sh --floor), which only the solo tier runs, is built in the background
+# once its lane's matrix builds are done (from the lane's start if it has no matrix tier); the lane waits for
+# it before that tier. Its log: .local/build-floor.log.
+build_floor() {
+  local start=$SECONDS me=$BASHPID cpu
+  cpu=$(cpu_seconds "$me")
+  echo "--> the oldest Kubernetes: started (log: .local/build-floor.log)"
+  if ! env -u GOGC hack/build-tools.sh --floor >.local/build-floor.log 2>&1; then
+    touch .local/build-floor.failed
+    return 1
+  fi
+  echo "--> the oldest Kubernetes: built in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s"
 }
 
 # The GitOps tools only the gitops tier runs (Argo CD, kustomize, Flux's kustomize-controller;
@@ -107,7 +119,7 @@ verify_image() {
 }
 
 lane() {
-  local tier start rc=0 builds="" verify="" gitops=""
+  local tier start rc=0 builds="" verify="" gitops="" floor=""
   if [[ ,$1, == *,gitops,* ]]; then
     build_gitops &
     gitops=$!
@@ -118,9 +130,26 @@ lane() {
     verify_image &
     verify=$!
   fi
+  if [[ ,$1, == *,solo,* && ,$1, != *,matrix,*solo,* ]]; then
+    build_floor &
+    floor=$!
+  fi
   for tier in ${1//,/ }; do
-    if [[ $tier == matrix ]] && ! wait "$builds"; then
-      echo "--> matrix builds: failed; the tier does not run (.local/build-matrix.log)"
+    if [[ $tier == matrix ]]; then
+      local built=0
+      wait "$builds" || built=$?
+      if [[ ,$1, == *,matrix,*solo,* ]]; then
+        build_floor &
+        floor=$!
+      fi
+      if ((built)); then
+        echo "--> matrix builds: failed; the tier does not run (.local/build-matrix.log)"
+        rc=1
+        continue
+      fi
+    fi
+    if [[ $tier == solo && -n $floor ]] && ! wait "$floor"; then
+      echo "--> the oldest Kubernetes: the build failed; the tier does not run (.local/build-floor.log)"
       rc=1
       continue
     fi
@@ -163,7 +192,7 @@ for pid in "${pids[@]}"; do
   wait "$pid" || rc=1
 done
 
-for build in build-images build-matrix build-gitops verify-image; do
+for build in build-images build-matrix build-floor build-gitops verify-image; do
   if [[ -f .local/$build.failed ]]; then
     echo
     echo "==================== $build (.local/$build.log) ===================="
