@@ -49,8 +49,9 @@ build_images() {
 image_built() {
   flock -s .local/images.lock true && [[ ! -f .local/build-images.failed ]]
 }
-# The other Liqo versions (LIQO_MATRIX) are built in the background from the start of the matrix tier's lane,
-# which waits for them before that tier; on a warm cache this takes seconds. Their log: .local/build-matrix.log.
+# The other Liqo versions (LIQO_MATRIX): `make test` builds them before the tests, so that this finds them
+# cached in seconds; otherwise they build here, in the background from the start of the matrix tier's lane,
+# which waits for them before that tier. Their log: .local/build-matrix.log.
 build_matrix() {
   local v start=$SECONDS me=$BASHPID cpu
   cpu=$(cpu_seconds "$me")

@@ -40,14 +40,17 @@ phase venv hack/venv.sh
 # The nodes' container runtime (Debian packages) first: apt takes a lock that the other builds must not race for.
 phase runtime hack/install-node-runtime.sh
 # The builds, in two lanes side by side: one Go build keeps about one core busy (its package graph has long
-# chains), so on an empty cache two lanes use both. Kubernetes, the tools (Prometheus among them) and
-# kube-router take one lane (about 1,770 CPU-s on an empty cache); Liqo with its images, Flux's source- and
-# helm-controller (the nodes tier's HelmRelease test) and cosign the other (about 1,460).
-# What one tier alone runs is not built here: the tests leave part of both cores idle, so hack/run-tests.sh
-# builds it beside the first tiers, and only that tier waits for it. The other Liqo versions (the matrix
-# tier; about 950 CPU-s), the oldest Kubernetes (the solo tier; 675) and Argo CD, kustomize and Flux's
-# kustomize-controller (the gitops tier; 570). Each lane runs in a subshell of its own, so that a phase's CPU
-# time counts only its own builds; each stops at its first failure, and the second lane's log follows.
+# chains), so on an empty cache two lanes use both. Kubernetes, the tools (Prometheus among them),
+# kube-router and cosign take one lane (about 2,260 CPU-s on an empty cache); Liqo (each version, with its
+# images) and Flux's source- and helm-controller (the nodes tier's HelmRelease test) the other (about 2,270).
+# Two builds only one tier runs, late in its lane, are not built here: the tests leave part of both cores
+# idle, so hack/run-tests.sh builds them beside the first tiers, and only that tier waits: the oldest
+# Kubernetes (the solo tier; about 675 CPU-s) and Argo CD, kustomize and Flux's kustomize-controller (the
+# gitops tier; 580). The matrix tier's Liqo versions are built here: in the background they held up their
+# tier, first of its lane, by more than 28 minutes. Each lane runs in a subshell of its own, so that a
+# phase's CPU time counts only its own builds; each stops at its first failure, and the second lane's log
+# follows.
+read -ra matrix <<<"$(source hack/versions.env && echo "$LIQO_MATRIX")"
 liqo_builds() { # <version>: Liqo's control plane (and liqoctl), then its images (Liqo's chart on the nodes)
   phase "liqo-$1" env LIQO_VERSION="$1" hack/build-liqo.sh || return
   phase "liqo-images-$1" env LIQO_VERSION="$1" hack/build-liqo-images.sh || return
@@ -55,14 +58,16 @@ liqo_builds() { # <version>: Liqo's control plane (and liqoctl), then its images
 second_lane() {
   liqo_builds "$liqo_version" || return
   phase flux hack/build-gitops.sh source-controller helm-controller || return
-  # cosign, for the release test's signatures.
-  phase cosign hack/build-cosign.sh || return
+  local v
+  for v in "${matrix[@]}"; do liqo_builds "$v" || return; done
 }
 first_lane() {
   phase tools hack/build-tools.sh --no-floor || return
   if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh || return; fi
   # kube-router, which enforces NetworkPolicies on the nodes tier's clusters (tests/e2e/test_network_policy.py).
   phase netpol hack/build-netpol.sh || return
+  # cosign, for the release test's signatures.
+  phase cosign hack/build-cosign.sh || return
 }
 in_lane() { # <lane function> <name>: the lane in a subshell; its phase times in .local/build-<name>.times
   (
