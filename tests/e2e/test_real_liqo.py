@@ -1394,7 +1394,12 @@ def test_bidirectional_peering_both_ways_over_one_network(
         lambda: _roles(env) == {"consumer": "ConsumerAndProvider", "provider": "ConsumerAndProvider"},
         timeout=90,
     )
-    uids = {key: uid for key, uid in object_uids(env).items() if "foreignclusters" not in key}
+
+    def peering_uids() -> dict[str, str]:
+        # Without the ForeignClusters, which Liqo manages itself.
+        return {key: uid for key, uid in object_uids(env).items() if "foreignclusters" not in key}
+
+    uids = peering_uids()
 
     # spec.commonMetadata reaches the reverse direction's objects on this cluster in place: its Tenant and
     # nonce Secret are created once, then only relabelled (with this cluster's own, chart-given rights).
@@ -1415,7 +1420,7 @@ def test_bidirectional_peering_both_ways_over_one_network(
         lambda: all(team.items() <= labels.items() for labels in reverse_labels().values()),
         timeout=60,
     )
-    assert {key: uid for key, uid in object_uids(env).items() if "foreignclusters" not in key} == uids
+    assert peering_uids() == uids
 
     # Off: the reverse direction goes, the forward one is not touched.
     started_off = time.monotonic()
@@ -1434,7 +1439,7 @@ def test_bidirectional_peering_both_ways_over_one_network(
     wait_for(
         "the Providing ResourceSlice to leave the status", lambda: slices_shown() == [(pid, "Consuming", True, {})]
     )
-    assert {key: uid for key, uid in object_uids(env).items() if "foreignclusters" not in key} == uids
+    assert peering_uids() == uids
     for t in ("NetworkReady", "AuthenticationReady", "OffloadingReady"):  # never flipped meanwhile
         now = next(c for c in status["conditions"] if c["type"] == t)
         assert now["status"] == "True" and now["lastTransitionTime"] == conds[t]["lastTransitionTime"], now
