@@ -27,6 +27,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from testenv import audit
+from testenv.localk8s.ports import free_port
 from testenv.reactions import OPERATOR_AGENT
 from testenv.wait import wait_for as poll
 
@@ -74,12 +75,6 @@ def install_crd(api: k8s.ApiClient) -> None:
             return any(c.type == "Established" and c.status == "True" for c in (conditions or []))
 
         wait_for(f"the CRD {crd['metadata']['name']} to be established", established, timeout=30)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:

@@ -2,26 +2,44 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 
-# Ports handed out by this process: the kernel may offer a just-closed port again, and several
-# clusters start in parallel, so never give the same one twice.
+# Ports are handed out below the kernel's ephemeral range (net.ipv4.ip_local_port_range, from 32768 by
+# default), where no outgoing connection's local port can take one between its handing out and its bind.
+# The suite's tiers run side by side, one process each: each process takes its own block (use_block), so
+# that two of them never hand out the same port.
+LOW, HIGH = 10000, 32768
+_block = (LOW, HIGH)
+# Ports handed out by this process: several clusters start in parallel, so never give the same one twice.
 _handed_out: set[int] = set()
 _lock = threading.Lock()
 
 
+def use_block(index: int, count: int) -> None:
+    """Hand out ports from the index-th of count equal blocks of the range only."""
+    size = (HIGH - LOW) // count
+    global _block
+    _block = (LOW + index * size, LOW + (index + 1) * size)
+
+
 def free_port() -> int:
-    """A port that is free now; the caller's process binds it shortly after (small race accepted)."""
+    """A port that is free now; the caller's process binds it shortly after."""
     with _lock:
-        for _ in range(100):
+        low, high = _block
+        for _ in range(200):
+            port = random.randrange(low, high)
+            if port in _handed_out:
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("127.0.0.1", 0))
-                port: int = s.getsockname()[1]
-            if port not in _handed_out:
-                _handed_out.add(port)
-                return port
-    raise RuntimeError("no free port found")
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+    raise RuntimeError(f"no free port found in {low}-{high - 1}")
 
 
 def is_listening(port: int) -> bool:

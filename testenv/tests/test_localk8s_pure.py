@@ -14,7 +14,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from testenv.localk8s import cluster as cluster_module
-from testenv.localk8s import network, pki
+from testenv.localk8s import network, pki, ports
 from testenv.localk8s.cluster import LocalCluster, kubeconfig_dict
 from testenv.localk8s.ports import free_port, is_listening
 from testenv.localk8s.tools import REPO_ROOT, TOOLS, ToolMissingError, parse_versions, read_versions, tool_path
@@ -98,6 +98,18 @@ def test_free_ports_are_distinct_and_bindable() -> None:
         s.listen()
         assert is_listening(ports[0])
     assert not is_listening(ports[1])
+
+
+def test_each_block_hands_out_its_own_ports_below_the_ephemeral_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed: list[set[int]] = []
+    for index in range(3):
+        monkeypatch.setattr(ports, "_block", ports._block)
+        ports.use_block(index, 3)
+        low, high = ports._block
+        got = {free_port() for _ in range(10)}
+        assert all(low <= p < high < 32769 for p in got), (index, got)
+        handed.append(got)
+    assert not handed[0] & handed[1] and not handed[1] & handed[2]
 
 
 def test_kubeconfig_is_self_contained() -> None:
