@@ -23,11 +23,6 @@ fi
 # its log's last line). The lanes share two cores: a lane more, a Liqo pair more, or the heavy solo tier in
 # the busy first half makes every lane slower. Rebalance with TEST_LANES.
 LANES=${TEST_LANES:-main liqo nodes,standin,gitops matrix,solo}
-# The lane that sets the suite's length is the real-Liqo one, whose tests wait mostly on Liqo's own timers:
-# it keeps the default CPU priority, every other lane runs under `nice` (TEST_NICE), so that what the liqo
-# tier asks for is not queued behind the other lanes' work, which fills the cores meanwhile and after.
-PRIORITY_TIERS=${TEST_PRIORITY_TIERS:-liqo}
-NICE=${TEST_NICE:-5}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local
@@ -124,20 +119,8 @@ verify_image() {
   fi
 }
 
-# Whether a lane (tiers separated by commas) runs one of PRIORITY_TIERS.
-priority_lane() {
-  local tier
-  for tier in $PRIORITY_TIERS; do
-    [[ ,$1, == *,$tier,* ]] && return 0
-  done
-  return 1
-}
-
 lane() {
   local tier start rc=0 builds="" verify="" gitops="" floor="" floor_after_matrix=0
-  if ! priority_lane "$1"; then
-    renice -n "$NICE" -p "$BASHPID" >/dev/null
-  fi
   if [[ ,$1, == *,matrix,*solo,* ]]; then floor_after_matrix=1; fi
   if [[ ,$1, == *,gitops,* ]]; then
     build_gitops &
