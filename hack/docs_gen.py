@@ -270,7 +270,7 @@ def liqo_tested(versions_env: str) -> list[tuple[str, str]]:
         (
             target,
             "the whole real-Liqo suite (`tests/e2e/test_real_liqo.py`, `test_real_liqo_ha.py`, `test_liqo_chart.py`;"
-            " tiers `liqo` and `outage`)",
+            " tier `liqo`)",
         )
     ]
     upgraded = upgraded_from(matrix, target)

@@ -49,7 +49,7 @@ pytest_plugins = [
 
 # Tiers: runs of the suite that share no cluster, so that hack/run-tests.sh can run them side by side.
 # A test belongs to the tier of the clusters its fixtures start; the leak scan belongs to every tier.
-TIERS = ("main", "nodes", "liqo", "outage", "matrix", "gitops", "solo", "standin")
+TIERS = ("main", "nodes", "liqo", "matrix", "gitops", "solo", "standin")
 
 
 def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
@@ -57,10 +57,6 @@ def tier_of(fixturenames: Iterable[str], markers: Iterable[str] = ()) -> str:
     if "liqo_matrix_pair" in names:
         return "matrix"  # Liqo's chart of each other version of LIQO_MATRIX on a pair of its own
     if "real_liqo" in names or "liqochart" in marks:  # test_liqo_chart asks for real_liqo at run time
-        if "outage" in marks:
-            # The provider taken down: tests that wait mostly on Liqo's recovery, on a pair of their own so
-            # that they run beside the rest of the real-Liqo suite.
-            return "outage"
         return "liqo"  # Liqo's chart on two clusters with a node each (testenv.liqo_real / liqo_chart)
     if names & {"node_clusters", "two_node_clusters", "node_images"} or "image" in marks:
         return "nodes"  # clusters with real nodes, the operator's image in them

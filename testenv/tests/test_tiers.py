@@ -16,7 +16,6 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of(["case", "operator_env", "local_clusters"]) == "main"
     assert tier_of(["suite", "node_clusters", "node_images", "leak_scan"]) == "nodes"
     assert tier_of(["rcase", "real_liqo", "leak_scan"]) == "liqo"
-    assert tier_of(["rcase", "real_liqo", "leak_scan"], markers=["outage", "e2e"]) == "outage"
     assert tier_of(["real_liqo", "node_images", "leak_scan"]) == "liqo"  # the chart's Pods on Liqo's chart pair
     assert tier_of(["pair", "images"], markers=["liqochart", "e2e"]) == "liqo"  # asks for real_liqo at run time
     assert tier_of(["argocd", "operator_env"], markers=["gitops", "e2e"]) == "gitops"
@@ -54,7 +53,6 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_real_liqo.py",
         "tests/e2e/test_real_liqo_ha.py",
     }
-    assert modules["outage"] == {"tests/e2e/test_real_liqo.py"}
     assert modules["gitops"] == {
         "tests/e2e/test_argocd.py",
         "tests/e2e/test_flux.py",
@@ -66,12 +64,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_kubernetes_floor.py",
         "testenv/tests/e2e/test_liqo_real.py",
     }
-    assert modules["standin"] == {
-        "tests/e2e/test_kill.py",
-        "tests/e2e/test_benchmarks.py",
-        "tests/e2e/test_peeringset.py",
-        "tests/e2e/test_refusals.py",
-    }
+    assert modules["standin"] == {"tests/e2e/test_kill.py", "tests/e2e/test_benchmarks.py"}
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_ha_disruption.py",

@@ -33,8 +33,6 @@ from testenv.localk8s import tool_path
 from testenv.operator_support import OperatorEnv, wait_for
 from testenv.spawned import Spawned
 
-pytestmark = pytest.mark.standin  # beside main, on a stand-in pair of its own
-
 NS = "e2e-peeringset"
 SET = "fleet"
 SELECTOR_LABEL = "liqo-fleet"

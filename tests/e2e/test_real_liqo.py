@@ -766,7 +766,6 @@ def test_killed_at_with_real_liqo(rcase: tuple[RealEnv, str], where: str) -> Non
     cycle.run(POINTS[where], cycle.reference(_no_kill))
 
 
-@pytest.mark.outage
 def test_a_hung_provider_holds_up_no_other_peering_and_a_frozen_one_recovers(
     rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1593,7 +1592,6 @@ def _ready_again(env: RealEnv, ns: str) -> tuple[float, list[str]]:
     return time.monotonic() - started, [f"{at} {what}" for at, what in seen]
 
 
-@pytest.mark.outage
 def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recovers(
     rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1879,7 +1877,6 @@ def _consumer_liqo_stuck(env: RealEnv) -> dict[str, list[str]]:
     return stuck
 
 
-@pytest.mark.outage
 def test_force_delete_once_the_provider_is_gone_for_good(
     rcase: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,7 +24,7 @@ from testenv.operator_support import OperatorEnv, PeeringCase, get, wait_for
 from testenv.reactions import OPERATOR_AGENT
 from testenv.webhook import DenyingWebhook
 
-pytestmark = [pytest.mark.e2e, pytest.mark.standin]  # beside main, on a stand-in pair of its own
+pytestmark = pytest.mark.e2e
 
 NAME = "provider"
 HOLD = "peering.liqo-operator.io/test-hold"  # a finalizer nobody removes but the test
