@@ -7,10 +7,11 @@ import socket
 import threading
 
 # Ports are handed out below the kernel's ephemeral range (net.ipv4.ip_local_port_range, from 32768 by
-# default), where no outgoing connection's local port can take one between its handing out and its bind.
-# The suite's tiers run side by side, one process each: each process takes its own block (use_block), so
-# that two of them never hand out the same port.
-LOW, HIGH = 10000, 32768
+# default), where no outgoing connection's local port can take one between its handing out and its bind,
+# and below Kubernetes' NodePort range (30000-32767), which the clusters' Services use. The suite's tiers
+# run side by side, one process each: each process takes its own block (use_block), so that two of them
+# never hand out the same port.
+LOW, HIGH = 10000, 30000
 _block = (LOW, HIGH)
 # Ports handed out by this process: several clusters start in parallel, so never give the same one twice.
 _handed_out: set[int] = set()
