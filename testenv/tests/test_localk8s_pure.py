@@ -91,13 +91,13 @@ def test_ca_round_trips_through_files(tmp_path: Path) -> None:
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
-    ports = [free_port() for _ in range(20)]
-    assert len(set(ports)) == len(ports)
+    got = [free_port() for _ in range(20)]
+    assert len(set(got)) == len(got)
     with socket.socket() as s:
-        s.bind(("127.0.0.1", ports[0]))
+        s.bind(("127.0.0.1", got[0]))
         s.listen()
-        assert is_listening(ports[0])
-    assert not is_listening(ports[1])
+        assert is_listening(got[0])
+    assert not is_listening(got[1])
 
 
 def test_each_block_hands_out_its_own_ports_below_the_ephemeral_and_nodeport_ranges(

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from testenv.localk8s import LocalCluster
-from testenv.operator_support import api_client, free_port, install_crd, wait_for
+from testenv.localk8s.ports import free_port
+from testenv.operator_support import api_client, install_crd, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
