@@ -121,8 +121,17 @@ def test_image_command_serves_liveness_and_metrics_and_stops_cleanly(
         assert proc.poll() is None, f"the image command exited ({proc.returncode}):\n{log_path.read_text()}"
         return http_get(url)
 
-    status, _ = wait_for("/healthz to answer", lambda: answered(f"http://127.0.0.1:{health_port}/healthz"), timeout=60)
-    assert status == 200
+    # Before the event loop's first tick /healthz answers 503 (the startupProbe covers that time): wait for live.
+    last: list[tuple[int, str] | None] = [None]
+
+    def live() -> bool:
+        last[0] = answered(f"http://127.0.0.1:{health_port}/healthz")
+        return last[0] is not None and last[0][0] == 200
+
+    try:
+        wait_for("/healthz to answer 200", live, timeout=60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last answer: {last[0]!r}\n{log_path.read_text()[-4000:]}") from None
 
     status, text = wait_for("/metrics to answer", lambda: answered(f"http://127.0.0.1:{metrics_port}/metrics"))
     assert status == 200
