@@ -1676,7 +1676,9 @@ def _resources_follow(env: RealEnv, ns: str, resources: dict[str, str]) -> None:
         return (rs.get("spec") or {}).get("resources") == resources
 
     wait_for("the consumer's ResourceSlice to carry the new resources", lambda: updated(env.consumer_api, c_ns), 60)
-    wait_for("Liqo to replicate it to the provider", lambda: updated(env.provider_api, p_ns), 60)
+    # Liqo's CRD replicator copies it; after an API server restart its watch comes back on client-go's
+    # backoff, which can take most of a minute more than the components take to come back.
+    wait_for("Liqo to replicate it to the provider", lambda: updated(env.provider_api, p_ns), 120)
 
     def offered() -> bool:
         # The virtual Node (named after the provider) offers what the provider accepted. Waiting for it
