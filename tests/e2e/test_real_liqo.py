@@ -597,21 +597,29 @@ class TestPeeredWithRealLiqo:
             clock = time.monotonic()
             generation = env.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
 
+            seen: list[dict[str, Any]] = [{}]
+
             def done() -> bool:
                 status = env.peerings.status(ns, NAME)
                 shown = {v["name"]: v["ready"] for v in status.get("virtualNodes") or []}
                 nodes = core.list_node(label_selector=f"liqo.io/remote-cluster-id={env.provider_id}").items
+                seen[0] = {
+                    "observedGeneration": (status.get("observedGeneration"), generation),
+                    "peerStatus": status.get("peerStatus"),
+                    "status.virtualNodes": shown,
+                    "Nodes": sorted(str(n.metadata.name) for n in nodes if n.metadata),
+                }
                 return (
                     status.get("observedGeneration") == generation
                     and status.get("peerStatus") == "ready"
                     and shown == dict.fromkeys(virtual_nodes, True)
-                    and sorted(str(n.metadata.name) for n in nodes if n.metadata) == sorted(virtual_nodes)
+                    and seen[0]["Nodes"] == sorted(virtual_nodes)
                 )
 
             try:
                 wait_for(what, done, timeout=240)
             except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{env.diagnostics()}") from None
+                raise AssertionError(f"{exc}\nlast seen: {seen[0]}\n{env.diagnostics()}") from None
             took = time.monotonic() - clock
             _bench(capsys, f"{what}: {took:.1f}s")
             return took
