@@ -1,5 +1,5 @@
-"""The operator SIGKILLed at a step of a peering (docs/reliability.md: "operator killed"), for any pair of clusters:
-the Liqo stand-in's (tests/e2e/test_kill.py) or Liqo's own (tests/e2e/test_real_liqo.py).
+"""The operator SIGKILLed at a step of a peering (docs/reliability.md: "operator killed"), for any pair of clusters
+(tests/e2e/test_real_liqo.py: Liqo's own); the reference cycle also serves tests/e2e/test_faults.py (the stand-in).
 
 A cycle peers and unpeers once, killing the operator the moment a given object appears (or a condition
 turns True, or a deletion starts), seen through a watch started before the peering (testenv.trigger), and

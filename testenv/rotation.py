@@ -1,5 +1,5 @@
-"""The provider's kubeconfig Secret rotated under a Ready peering. One scenario for
-the stand-in suite (tests/e2e/test_peering.py) and the real-Liqo one (tests/e2e/test_real_liqo.py).
+"""The provider's kubeconfig Secret rotated under a Ready peering (tests/e2e/test_real_liqo.py), for any pair
+of clusters the operator peers.
 
 New valid credentials (a ServiceAccount's token with cluster-admin on the provider, as a platform team would
 rotate to; then the admin kubeconfig again; then the token again) take effect without restarting the

@@ -12,7 +12,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import common_metadata
-import pytest
 import yaml
 from admission_cases import admission_failures
 from kubernetes import client as k8s
@@ -33,15 +32,10 @@ from testenv.operator_support import (
     get,
     items,
     liqo_objects_left,
-    operator_writes,
-    provider_down,
-    provider_hung,
-    tarpit_kubeconfig,
     tenant_ns,
     wait_for,
 )
 from testenv.reactions import OPERATOR_AGENT, peering_steps, reactions
-from testenv.rotation import Rotation
 
 NAME = "provider"
 
@@ -177,24 +171,6 @@ def test_networking_disabled_and_no_virtual_node(case: PeeringCase) -> None:
     status = case.peerings.status(ns, NAME)  # no network to show, and no virtual node
     assert "network" not in status and "gateway" not in status and "virtualNodes" not in status
     assert [s["accepted"] for s in status["resourceSlices"]] == [True]
-
-
-def test_resources_update_reaches_the_resource_slice(case: PeeringCase) -> None:
-    env, ns = case.env, case.namespace
-    case.peerings.create(ns, NAME, spec(offloading={"resources": {"cpu": "1"}}))
-    case.peerings.wait_status(ns, NAME, "ready")
-    case.peerings.patch(ns, NAME, {"spec": {"offloading": {"resources": {"cpu": "3", "memory": "2Gi"}}}})
-    c_ns = tenant_ns(env.peerings.api, env.provider_id)
-
-    def updated() -> bool:
-        rs = get(env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id) or {}
-        return (rs.get("spec") or {}).get("resources") == {"cpu": "3", "memory": "2Gi"}
-
-    wait_for("the ResourceSlice to carry the new resources", updated, timeout=60)
-    generation = case.peerings.get(ns, NAME)["metadata"]["generation"]  # type: ignore[index]
-    wait_for(
-        "observedGeneration to follow", lambda: case.peerings.status(ns, NAME).get("observedGeneration") == generation
-    )
 
 
 def test_deleted_gateway_client_comes_back(case: PeeringCase) -> None:
@@ -544,42 +520,6 @@ def test_a_duplicate_with_minted_credentials_leaves_the_first_ones_identity(case
     assert not names & {secret, naming.minted_secret("again")}, names
 
 
-def test_operator_killed_mid_establishing_resumes_without_duplicates(case: PeeringCase) -> None:
-    env, ns = case.env, case.namespace
-    case.standin.set_faults("both", delay="3")
-    case.peerings.create(ns, NAME, spec())
-    case.peerings.wait_status(ns, NAME, "establishing", timeout=60)
-    wait_for(
-        "the Tenant to exist on the provider",
-        lambda: any(
-            items(env.provider_api, "authentication.liqo.io", "tenants", ns_)
-            for ns_ in [tenant_ns(env.provider_api, env.consumer_id)]
-        ),
-        timeout=60,
-    )
-    env.operator.kill()
-    env.operator.start()
-    case.standin.set_faults("both", delay=None)
-    case.peerings.wait_status(ns, NAME, "ready", timeout=120)
-    c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
-    for api, group, plural, where in (
-        (env.provider_api, "authentication.liqo.io", "tenants", p_ns),
-        (env.provider_api, "networking.liqo.io", "gatewayservers", p_ns),
-        (env.peerings.api, "networking.liqo.io", "gatewayclients", c_ns),
-        (env.peerings.api, "authentication.liqo.io", "identities", c_ns),
-        (env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns),
-    ):
-        assert len(items(api, group, plural, where)) == 1, plural
-    nonces = k8s.CoreV1Api(env.provider_api).list_namespaced_secret(p_ns, label_selector="liqo.io/nonce=true").items
-    assert len(nonces) == 1
-    namespaces = (
-        k8s.CoreV1Api(env.peerings.api)
-        .list_namespace(label_selector=f"liqo.io/remote-cluster-id={env.provider_id}")
-        .items
-    )
-    assert len(namespaces) == 1
-
-
 def test_admission_rejects_invalid_specs_naming_the_field(case: PeeringCase) -> None:
     # Every CEL rule of both CRDs, and some OpenAPI checks (tests/e2e/admission_cases.py).
     assert admission_failures(case.peerings.api, case.namespace) == []
@@ -643,157 +583,3 @@ def test_status_mirrors_foreign_cluster_changes(case: PeeringCase) -> None:
     assert status["peerStatus"] == "ready"
     case.standin.set_faults("consumer", paused=None)
     case.peerings.wait_status(ns, NAME, "ready", timeout=90)
-
-
-def _uids(env: Any) -> dict[str, str]:
-    """uid of every Liqo object of the peering on both clusters, by side, kind and name."""
-    c_ns, p_ns = tenant_ns(env.peerings.api, env.provider_id), tenant_ns(env.provider_api, env.consumer_id)
-    found = {}
-    for side, api, where, group, plural in (
-        ("consumer", env.peerings.api, c_ns, "networking.liqo.io", "configurations"),
-        ("consumer", env.peerings.api, c_ns, "networking.liqo.io", "gatewayclients"),
-        ("consumer", env.peerings.api, c_ns, "authentication.liqo.io", "identities"),
-        ("consumer", env.peerings.api, c_ns, "authentication.liqo.io", "resourceslices"),
-        ("provider", env.provider_api, p_ns, "networking.liqo.io", "configurations"),
-        ("provider", env.provider_api, p_ns, "networking.liqo.io", "gatewayservers"),
-        ("provider", env.provider_api, p_ns, "authentication.liqo.io", "tenants"),
-    ):
-        for obj in items(api, group, plural, where):
-            found[f"{side}/{plural}/{obj['metadata']['name']}"] = obj["metadata"]["uid"]
-    return found
-
-
-def test_secret_rotation_takes_effect_and_releases_the_old_client(
-    case: PeeringCase, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Rotating the kubeconfig Secret: new valid credentials are used at once, without a restart, and the
-    old client's connections go; broken credentials are reported and every Liqo object stays
-    (testenv.rotation, shared with the real-Liqo suite)."""
-    env, ns = case.env, case.namespace
-    case.peerings.create(ns, NAME, spec())
-    case.peerings.wait_status(ns, NAME, "ready")
-
-    def report(text: str) -> None:
-        with capsys.disabled():
-            print(f"\nBENCH {text}")
-
-    Rotation(env, ns, NAME, env.lc["provider"], uids=lambda: _uids(env), report=report).run()
-
-
-def test_provider_hung_is_reported_and_the_peering_recovers_by_itself(
-    case: PeeringCase, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The provider's API server frozen (SIGSTOP) for HUNG_SECONDS: connections hang instead of being refused.
-    The status says so (Ready=False, ProviderUnreachable) while it lasts, the peering is Ready again once it
-    thaws, and no Liqo object was touched meanwhile. How long the status took to say so is printed, not asserted."""
-    env, ns = case.env, case.namespace
-    case.peerings.create(ns, NAME, spec())
-    case.peerings.wait_status(ns, NAME, "ready")
-    objects = _uids(env)
-    detected = provider_hung(env.lc["provider"], case.peerings, ns, NAME)
-    with capsys.disabled():
-        print(f"\nBENCH provider API server frozen -> status says ProviderUnreachable: {detected:.1f}s (target: < 10s)")
-    case.peerings.wait_status(ns, NAME, "ready", timeout=120)
-    assert _uids(env) == objects
-
-
-def _provider_down(case: PeeringCase, phase: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """The provider's API server down DOWN_SECONDS (testenv.operator_support.provider_down), then wait for the
-    peering to be Ready."""
-    detected = provider_down(case.env.lc["provider"], case.peerings, case.namespace, NAME)
-    back = time.monotonic()
-    if phase == "establishing":
-        case.standin.set_faults("both", connection=None)
-    case.peerings.wait_status(case.namespace, NAME, "ready", timeout=120)
-    with capsys.disabled():
-        print(
-            f"\nBENCH provider API server stopped ({phase}) -> ProviderUnreachable: {detected:.1f}s;"
-            f" started again -> Ready: {time.monotonic() - back:.1f}s"
-        )
-
-
-def test_provider_api_server_stopped_is_reported_and_the_peering_recovers_by_itself(
-    case: PeeringCase, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The provider's kube-apiserver stopped (SIGKILL) for 15 s (DOWN_SECONDS), so connections are refused where the
-    freeze below lets them hang: first while the peering is establishing (held in networking by Connections
-    the stand-in withholds), then, once it is Ready, again. While it is down the status says
-    ProviderUnreachable and names the server; once it is back the peering goes on to Ready by itself, and
-    no Liqo object that existed before was re-created. Unpeering afterwards takes seconds, as without the
-    outage. How long each step took is printed, not asserted."""
-    env, ns = case.env, case.namespace
-    case.standin.set_faults("both", connection="Never")
-    case.peerings.create(ns, NAME, spec())
-    case.peerings.wait_reason(ns, NAME, "WaitingForConnection", timeout=60)
-    objects = _uids(env)
-    assert objects, "no Liqo object yet"
-    _provider_down(case, "establishing", capsys)
-    ready = _uids(env)
-    assert {key: ready.get(key) for key in objects} == objects, "a Liqo object was re-created"
-    _provider_down(case, "ready", capsys)
-    assert _uids(env) == ready, "a Liqo object was re-created"
-    deleted = time.monotonic()
-    case.peerings.delete(ns, NAME)
-    case.peerings.wait_gone(ns, NAME, timeout=60)
-    with capsys.disabled():
-        print(f"\nBENCH provider API server stopped twice -> unpeered: {time.monotonic() - deleted:.1f}s")
-
-
-def test_a_hung_provider_does_not_hold_up_another_peering(
-    case: PeeringCase, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """One peering's provider accepts connections and never answers (a tarpit on loopback: the kernel
-    completes the handshake, nothing reads). That peering says ProviderUnreachable; another, to a healthy
-    provider, created while it hangs, becomes Ready as usual. Its time to Ready is printed."""
-    env, ns = case.env, case.namespace
-    with tarpit_kubeconfig(env.provider_kubeconfig()) as (hung, where):
-        case.peerings.put_kubeconfig_secret(ns, "hung", hung)
-        case.peerings.create(ns, "stuck", spec(remoteKubeconfigSecretRef={"name": "hung"}))
-        cond = case.peerings.wait_reason(ns, "stuck", "ProviderUnreachable", timeout=60)
-        assert where in cond["message"], cond
-        started = time.monotonic()
-        case.peerings.create(ns, NAME, spec())
-        case.peerings.wait_status(ns, NAME, "ready", timeout=120)
-        took = time.monotonic() - started
-        with capsys.disabled():
-            print(f"\nBENCH create -> ready beside a peering whose provider hangs: {took:.1f}s")
-        assert case.peerings.condition(ns, "stuck", "Ready")["reason"] == "ProviderUnreachable"  # type: ignore[index]
-        # Its provider never answers: force-delete lets it go (this cluster's side only). Annotated before the
-        # delete: it never learned the provider's ID, so it may have nothing to unpeer and go at once.
-        case.peerings.patch(
-            ns, "stuck", {"metadata": {"annotations": {"peering.liqo-operator.io/force-delete": "true"}}}
-        )
-        case.peerings.delete(ns, "stuck")
-        case.peerings.wait_gone(ns, "stuck", timeout=60)
-        assert case.peerings.status(ns, NAME)["peerStatus"] == "ready"
-
-
-def test_the_consumers_api_server_and_etcd_restart(case: PeeringCase) -> None:
-    """The operator's own cluster restarts its kube-apiserver, then its etcd. The operator reconnects by
-    itself: no Liqo object is written or re-created, the peering is Ready again with its identity and
-    history (readyAt) kept, and it still reacts to a spec change.
-
-    The status may move meanwhile, as it should: Liqo's view moves (here the stand-in shows the provider's
-    Connection Connecting while it cannot reach the consumer). Only status writes are allowed."""
-    env, ns = case.env, case.namespace
-    case.peerings.create(ns, NAME, spec())
-    before = case.peerings.wait_status(ns, NAME, "ready")
-    objects = _uids(env)
-    consumer = env.lc["consumer"]
-    since = datetime.now().astimezone()
-    consumer.restart("kube-apiserver")
-    consumer.restart("etcd")
-    after = case.peerings.wait_status(ns, NAME, "ready", timeout=120)
-    assert operator_writes(consumer.audit_log, since) == []
-    for key in ("readyAt", "localClusterID", "remoteClusterID", "observedGeneration"):
-        assert after[key] == before[key], key
-    assert _uids(env) == objects
-    # And it still reacts: a spec change reaches the ResourceSlice.
-    case.peerings.patch(ns, NAME, {"spec": {"offloading": {"resources": {"cpu": "3"}}}})
-    c_ns = tenant_ns(env.peerings.api, env.provider_id)
-
-    def updated() -> bool:
-        slices = items(env.peerings.api, "authentication.liqo.io", "resourceslices", c_ns)
-        return bool(slices) and (slices[0]["spec"].get("resources") or {}).get("cpu") == "3"
-
-    wait_for("the ResourceSlice to follow the spec after the restarts", updated, timeout=60)

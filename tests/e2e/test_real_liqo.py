@@ -516,7 +516,7 @@ class TestPeeredWithRealLiqo:
     def test_secret_rotation_takes_effect_and_releases_the_old_client(
         self, peered: tuple[RealEnv, str], capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """The stand-in suite's rotation (testenv.rotation) against Liqo itself: new valid credentials (a
+        """The kubeconfig Secret rotated (testenv.rotation) under Liqo itself: new valid credentials (a
         ServiceAccount token with cluster-admin on the provider, the admin kubeconfig, the token again) are
         used without restarting the operator (the new identity writes on the provider, its audit log says)
         and the old client's connections go; broken credentials give Ready False ProviderUnauthorized with no
@@ -759,7 +759,7 @@ def test_operator_killed_mid_way_resumes_without_duplicates(rcase: tuple[RealEnv
 
 
 # The operator SIGKILLed during each stage, at each stage's end and during teardown, against Liqo itself: the
-# six points of testenv.killpoints, as the stand-in's suite (tests/e2e/test_kill.py) does.
+# six points of testenv.killpoints.
 REAL_KILL_POINTS = tuple(POINTS)
 _no_kill: dict[str, tuple[Counts, Counts]] = {}
 
