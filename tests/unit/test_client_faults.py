@@ -23,9 +23,24 @@ def test_records_calls_and_raises_once_at_the_armed_one(monkeypatch: pytest.Monk
     with pytest.raises(RuntimeError, match="fault injected at provider apply tenants"):
         faults.at("provider", "apply", "tenants")
     faults.at("provider", "apply", "tenants")  # once only
-    assert (tmp_path / "raised").exists() and not (tmp_path / "raise").exists()
+    assert (tmp_path / "raised").read_text() == "provider apply tenants\n" and not (tmp_path / "raise").exists()
     assert (tmp_path / "calls").read_text().splitlines() == [
         "consumer get liqopeerings",
         "provider apply tenants",
         "provider apply tenants",
     ]
+
+
+def test_several_armed_calls_each_raise_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(faults, "_DIR", tmp_path)
+    (tmp_path / "raise").write_text("consumer get secrets\nprovider apply tenants\n")
+    faults.at("consumer", "list", "namespaces")  # not armed
+    with pytest.raises(RuntimeError, match="at provider apply tenants"):
+        faults.at("provider", "apply", "tenants")
+    assert (tmp_path / "raise").read_text() == "consumer get secrets\n"
+    with pytest.raises(RuntimeError, match="at consumer get secrets"):
+        faults.at("consumer", "get", "secrets")
+    faults.at("consumer", "get", "secrets")
+    faults.at("provider", "apply", "tenants")
+    assert not (tmp_path / "raise").exists()
+    assert (tmp_path / "raised").read_text().splitlines() == ["provider apply tenants", "consumer get secrets"]

@@ -4,17 +4,19 @@ Off unless the environment variable LIQO_PEERING_FAULTS names a directory, which
 then each call a ClusterClient makes (get, find, apply, create, delete, patch, ...) first looks there:
 
 - a file ``record``: the call is appended to ``calls``, one line ``<side> <verb> <plural>``;
-- a file ``raise`` holding such a line: the first call that matches it takes the file (renamed ``raised``)
-  and raises a RuntimeError, once.
+- a file ``raise`` holding such lines: the first call that matches a line takes it (moved to ``raised``)
+  and raises a RuntimeError, once per line.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 ENV = "LIQO_PEERING_FAULTS"
 _DIR = Path(os.environ[ENV]) if os.environ.get(ENV) else None
+_LOCK = threading.Lock()
 
 
 def at(side: str, verb: str, plural: str) -> None:
@@ -25,14 +27,19 @@ def at(side: str, verb: str, plural: str) -> None:
     if (_DIR / "record").exists():
         with (_DIR / "calls").open("a") as calls:
             calls.write(call + "\n")
-    try:
-        armed = (_DIR / "raise").read_text().strip()
-    except FileNotFoundError:
-        return
-    if armed != call:
-        return
-    try:
-        (_DIR / "raise").rename(_DIR / "raised")  # atomic: one call of all those racing for it raises
-    except FileNotFoundError:
-        return
+    with _LOCK:  # the pass's threads race for the lines: each raises once
+        try:
+            armed = (_DIR / "raise").read_text().splitlines()
+        except FileNotFoundError:
+            return
+        if call not in armed:
+            return
+        left = [line for line in armed if line != call]
+        with (_DIR / "raised").open("a") as raised:
+            raised.write(call + "\n")
+        if left:
+            (_DIR / "raise.new").write_text("".join(line + "\n" for line in left))
+            (_DIR / "raise.new").rename(_DIR / "raise")  # whole, never half written
+        else:
+            (_DIR / "raise").unlink()
     raise RuntimeError(f"fault injected at {call}")
