@@ -18,11 +18,11 @@ if (($#)); then
 fi
 
 # Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main; liqo;
-# nodes (once the operator image is built), standin then gitops (last, so that its controllers have the
-# longest to build); matrix (the other Liqo versions) then solo take about as long (each tier's time is in
-# its log's last line). The lanes share two cores: a lane more, a Liqo pair more, or the heavy solo tier in
-# the busy first half makes every lane slower. Rebalance with TEST_LANES.
-LANES=${TEST_LANES:-main liqo nodes,standin,gitops matrix,solo}
+# nodes (once the operator image is built) then standin; matrix (the other Liqo versions), solo, then gitops
+# (last, so that its controllers have the longest to build) take about as long (each tier's time is in its
+# log's last line). The lanes share two cores: a lane more, a Liqo pair more, or the heavy solo tier in the
+# busy first half makes every lane slower. Rebalance with TEST_LANES.
+LANES=${TEST_LANES:-main liqo nodes,standin matrix,solo,gitops}
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local
@@ -119,8 +119,23 @@ verify_image() {
   fi
 }
 
+# Each lane in a cgroup of its own in the cgroup-v1 cpu hierarchy, when there is one to write to. Outside it,
+# the kernel's autogroup scheduling gives every session (each cluster process, each operator) the same weight,
+# so a lane's share would follow how many processes it has. In it, the lane's processes share its weight, and
+# the lane with the liqo tier weighs LIQO_LANE_SHARES (default 3x): its tests wait on Liqo's own reactions
+# one after the other, the longest chain of the suite.
+CPU_CGROUP=/sys/fs/cgroup/cpu/lpo-tests-$$
+lane_cgroup() {
+  local dir="$CPU_CGROUP/${1//,/-}" shares=1024
+  [[ -w /sys/fs/cgroup/cpu/cgroup.procs ]] || return 0
+  if [[ ,$1, == *,liqo,* ]]; then shares=${LIQO_LANE_SHARES:-3072}; fi
+  mkdir -p "$dir" 2>/dev/null && echo "$shares" >"$dir/cpu.shares" && echo "$BASHPID" >"$dir/cgroup.procs" ||
+    echo "--> lane $1: no cpu cgroup of its own ($dir)"
+}
+
 lane() {
   local tier start rc=0 builds="" verify="" gitops="" floor="" floor_after_matrix=0
+  lane_cgroup "$1"
   if [[ ,$1, == *,matrix,*solo,* ]]; then floor_after_matrix=1; fi
   if [[ ,$1, == *,gitops,* ]]; then
     build_gitops &
@@ -193,6 +208,7 @@ rc=0
 for pid in "${pids[@]}"; do
   wait "$pid" || rc=1
 done
+rmdir "$CPU_CGROUP"/* "$CPU_CGROUP" 2>/dev/null || true
 
 for build in build-images build-matrix build-floor build-gitops verify-image; do
   if [[ -f .local/$build.failed ]]; then
