@@ -111,7 +111,12 @@ def note_helm(args: tuple[str, ...], kubeconfig: Path | str | None) -> None:
         note(install)
     elif args[:1] == ("uninstall",) and len(args) > 1 and kubeconfig is not None:
         namespace = next((args[i + 1] for i in range(len(args) - 1) if args[i] in ("-n", "--namespace")), "default")
-        _uninstalled.append((str(Path(kubeconfig).resolve()), args[1], namespace, datetime.now(UTC)))
+        note_uninstall(kubeconfig, args[1], namespace)
+
+
+def note_uninstall(kubeconfig: Path | str, release: str, namespace: str) -> None:
+    """A release uninstalled now: by `helm uninstall`, or by another controller (a HelmRelease deleted)."""
+    _uninstalled.append((str(Path(kubeconfig).resolve()), release, namespace, datetime.now(UTC)))
 
 
 def uninstalled_between(install: Install, start: datetime, end: datetime) -> bool:

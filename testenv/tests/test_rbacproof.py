@@ -364,6 +364,25 @@ def test_requests_after_an_uninstall_are_left_out(tmp_path: Path, monkeypatch: p
     assert found[0]["afterUninstall"] == 1
 
 
+def test_requests_after_another_controllers_uninstall_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A HelmRelease deleted: helm-controller uninstalls the release it installed, the same way."""
+    workdir = _noting(tmp_path, monkeypatch)
+    kubeconfig = workdir / "admin.kubeconfig"
+    installs.note_values(kubeconfig, "lpo", "lpo-system", {"logLevel": "debug"})
+    before = line("get", "namespaces", name="t", at=datetime.now(UTC).isoformat())
+    installs.note_uninstall(kubeconfig, "lpo", "lpo-system")
+    after = line("get", "liqopeerings", code=403, at=datetime.now(UTC).isoformat())
+    log = workdir / "audit.log"
+    log.write_text(f"{before}\n{after}\n")
+    saved = collect.start("nodes", tmp_path / "parts")
+    collect.before_removal(workdir, log)
+    found, _ = collect.load(saved.path)
+    assert collect.requests_of(found[0]) == [req("get", "namespaces", name="t")]
+    assert found[0]["afterUninstall"] == 1
+
+
 def test_a_stopping_pods_requests_stay_with_the_install_it_ran_under(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

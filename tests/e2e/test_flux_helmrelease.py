@@ -100,6 +100,12 @@ class Env:
         )
         self.kc.apply(HELMRELEASE, self.release, "e2e-gitops", Flux.NAMESPACE)
 
+    def delete_helmrelease(self) -> None:
+        """helm-controller uninstalls the release; noted for the RBAC proof, as its Pods' requests once their
+        RBAC is going are not the chart's doing."""
+        installs.note_uninstall(self.lc["consumer"].kubeconfig, self.release_name, self.target_ns)
+        self.kc.delete(HELMRELEASE, self.name, Flux.NAMESPACE)
+
     def ocirepository(self) -> dict[str, Any] | None:
         return self.kc.get(OCIREPOSITORY, self.ocirepo["metadata"]["name"], Flux.NAMESPACE)
 
@@ -205,6 +211,8 @@ def _clean_up(env: Env) -> None:
         for peering in env.peerings.in_namespace(PEERING_NS):
             env.peerings.delete(PEERING_NS, peering["metadata"]["name"])
         wait_for("the LiqoPeerings unpeered", lambda: not env.peerings.in_namespace(PEERING_NS), timeout=120)
+    if env.helmrelease() is not None:
+        installs.note_uninstall(env.lc["consumer"].kubeconfig, env.release_name, env.target_ns)
     env.flux.stop()  # deletes the HelmRelease: helm-controller uninstalls the release
     if env.kc.get(k.CRD, CRD_NAME) is not None:
         for peering in env.peerings.in_namespace(PEERING_NS):
@@ -363,7 +371,7 @@ def test_deleting_the_helmrelease_uninstalls_the_chart_but_the_crd_and_peerings(
     objects = env.peering_objects()
     assert len(objects) == 8, objects
     started = time.monotonic()
-    env.kc.delete(HELMRELEASE, env.name, Flux.NAMESPACE)
+    env.delete_helmrelease()
     wait_for("the HelmRelease gone (uninstalled)", lambda: env.helmrelease() is None, timeout=120)
     print(f"\nHelmRelease deleted and its release uninstalled in {time.monotonic() - started:.1f}s")
     wait_for("the operator Pods gone", lambda: not env.operator_pods(), timeout=120)
@@ -409,7 +417,7 @@ def test_deleting_the_helmrelease_uninstalls_the_chart_but_the_crd_and_peerings(
     env.peerings.delete(PEERING_NS, name)
     env.peerings.wait_gone(PEERING_NS, name, timeout=120)
     assert env.peering_objects() == []
-    env.kc.delete(HELMRELEASE, env.name, Flux.NAMESPACE)
+    env.delete_helmrelease()
     wait_for("the HelmRelease gone (uninstalled)", lambda: env.helmrelease() is None, timeout=120)
     assert sorted(env.released()) == sorted(f"customresourcedefinitions /{crd}" for crd in KEPT_CRDS)
     env.flux.check()
