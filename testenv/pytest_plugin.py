@@ -87,9 +87,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             where = where.relative_to(config.rootpath)
         if "e2e" in where.parts:
             item.add_marker(pytest.mark.e2e)
-    # The run's leak scan looks at what every other test left: it goes last.
+    # A test that leaves its clusters as a destroyed cluster does (marker pairlast) goes after the others; the
+    # run's leak scan looks at what every other test left: it goes last.
     last = [item for item in items if item.path.name == "test_zz_no_leaks.py"]
-    items[:] = [item for item in items if item not in last] + last
+    late = [item for item in items if item not in last and item.get_closest_marker("pairlast")]
+    items[:] = [item for item in items if item not in last and item not in late] + late + last
     tier = config.getoption("--tier")
     if tier is not None:
         keep = [

@@ -19,6 +19,8 @@ from testenv import inventory
 from testenv.liqo_install import LiqoInstall
 from testenv.operator_support import SECRET, Peerings, get, items, tenant_ns, wait_for
 
+SIDES = ("consumer", "provider")
+
 
 @dataclass
 class RealPair:
@@ -74,25 +76,26 @@ def liqos_own(obj: dict[str, Any]) -> bool:
     return meta.get("namespace") in ("liqo", None) and "liqo.io/remote-cluster-id" not in (meta.get("labels") or {})
 
 
-def peering_leftovers(env: RealPair) -> dict[str, dict[str, list[str]]]:
+def peering_leftovers(env: RealPair, sides: tuple[str, ...] = SIDES) -> dict[str, dict[str, list[str]]]:
     """Per side, the Liqo objects of a peering still there: all but Liqo's own (liqos_own) and the
     ForeignClusters, which Liqo keeps after any unpeering."""
 
     def ignore(obj: dict[str, Any]) -> bool:
         return liqos_own(obj) or obj.get("kind") == "ForeignCluster"
 
-    return {side: inventory.liqo_names(api, ignore) for side, api in env.apis.items()}
+    return {side: inventory.liqo_names(env.apis[side], ignore) for side in sides}
 
 
-def wait_liqo_done(env: RealPair) -> None:
+def wait_liqo_done(env: RealPair, sides: tuple[str, ...] = SIDES) -> None:
     """Once the LiqoPeering is gone, Liqo still removes what hangs off the deleted objects (IPAM Networks and
     IPs, remapping FirewallConfigurations, the CRD replicator's copies) on its own time; the next test counts
-    from the state after that. A test whose unpeering leaves something fails here, naming it."""
+    from the state after that. A test whose unpeering leaves something fails here, naming it. ``sides``: a
+    cluster destroyed for good keeps its side of the peering, as nobody could unpeer it."""
     last: list[dict[str, dict[str, list[str]]]] = []
 
     def done() -> bool:
-        last[:] = [peering_leftovers(env)]
-        return last[0] == {"consumer": {}, "provider": {}}
+        last[:] = [peering_leftovers(env, sides)]
+        return last[0] == {side: {} for side in sides}
 
     try:
         wait_for("Liqo to remove the unpeered objects on both clusters", done, timeout=240, interval=1)

@@ -28,25 +28,32 @@ def test_a_test_belongs_to_the_tier_of_the_clusters_its_fixtures_start() -> None
     assert tier_of([]) == "main"
 
 
+PAIR_LAST = "test_force_delete_once_the_provider_is_gone_for_good"
+
+
 class _Collected:
     def __init__(self) -> None:
         self.ids: set[str] = set()
+        self.order: list[str] = []
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.ids = {item.nodeid for item in session.items}
+        self.order = [item.nodeid for item in session.items]
 
 
 def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.Config) -> None:
     """Collected as hack/run-tests.sh collects it: each test in exactly one tier (the leak scan in all)."""
     root = str(pytestconfig.rootpath)
-    ids = {}
+    ids, order = {}, {}
     for tier in TIERS:
         collected = _Collected()
         args = ["--rootdir", root, f"{root}/tests", f"{root}/testenv/tests", "--collect-only", "-q", "--tier", tier]
         assert pytest.main([*args, "-p", "no:cacheprovider"], plugins=[collected]) == 0
-        ids[tier] = collected.ids
+        ids[tier], order[tier] = collected.ids, collected.order
     leak = "tests/e2e/test_zz_no_leaks.py::test_no_credential_in_any_log_event_or_status"
     assert all(leak in found for found in ids.values())
+    # The test that leaves its pair as a destroyed cluster does (marker pairlast) runs after the others.
+    assert order["liqo"][-2:] == [f"tests/e2e/test_real_liqo.py::{PAIR_LAST}", leak]
     modules = {tier: {i.split("::")[0] for i in found - {leak}} for tier, found in ids.items()}
     assert modules["liqo"] == {
         "tests/e2e/test_liqo_chart.py",
