@@ -4,6 +4,7 @@ helm's arguments to installs, and the check over hand-written parts."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -347,33 +348,36 @@ def _noting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return workdir
 
 
-def test_requests_after_an_uninstall_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """helm uninstall deletes the RBAC while the Pod still stops: what it asks then is refused, not the chart's."""
-    workdir = _noting(tmp_path, monkeypatch)
-    kubeconfig = workdir / "admin.kubeconfig"
-    installs.note_helm(("install", "lpo", str(installs.CHART), "--namespace", "lpo-system"), kubeconfig)
-    before = line("get", "namespaces", name="t", at=datetime.now(UTC).isoformat())
-    installs.note_helm(("uninstall", "lpo", "--namespace", "lpo-system", "--wait"), kubeconfig)
-    after = line("list", "nodes", code=403, at=datetime.now(UTC).isoformat())
-    log = workdir / "audit.log"
-    log.write_text(f"{before}\n{after}\n")
-    saved = collect.start("nodes", tmp_path / "parts")
-    collect.before_removal(workdir, log)
-    found, _ = collect.load(saved.path)
-    assert collect.requests_of(found[0]) == [req("get", "namespaces", name="t")]
-    assert found[0]["afterUninstall"] == 1
+Steps = tuple[Callable[[], None], Callable[[], None]]  # install, uninstall
 
 
-def test_requests_after_another_controllers_uninstall_are_left_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _helm(kubeconfig: Path) -> Steps:
+    install = ("install", "lpo", str(installs.CHART), "--namespace", "lpo-system")
+    return (
+        lambda: installs.note_helm(install, kubeconfig),
+        lambda: installs.note_helm(("uninstall", "lpo", "--namespace", "lpo-system", "--wait"), kubeconfig),
+    )
+
+
+def _helm_release(kubeconfig: Path) -> Steps:
+    """A HelmRelease applied, then deleted: helm-controller installs and uninstalls the release."""
+    return (
+        lambda: installs.note_values(kubeconfig, "lpo", "lpo-system", {"logLevel": "debug"}),
+        lambda: installs.note_uninstall(kubeconfig, "lpo", "lpo-system"),
+    )
+
+
+@pytest.mark.parametrize("how", [_helm, _helm_release], ids=["helm", "helmrelease"])
+def test_requests_after_an_uninstall_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: Callable[[Path], Steps]
 ) -> None:
-    """A HelmRelease deleted: helm-controller uninstalls the release it installed, the same way."""
+    """An uninstall deletes the RBAC while the Pod still stops: what it asks then is refused, not the chart's."""
     workdir = _noting(tmp_path, monkeypatch)
-    kubeconfig = workdir / "admin.kubeconfig"
-    installs.note_values(kubeconfig, "lpo", "lpo-system", {"logLevel": "debug"})
+    install, uninstall = how(workdir / "admin.kubeconfig")
+    install()
     before = line("get", "namespaces", name="t", at=datetime.now(UTC).isoformat())
-    installs.note_uninstall(kubeconfig, "lpo", "lpo-system")
-    after = line("get", "liqopeerings", code=403, at=datetime.now(UTC).isoformat())
+    uninstall()
+    after = line("list", "nodes", code=403, at=datetime.now(UTC).isoformat())
     log = workdir / "audit.log"
     log.write_text(f"{before}\n{after}\n")
     saved = collect.start("nodes", tmp_path / "parts")
