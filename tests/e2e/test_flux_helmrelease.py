@@ -100,10 +100,13 @@ class Env:
         )
         self.kc.apply(HELMRELEASE, self.release, "e2e-gitops", Flux.NAMESPACE)
 
-    def delete_helmrelease(self) -> None:
-        """helm-controller uninstalls the release; noted for the RBAC proof, as its Pods' requests once their
-        RBAC is going are not the chart's doing."""
+    def note_uninstall(self) -> None:
+        """The HelmRelease is about to go, and helm-controller to uninstall the release: noted for the RBAC
+        proof, as its Pods' requests once their RBAC is going are not the chart's doing."""
         installs.note_uninstall(self.lc["consumer"].kubeconfig, self.release_name, self.target_ns)
+
+    def delete_helmrelease(self) -> None:
+        self.note_uninstall()
         self.kc.delete(HELMRELEASE, self.name, Flux.NAMESPACE)
 
     def ocirepository(self) -> dict[str, Any] | None:
@@ -212,7 +215,7 @@ def _clean_up(env: Env) -> None:
             env.peerings.delete(PEERING_NS, peering["metadata"]["name"])
         wait_for("the LiqoPeerings unpeered", lambda: not env.peerings.in_namespace(PEERING_NS), timeout=120)
     if env.helmrelease() is not None:
-        installs.note_uninstall(env.lc["consumer"].kubeconfig, env.release_name, env.target_ns)
+        env.note_uninstall()
     env.flux.stop()  # deletes the HelmRelease: helm-controller uninstalls the release
     if env.kc.get(k.CRD, CRD_NAME) is not None:
         for peering in env.peerings.in_namespace(PEERING_NS):
