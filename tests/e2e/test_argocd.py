@@ -324,8 +324,8 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
         # The operator's Pod has no node to run on: its Deployment, and so the Application, stay Progressing
         # (once the CRDs just created are Established: until then Argo CD counts them, hence it, Degraded).
         # Argo CD tracks no CRD, so a new CRD becoming Established need not refresh the Application: left
-        # alone, it sees that only at its next periodic refresh (timeout.reconciliation, 3 minutes by
-        # default, plus a jitter). So once kopf's CRDs are Established here, a refresh is asked for,
+        # alone, it sees that only at its next periodic refresh (timeout.reconciliation and its jitter,
+        # about every 3 minutes by default). So once kopf's CRDs are Established here, a refresh is asked for,
         # again each time Argo CD has done the last one, as a user would with `argocd app get --refresh`.
         def kopf_crds() -> dict[str, list[tuple[str, str]]]:
             return {crd: [(c["type"], c["status"]) for c in ((kc.get(k.CRD, crd) or {}).get("status") or {})
