@@ -89,15 +89,16 @@ class Release:
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def ready_pods(self, count: int) -> list[dict[str, Any]] | None:
-        """`count` ready Pods once the Deployment's rollout is complete, as `kubectl rollout status` judges it:
-        `helm upgrade --wait` may return with a Pod of the replaced template still running beside the new ones."""
+        """`count` ready Pods once the Deployment's rollout is complete, as `kubectl rollout status` judges it,
+        and the Pods it replaced are gone: `helm upgrade --wait` may return with a Pod of the replaced template
+        still running beside the new ones, and a Pod being deleted runs until its container stops."""
         deployment = self.kc.get(k.DEPLOYMENT, FULLNAME, RELEASE_NS) or {}
         meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
         settled = status.get("observedGeneration", 0) >= meta.get("generation", 1) and all(
             status.get(field) == count for field in ("replicas", "updatedReplicas", "availableReplicas")
         )
-        pods = self.pods()
-        ready = [p for p in pods if pod_ready(p)]
+        pods = self.kc.list(k.POD, RELEASE_NS, SELECTOR)
+        ready = [p for p in pods if pod_ready(p) and not p["metadata"].get("deletionTimestamp")]
         templates = {(p["metadata"].get("labels") or {}).get("pod-template-hash") for p in pods}
         return ready if settled and len(ready) == count == len(pods) and len(templates) == 1 else None
 
