@@ -33,11 +33,9 @@ PAIR_LAST = "test_force_delete_once_the_provider_is_gone_for_good"
 
 class _Collected:
     def __init__(self) -> None:
-        self.ids: set[str] = set()
         self.order: list[str] = []
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.ids = {item.nodeid for item in session.items}
         self.order = [item.nodeid for item in session.items]
 
 
@@ -49,7 +47,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         collected = _Collected()
         args = ["--rootdir", root, f"{root}/tests", f"{root}/testenv/tests", "--collect-only", "-q", "--tier", tier]
         assert pytest.main([*args, "-p", "no:cacheprovider"], plugins=[collected]) == 0
-        ids[tier], order[tier] = collected.ids, collected.order
+        ids[tier], order[tier] = set(collected.order), collected.order
     leak = "tests/e2e/test_zz_no_leaks.py::test_no_credential_in_any_log_event_or_status"
     assert all(leak in found for found in ids.values())
     # The test that leaves its pair as a destroyed cluster does (marker pairlast) runs after the others.
