@@ -42,6 +42,14 @@ _CLUSTER_FILE_FIELDS = ("certificate-authority",)
 _USER_FILE_FIELDS = ("client-certificate", "client-key", "tokenFile", "token-file")
 _EXEC_FIELDS = ("exec", "auth-provider")
 
+# Bounds on what a kubeconfig Secret may hold, checked while parsing (before any Python object is built).
+# A Secret holds at most 1 MiB; a kubeconfig narrowed to one provider is a few KiB, nests about 5 levels deep
+# and has a few dozen nodes. Anchors and aliases are refused outright: a kubeconfig never needs them, and
+# expanding them is how a small document becomes a huge one (client-go bounds them since CVE-2019-11253).
+MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+MAX_NODES = 20_000
+
 
 class KubeconfigError(PeeringError):
     """Base class: ``reason`` is a CamelCase condition reason, ``message`` is safe to publish.
@@ -89,7 +97,57 @@ class RemoteKubeconfig:
 # --------------------------------------------------------------------------------------------------
 
 
-def _parse_yaml(raw: bytes | str) -> Any:
+# libyaml when PyYAML was built with it (its wheels are): it parses a 1 MiB document in tens of milliseconds.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Refused(Exception):
+    """A bound was hit; the message names the bound, never a value."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _check_events(text: str) -> None:
+    """Refuse anchors and aliases and bound depth and node count on the parser's events, before any node or
+    Python object is built: an alias is refused before anything could expand it."""
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue
+        line = event.start_mark.line + 1 if event.start_mark is not None else 0
+        if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+            raise _Refused(
+                f"the kubeconfig uses YAML anchors or aliases (line {line}), which a kubeconfig never needs; "
+                "store a plain kubeconfig file (e.g. kubectl config view --minify --flatten --raw)"
+            )
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise _Refused(f"the kubeconfig has more than {MAX_NODES} YAML nodes; keep only the entries it needs")
+        level = depth + 1
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth = level
+        if level > MAX_DEPTH:
+            raise _Refused(f"the kubeconfig nests deeper than {MAX_DEPTH} levels (line {line})")
+
+
+def _load_bounded(text: str) -> Any:
+    _check_events(text)
+    return yaml.load(text, Loader=_LOADER)  # a SafeLoader; no alias is left to expand
+
+
+def parse_yaml(raw: bytes | str) -> Any:
+    """The YAML document in ``raw``, within the bounds above, or ``KubeconfigInvalid``."""
+    size = len(raw) if isinstance(raw, bytes | bytearray) else len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_BYTES:
+        raise KubeconfigInvalid(
+            f"the kubeconfig is larger than {MAX_BYTES} bytes; store a kubeconfig narrowed to the provider "
+            "(kubectl config view --minify --flatten --raw)"
+        )
     if isinstance(raw, bytes | bytearray):
         try:
             text = bytes(raw).decode("utf-8")
@@ -104,7 +162,9 @@ def _parse_yaml(raw: bytes | str) -> Any:
     if not text.strip():
         raise KubeconfigInvalid("the kubeconfig is empty; put a complete kubeconfig in the referenced Secret key")
     try:
-        return yaml.safe_load(text)
+        return _load_bounded(text)
+    except _Refused as exc:
+        raise KubeconfigInvalid(exc.message) from None
     except yaml.YAMLError as exc:
         # str(exc) quotes the offending line, which may hold a token: report the position only.
         where = ""
@@ -115,6 +175,12 @@ def _parse_yaml(raw: bytes | str) -> Any:
         what = f" ({problem})" if isinstance(problem, str) else ""
         raise KubeconfigInvalid(
             f"the kubeconfig is not valid YAML{where}{what}; check the Secret holds an unmodified kubeconfig file"
+        ) from None
+    except (ValueError, OverflowError):
+        # A scalar PyYAML resolves but cannot build: a date such as 2001-02-30, an integer of thousands of
+        # digits (Python's int limit). The exception text quotes the value: report neither.
+        raise KubeconfigInvalid(
+            "the kubeconfig holds an unquoted value that is not a valid date or number; quote it"
         ) from None
 
 
@@ -253,7 +319,7 @@ def load_remote_kubeconfig(
 
     Raises ``KubeconfigInvalid`` or ``KubeconfigUnsafe``; their messages carry no credentials.
     """
-    doc = _parse_yaml(raw)
+    doc = parse_yaml(raw)
     if not isinstance(doc, dict):
         raise KubeconfigInvalid(
             f"the kubeconfig is YAML but not a mapping (got {type(doc).__name__}); store a complete "

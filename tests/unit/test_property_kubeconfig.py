@@ -5,7 +5,9 @@ else the kubeconfig holds; and whatever the input, they fail only with a Kubecon
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import tracemalloc
 from typing import Any
 
 import yaml
@@ -199,3 +201,71 @@ def test_any_document_is_vetted_or_refused_with_a_kubeconfig_error(
     if not allow_tls:
         assert cluster.get("insecure-skip-tls-verify") in (None, False)
         assert loaded.server.lower().startswith("https://")
+
+
+# Hostile texts: alias and anchor bombs, deep nesting, long and odd unicode, tags, dates and numbers PyYAML
+# resolves but cannot build, all spliced into a valid kubeconfig. The loader returns a RemoteKubeconfig or
+# raises a KubeconfigError, never anything else, and stays small while doing it.
+def _alias_bomb(width: int, levels: int) -> str:
+    lines = [f"b0: &b0 [{', '.join(['x'] * width)}]"]
+    lines += [f"b{i}: &b{i} [{', '.join([f'*b{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+hostile_fragments = st.one_of(
+    st.builds(_alias_bomb, st.integers(1, 12), st.integers(1, 12)),
+    st.integers(1, 200).map(lambda n: "deep: " + "[" * n + "]" * n + "\n"),
+    st.integers(1, 200).map(lambda n: "deep: " + "{a: " * n + "x" + "}" * n + "\n"),
+    st.text(max_size=40).map(lambda t: f"extra: {t}\n"),
+    st.text(st.characters(codec="utf-8"), max_size=40).map(lambda t: f"? {t}\n"),
+    st.sampled_from(
+        [
+            "when: 2001-02-30\n",
+            "n: " + "9" * 5000 + "\n",
+            "n: 0x" + "f" * 5000 + "\n",
+            "n: 1:" + "59:" * 200 + "1\n",
+            "f: 1e99999\n",
+            "b: !!binary '@@@'\n",
+            "s: !!set {a, b}\n",
+            "o: !!python/object:os.system {}\n",
+            "? [a, b]\n: c\n",
+            "<<: {clusters: 1}\n",
+            "\ufeffbom: x\n",
+            "z: \u202e\u0000\n",
+            "---\nsecond: document\n",
+            "%YAML 1.1\n---\n",
+        ]
+    ),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(kubeconfigs(), st.lists(hostile_fragments, min_size=1, max_size=3), st.integers(0, 2), st.booleans())
+def test_hostile_yaml_is_refused_with_a_kubeconfig_error_in_little_memory(
+    drawn: tuple[dict[str, Any], dict[str, Any]], fragments: list[str], where: int, as_bytes: bool
+) -> None:
+    config, _ = drawn
+    parts = [yaml.safe_dump(config)]
+    for fragment in fragments:
+        parts.insert(min(where, len(parts)), fragment)
+    text = "".join(parts)
+    raw: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    tracemalloc.start()
+    try:
+        try:
+            loaded = load_remote_kubeconfig(raw, context=None, allow_exec=True, allow_insecure_tls=True)
+        except KubeconfigError:
+            return
+        finally:
+            _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, peak
+    assert loaded.config["current-context"] == loaded.context_name
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=2048) | st.text(max_size=512))
+def test_arbitrary_bytes_are_vetted_or_refused_with_a_kubeconfig_error(raw: bytes | str) -> None:
+    with contextlib.suppress(KubeconfigError):
+        load_remote_kubeconfig(raw, context=None, allow_exec=False, allow_insecure_tls=False)

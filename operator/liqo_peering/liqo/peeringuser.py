@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.x509.oid import NameOID
 
-from liqo_peering.kubeconfig import RemoteKubeconfig
+from liqo_peering.kubeconfig import KubeconfigError, RemoteKubeconfig, parse_yaml
 from liqo_peering.liqo import resources
 from liqo_peering.liqo.authentication import liqo_csr, long_common_names
 from liqo_peering.liqo.context import metadata
@@ -404,10 +404,10 @@ def _kubeconfig_certificate(raw: bytes | None) -> Certificate | None:
     if raw is None:
         return None
     try:
-        doc = yaml.safe_load(raw)
+        doc = parse_yaml(raw)
         data = doc["users"][0]["user"]["client-certificate-data"]
         return certificate(base64.b64decode(data))
-    except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError, binascii.Error):
+    except (KubeconfigError, KeyError, IndexError, TypeError, ValueError, binascii.Error):
         return None
 
 
@@ -416,9 +416,9 @@ def _kubeconfig_key_algorithm(raw: bytes | None) -> KeyAlgorithm | None:
     if raw is None:
         return None
     try:
-        doc = yaml.safe_load(raw)
+        doc = parse_yaml(raw)
         return algorithm_of(load_private_key(base64.b64decode(doc["users"][0]["user"]["client-key-data"])))
-    except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError, binascii.Error):
+    except (KubeconfigError, KeyError, IndexError, TypeError, ValueError, binascii.Error):
         return None
 
 
