@@ -75,8 +75,10 @@ def _resolve(node: Any, defs: dict[str, Any], object_defaults: bool = False) -> 
             string = next(b for b in branches if b["type"] == "string")
             out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
             out["x-kubernetes-int-or-string"] = True
-            if "pattern" in string:
-                out["pattern"] = string["pattern"]
+            # The API server applies these to the string form only.
+            for key in ("pattern", "maxLength"):
+                if key in string:
+                    out[key] = string[key]
             node = {k: v for k, v in node.items() if k != "anyOf"}
         else:
             raise ValueError(f"unsupported union in schema: {any_of}")

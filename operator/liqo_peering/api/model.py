@@ -36,7 +36,17 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 # The cluster that runs the gateway server (liqoctl's --gw-server-service-location values).
 GatewayLocation = Literal["Provider", "Consumer"]
 # int-or-string, like every Kubernetes quantity: `cpu: 4` and `memory: 8Gi` both work.
-Quantity = int | Annotated[str, Field(pattern=QUANTITY_PATTERN)]
+Quantity = int | Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
+
+# Bounds on every string, list and map of the spec, so that what a user writes is read within bounds (the
+# API server enforces them from the CRD; tests/unit/test_crd_bounds.py checks none is missing). A host name
+# or an IP address fits in a DNS name's 253 characters.
+MAX_NAME_LENGTH = 253
+MAX_URL_LENGTH = 2048
+MAX_DURATION_LENGTH = 32
+MAX_RESOURCES = 32
+# Kubernetes caps an object's annotations at 256 KiB in all: 64 values of 4 KiB.
+MAX_ANNOTATION_VALUE_LENGTH = 4096
 
 
 def parse_duration(value: str) -> float:
@@ -148,6 +158,7 @@ class SecretKeyRef(_Model):
     key: str = Field(
         default="kubeconfig",
         min_length=1,
+        max_length=MAX_NAME_LENGTH,
         description="Key in the Secret whose value is the provider cluster's kubeconfig.",
     )
 
@@ -171,6 +182,7 @@ class GatewayServerSpec(_Model):
     load_balancer_ip: str | None = Field(
         default=None,
         alias="loadBalancerIP",
+        max_length=MAX_NAME_LENGTH,
         description="Requested load balancer IP; only with serviceType LoadBalancer.",
     )
 
@@ -185,7 +197,9 @@ class GatewayServerSpec(_Model):
 
 class GatewayClientSpec(_Model):
     address: str | None = Field(
-        default=None, description="Override the address the client dials (default: the server's endpoint)."
+        default=None,
+        max_length=MAX_NAME_LENGTH,
+        description="Override the address the client dials (default: the server's endpoint).",
     )
     port: Port | None = Field(
         default=None, description="Override the port the client dials (default: the server's endpoint)."
@@ -214,13 +228,17 @@ class AuthenticationSpec(_Model):
         " this is Liqo's API server proxy on the provider, at its IP as remapped on the consumer (as liqoctl does).",
     )
     proxy_url: str | None = Field(
-        default=None, alias="proxyURL", description="Proxy the consumer uses to reach the provider's API server."
+        default=None,
+        alias="proxyURL",
+        max_length=MAX_URL_LENGTH,
+        description="Proxy the consumer uses to reach the provider's API server.",
     )
 
 
 def _resources_field() -> Any:
     return Field(
         default_factory=dict,
+        max_length=MAX_RESOURCES,
         description=(
             "Resources to request, by name (cpu, memory, pods, or any extended resource such as nvidia.com/gpu)"
             " -> quantity. Empty lets the provider decide."
@@ -306,6 +324,7 @@ class CredentialsSpec(_Model):
     certificate_lifetime: str | None = Field(
         default=None,
         pattern=DURATION_PATTERN,
+        max_length=MAX_DURATION_LENGTH,
         description="Requested lifetime of the minted certificate, 10m to 87600h, such as 720h (needs mint;"
         " default: the provider signer's own, a year unless its kube-controller-manager says otherwise). It is"
         " renewed at two thirds of its lifetime, with the bootstrap Secret.",
@@ -363,7 +382,7 @@ class CommonMetadata(_Model):
         " --global-labels), such as a cost centre or an owner. Changing them updates those objects in place.",
     )
     annotations: Annotated[
-        dict[str, str],
+        dict[str, Annotated[str, Field(max_length=MAX_ANNOTATION_VALUE_LENGTH)]],
         Field(max_length=MAX_COMMON_KEYS),
     ] = Field(
         default_factory=dict,
@@ -402,11 +421,15 @@ class LiqoPeeringTemplate(_Model):
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [IN_BAND_RULE]})
     remote_context: str | None = Field(
-        default=None, min_length=1, description="Context to use inside that kubeconfig (default: its current context)."
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="Context to use inside that kubeconfig (default: its current context).",
     )
     timeout: str = Field(
         default="5m",
         pattern=DURATION_PATTERN,
+        max_length=MAX_DURATION_LENGTH,
         description="How long establishing may take before the peering reports timeout, such as 90s, 10m or 1h.",
     )
     liqo_namespace: str = Field(

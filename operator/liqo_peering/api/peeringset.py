@@ -7,7 +7,7 @@ that bypassed admission.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -19,6 +19,11 @@ SINGULAR = "liqopeeringset"
 SHORT_NAMES = ["lps"]
 # The set's name is a label value on its children (peering.liqo-operator.io/set).
 NAME_MAX_LENGTH = 63
+# Bounds on the selector (every string, list and map of a spec has one: tests/unit/test_crd_bounds.py).
+MAX_SELECTOR_TERMS = 32
+MAX_SELECTOR_VALUES = 64
+# A label value is at most 63 characters: a longer one never matches.
+SelectorValue = Annotated[str, Field(max_length=63)]
 
 # On the object's root, without fieldPath: the API server takes no path into metadata there.
 NAME_RULE = {
@@ -43,7 +48,9 @@ class LabelSelectorRequirement(_Model):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [VALUES_RULE]})
     key: str = Field(min_length=1, max_length=317, description="The label key.")
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="In, NotIn, Exists or DoesNotExist.")
-    values: list[str] = Field(default_factory=list, description="Values for In and NotIn; empty otherwise.")
+    values: list[SelectorValue] = Field(
+        default_factory=list, max_length=MAX_SELECTOR_VALUES, description="Values for In and NotIn; empty otherwise."
+    )
 
     @model_validator(mode="after")
     def _values_fit_the_operator(self) -> LabelSelectorRequirement:
@@ -56,9 +63,11 @@ class LabelSelector(_Model):
     """A metav1.LabelSelector: every term must hold."""
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [SELECTOR_RULE]})
-    match_labels: dict[str, str] = Field(default_factory=dict, description="Labels a Secret must carry, exactly.")
+    match_labels: dict[str, SelectorValue] = Field(
+        default_factory=dict, max_length=MAX_SELECTOR_TERMS, description="Labels a Secret must carry, exactly."
+    )
     match_expressions: list[LabelSelectorRequirement] = Field(
-        default_factory=list, description="Set-based requirements on a Secret's labels."
+        default_factory=list, max_length=MAX_SELECTOR_TERMS, description="Set-based requirements on a Secret's labels."
     )
 
     @model_validator(mode="after")
