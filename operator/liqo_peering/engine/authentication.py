@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import LiqoNotReady
+from liqo_peering.fields import text_at
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import networking as net
@@ -25,7 +26,7 @@ def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
         return reconcile(p, proxy_url)
     ctx = p.ctx
     ip = p.provider.get(r.IP, naming.API_SERVER_PROXY_IP, ctx.provider.liqo_namespace)
-    address = ((ip or {}).get("status") or {}).get("ip")
+    address = text_at(ip, "status", "ip")
     conf = p.consumer.get(r.CONFIGURATION, ctx.provider.cluster_id, ctx.consumer_tenant_ns)
     if not address or conf is None:
         return StageResult.waiting(

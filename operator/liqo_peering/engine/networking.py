@@ -8,6 +8,7 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.teardown import remove_networking
 from liqo_peering.errors import ConnectionFailed, LiqoNotReady
+from liqo_peering.fields import dig
 from liqo_peering.liqo import naming, networking
 from liqo_peering.liqo import resources as r
 from liqo_peering.stages import StageResult
@@ -121,7 +122,7 @@ def reconcile(p: PeeringRun) -> StageResult:
     failed = [side for side, state in states.items() if state == "Error"]
     if failed:
         # Name the endpoint the client dials (Liqo's Connection does not): that is what could not be reached.
-        dialed = networking.endpoint_text((client.get("spec") or {}).get("endpoint"))
+        dialed = networking.endpoint_text(dig(client, "spec", "endpoint"))
         raise ConnectionFailed(
             f"the Connection on the {' and '.join(failed)} cluster is in Error: the gateway client on the"
             f" {dialing.side} cannot establish the tunnel to the gateway server on the {serving.side} at"

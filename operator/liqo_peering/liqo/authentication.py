@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
+from liqo_peering.fields import mapping_at, text_at
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import PeeringContext
 
@@ -49,8 +50,7 @@ def signed_nonce_secret(ctx: PeeringContext, nonce_b64: str) -> dict[str, Any]:
 
 def secret_field(secret: dict[str, Any] | None, key: str) -> str | None:
     """A Secret's base64 value for key, or None when absent or empty."""
-    value = ((secret or {}).get("data") or {}).get(key)
-    return str(value) if value else None
+    return text_at(secret, "data", key)
 
 
 def load_cluster_keys(keys_secret: dict[str, Any]) -> tuple[Any, bytes]:
@@ -140,8 +140,8 @@ def tenant_metadata(ctx: PeeringContext) -> dict[str, Any]:
 
 
 def tenant_ready(obj: dict[str, Any] | None) -> bool:
-    status = (obj or {}).get("status") or {}
-    return bool(status.get("authParams")) and bool(status.get("tenantNamespace"))
+    status = mapping_at(obj, "status")
+    return bool(mapping_at(status, "authParams")) and bool(text_at(status, "tenantNamespace"))
 
 
 def identity(ctx: PeeringContext, tenant_status: dict[str, Any]) -> dict[str, Any]:
@@ -161,8 +161,7 @@ def identity(ctx: PeeringContext, tenant_status: dict[str, Any]) -> dict[str, An
 
 
 def identity_ready(obj: dict[str, Any] | None) -> bool:
-    ref = ((obj or {}).get("status") or {}).get("kubeconfigSecretRef") or {}
-    return bool(ref.get("name"))
+    return text_at(obj, "status", "kubeconfigSecretRef", "name") is not None
 
 
 def has_labels(obj: dict[str, Any], labels: dict[str, str]) -> bool:

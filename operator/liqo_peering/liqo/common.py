@@ -11,10 +11,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from liqo_peering.api.model import CommonMetadata
+from liqo_peering.api.model import MAX_COMMON_KEYS, CommonMetadata
+from liqo_peering.fields import mapping
 from liqo_peering.liqo import naming
 
 RECORD = naming.COMMON_METADATA  # {"annotations": [keys], "labels": [keys]}, sorted
+# The longest record record() writes: MAX_COMMON_KEYS label and annotation keys of at most 317 characters
+# (a 253-character prefix, a slash, a 63-character name), quoted and separated. A longer one is not ours.
+MAX_RECORD_LENGTH = 2 * MAX_COMMON_KEYS * (317 + 4) + 64
 
 
 @dataclass(frozen=True)
@@ -55,13 +59,18 @@ def dress(obj: dict[str, Any], common: Common) -> dict[str, Any]:
 def recorded(obj: dict[str, Any] | None) -> tuple[set[str], set[str]]:
     """The (label, annotation) keys an object says it was given as common metadata."""
     value = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(RECORD)
-    if not value:
+    # Anyone who may edit the object may edit the record: read it within bounds, and as what record() writes.
+    if not isinstance(value, str) or not value or len(value) > MAX_RECORD_LENGTH:
         return set(), set()
     try:
         doc = json.loads(value)
-        return {str(k) for k in doc.get("labels") or []}, {str(k) for k in doc.get("annotations") or []}
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, RecursionError):
         return set(), set()
+    return _keys(mapping(doc).get("labels")), _keys(mapping(doc).get("annotations"))
+
+
+def _keys(value: Any) -> set[str]:
+    return {k for k in value if isinstance(k, str)} if isinstance(value, list) else set()
 
 
 def record_of(obj: dict[str, Any] | None) -> str | None:

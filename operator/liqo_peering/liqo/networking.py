@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from liqo_peering.api.model import GatewayLocation, NetworkingSpec
+from liqo_peering.fields import mapping, mapping_at, mappings_at, strings, text_at
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.liqo.versions import LiqoVersion
@@ -32,8 +33,8 @@ def configuration_ready(obj: dict[str, Any], version: LiqoVersion | None = None)
     CIDR remapped in status.remote (liqoctl's IsConfigurationStatusSet). A version nobody can tell: the
     condition when there is one, else the older rule.
     """
-    status = obj.get("status") or {}
-    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "NetworkCIDRsConfigured"), None)
+    conds = mappings_at(obj, "status", "conditions")
+    cond = next((c for c in conds if c.get("type") == "NetworkCIDRsConfigured"), None)
     newer = version.at_least(1, 2) if version is not None else None
     if newer or (newer is None and cond is not None):
         return (
@@ -41,8 +42,9 @@ def configuration_ready(obj: dict[str, Any], version: LiqoVersion | None = None)
             and cond.get("status") == "True"
             and cond.get("observedGeneration") == obj["metadata"].get("generation")
         )
-    cidr = (status.get("remote") or {}).get("cidr") or {}
-    return bool((cidr.get("pod") or [None])[0] and (cidr.get("external") or [None])[0])
+    # A CIDR field is a list since Liqo v1.0, a string before.
+    cidr = mapping_at(obj, "status", "remote", "cidr")
+    return bool(strings(cidr.get("pod")) and strings(cidr.get("external")))
 
 
 Side = Literal["consumer", "provider"]
@@ -119,8 +121,8 @@ def gateway_server(ctx: PeeringContext, spec: NetworkingSpec) -> dict[str, Any]:
 def server_endpoint(server: dict[str, Any]) -> dict[str, Any] | None:
     """The server's published endpoint, once Liqo has set an address on it. For a NodePort server whose
     gateway Pod's node is not Ready, Liqo publishes the address "" (forgeEndpointStatusNodePort): no endpoint."""
-    endpoint = (server.get("status") or {}).get("endpoint") or {}
-    addresses = [a for a in endpoint.get("addresses") or [] if a]
+    endpoint = mapping_at(server, "status", "endpoint")
+    addresses = strings(endpoint.get("addresses"))
     return {**endpoint, "addresses": addresses} if addresses else None
 
 
@@ -152,11 +154,11 @@ def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str
 
 def gateway_spec_matches(actual: dict[str, Any], desired: dict[str, Any]) -> bool:
     """Whether a live gateway already has the desired parameters (else it is re-created)."""
-    live = actual.get("spec") or {}
+    live = mapping_at(actual, "spec")
     want = desired["spec"]
     if live.get("mtu") != want["mtu"]:
         return False
-    live_ep, want_ep = live.get("endpoint") or {}, want["endpoint"]
+    live_ep, want_ep = mapping(live.get("endpoint")), want["endpoint"]
     return all(live_ep.get(k) == v for k, v in want_ep.items())
 
 
@@ -172,17 +174,15 @@ def public_key(ctx: PeeringContext, peer_cluster_id: str, namespace: str, key_b6
 
 
 def gateway_secret_name(gateway: dict[str, Any]) -> str | None:
-    ref = (gateway.get("status") or {}).get("secretRef") or {}
-    name = ref.get("name")
-    return str(name) if name else None
+    return text_at(gateway, "status", "secretRef", "name")
 
 
 def connection_state(connections: list[dict[str, Any]]) -> str | None:
     """Connected | Connecting | Error of the peer's Connection, or None when there is none yet."""
     for conn in connections:
-        value = (conn.get("status") or {}).get("value")
+        value = text_at(conn, "status", "value")
         if value:
-            return str(value)
+            return value
     return "Connecting" if connections else None
 
 
@@ -193,12 +193,17 @@ def remap_address(configuration: dict[str, Any], address: str) -> str:
     local ones. As Liqo's ipam MapAddressWithConfiguration does, the network part is swapped for the
     remapped one and the host part kept; an address outside both CIDRs, or not remapped, is unchanged.
     """
-    spec_cidr = ((configuration.get("spec") or {}).get("remote") or {}).get("cidr") or {}
-    status_cidr = (((configuration.get("status") or {}).get("remote") or {}).get("cidr")) or {}
-    ip = ipaddress.ip_address(address)
+    spec_cidr = mapping_at(configuration, "spec", "remote", "cidr")
+    status_cidr = mapping_at(configuration, "status", "remote", "cidr")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
     for kind in ("pod", "external"):
         original, remapped = _primary(spec_cidr.get(kind)), _primary(status_cidr.get(kind))
-        if original is None or remapped is None or original == remapped or ip not in original:
+        if original is None or remapped is None or original == remapped or original.version != remapped.version:
+            continue
+        if ip not in original:
             continue
         host = int(ip) & int(remapped.hostmask)
         return str(ipaddress.ip_address(int(remapped.network_address) | host))
@@ -213,13 +218,18 @@ def in_band_proxy_url(configuration: dict[str, Any], proxy_ip: str) -> str:
 def _primary(cidrs: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
     """The first CIDR of a Configuration field (a list since Liqo v1.0, a string before)."""
     first = cidrs[0] if isinstance(cidrs, list) and cidrs else cidrs
-    return ipaddress.ip_network(first, strict=False) if isinstance(first, str) and first else None
+    if not isinstance(first, str) or not first:
+        return None
+    try:
+        return ipaddress.ip_network(first, strict=False)
+    except ValueError:
+        return None
 
 
 def endpoint_text(endpoint: dict[str, Any] | None) -> str:
     """A gateway endpoint as people write it, ``address:port/protocol``, several addresses joined."""
-    endpoint = endpoint or {}
-    addresses = [a for a in endpoint.get("addresses") or [] if isinstance(a, str) and a] or ["<no address>"]
+    endpoint = mapping(endpoint)
+    addresses = strings(endpoint.get("addresses")) or ["<no address>"]
     port, protocol = endpoint.get("port"), endpoint.get("protocol")
     hosts = [f"[{a}]" if ":" in a else a for a in addresses]  # an IPv6 address before its port
     text = ", ".join(f"{h}:{port}" if port else h for h in hosts)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from liqo_peering.api.model import OffloadingSpec, Quantity
+from liqo_peering.fields import mappings_at, text_at
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import PeeringContext
 from liqo_peering.liqo.stored import canonical_quantity
@@ -109,8 +110,7 @@ def leftovers(
 
 def slice_conditions(obj: dict[str, Any] | None) -> dict[str, str]:
     """Condition type -> status (Accepted | Denied | …) of a ResourceSlice."""
-    conds = ((obj or {}).get("status") or {}).get("conditions") or []
-    return {str(c.get("type")): str(c.get("status")) for c in conds}
+    return {str(c.get("type")): str(c.get("status")) for c in mappings_at(obj, "status", "conditions")}
 
 
 def virtual_kubelet_selector(provider_id: str, virtual_node: str) -> str:
@@ -122,8 +122,7 @@ def virtual_kubelet_selector(provider_id: str, virtual_node: str) -> str:
 
 
 def _condition_true(obj: dict[str, Any], kind: str) -> bool:
-    conds = ((obj.get("status") or {}).get("conditions")) or []
-    return any(c.get("type") == kind and c.get("status") == "True" for c in conds)
+    return any(c.get("type") == kind and c.get("status") == "True" for c in mappings_at(obj, "status", "conditions"))
 
 
 def virtual_node_usable(
@@ -215,11 +214,10 @@ def _denied_fix(cond: dict[str, Any], cls: str, d: Denial) -> str:
 def denial_message(obj: dict[str, Any], d: Denial) -> str | None:
     """Why the provider denied a ResourceSlice, quoting Liqo's condition reason and message, with the fix that
     matches each; None when no condition is Denied."""
-    conds = ((obj.get("status") or {}).get("conditions")) or []
-    denied = [c for c in conds if isinstance(c, dict) and c.get("status") == "Denied"]
+    denied = [c for c in mappings_at(obj, "status", "conditions") if c.get("status") == "Denied"]
     if not denied:
         return None
-    cls = str((obj.get("spec") or {}).get("class") or "")
+    cls = text_at(obj, "spec", "class") or ""
     said = []
     for cond in sorted(denied, key=lambda c: str(c.get("type"))):
         quoted = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))

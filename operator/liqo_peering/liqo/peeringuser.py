@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.x509.oid import NameOID
 
+from liqo_peering.fields import mapping_at
 from liqo_peering.kubeconfig import KubeconfigError, RemoteKubeconfig, parse_yaml
 from liqo_peering.liqo import resources
 from liqo_peering.liqo.authentication import liqo_csr, long_common_names
@@ -374,7 +375,7 @@ class MintState:
     def of(cls, secret: dict[str, Any] | None) -> MintState:
         if secret is None:
             return cls()
-        data = secret.get("data") or {}
+        data = mapping_at(secret, "data")
         notes = (secret.get("metadata") or {}).get("annotations") or {}
         raw = _decoded(data.get(KUBECONFIG_KEY))
         pending_key = _decoded(data.get(PENDING_KEY))
@@ -391,7 +392,7 @@ class MintState:
 
 
 def _decoded(value: Any) -> bytes | None:
-    if not value:
+    if not isinstance(value, str) or not value:
         return None
     try:
         return base64.b64decode(value)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from liqo_peering.api.model import GatewayLocation
+from liqo_peering.fields import mapping_at, mappings_at, strings, text_at
 
 # The status fields this module fills, in the order the docs list them.
 FIELDS = ("network", "gateway", "resourceSlices", "virtualNodes", "apiServer")
@@ -48,23 +49,18 @@ class LiqoObjects:
     identity: dict[str, Any] | None = None  # the ControlPlane Identity on the consumer
 
 
-def _strings(value: Any) -> list[str]:
-    """A CIDR field: a list since Liqo v1.0, a string before; empty values dropped."""
-    items = value if isinstance(value, list) else [value]
-    return [str(v) for v in items if isinstance(v, str) and v]
-
-
 def _cidrs(configuration: dict[str, Any] | None) -> dict[str, Any] | None:
     """The described cluster's CIDRs, and what the cluster holding the Configuration remaps them to."""
     if configuration is None:
         return None
-    described = ((configuration.get("spec") or {}).get("remote") or {}).get("cidr") or {}
-    remapped = (((configuration.get("status") or {}).get("remote") or {}).get("cidr")) or {}
+    # A CIDR field is a list since Liqo v1.0, a string before.
+    described = mapping_at(configuration, "spec", "remote", "cidr")
+    remapped = mapping_at(configuration, "status", "remote", "cidr")
     out = {
-        "podCIDRs": _strings(described.get("pod")),
-        "externalCIDRs": _strings(described.get("external")),
-        "remappedPodCIDRs": _strings(remapped.get("pod")),
-        "remappedExternalCIDRs": _strings(remapped.get("external")),
+        "podCIDRs": strings(described.get("pod")),
+        "externalCIDRs": strings(described.get("external")),
+        "remappedPodCIDRs": strings(remapped.get("pod")),
+        "remappedExternalCIDRs": strings(remapped.get("external")),
     }
     return {k: v for k, v in out.items() if v} or None
 
@@ -79,17 +75,18 @@ def network(objects: LiqoObjects) -> dict[str, Any] | None:
 def gateway(objects: LiqoObjects) -> dict[str, Any] | None:
     """Which cluster serves, and the endpoint the client dials: the GatewayClient's spec (the server's
     published endpoint, or spec.networking.gatewayClient's override), else what the server publishes."""
-    client_endpoint = ((objects.gateway_client or {}).get("spec") or {}).get("endpoint") or {}
-    server_endpoint = ((objects.gateway_server or {}).get("status") or {}).get("endpoint") or {}
+    client_endpoint = mapping_at(objects.gateway_client, "spec", "endpoint")
+    server_endpoint = mapping_at(objects.gateway_server, "status", "endpoint")
     if objects.gateway_client is None and objects.gateway_server is None:
         return None
     endpoint = client_endpoint if objects.gateway_client is not None else server_endpoint
     out: dict[str, Any] = {"server": objects.server_side}
-    addresses = _strings(endpoint.get("addresses"))
+    addresses = strings(endpoint.get("addresses"))
     if addresses:
         out["addresses"] = addresses
-    if isinstance(endpoint.get("port"), int) and endpoint["port"] > 0:
-        out["port"] = endpoint["port"]
+    port = endpoint.get("port")
+    if isinstance(port, int) and not isinstance(port, bool) and 0 < port <= 65535:
+        out["port"] = port
     if isinstance(endpoint.get("protocol"), str) and endpoint["protocol"]:
         out["protocol"] = endpoint["protocol"]
     return out
@@ -104,17 +101,16 @@ def _quantities(value: Any) -> dict[str, str]:
 
 def slice_conditions(obj: dict[str, Any]) -> list[dict[str, str]]:
     """A ResourceSlice's conditions as Liqo wrote them (type, status, reason, message), by type."""
-    conds = ((obj.get("status") or {}).get("conditions")) or []
     out = [
         {k: c[k] for k in SLICE_CONDITION_KEYS if isinstance(c.get(k), str) and c[k]}
-        for c in conds
-        if isinstance(c, dict) and isinstance(c.get("type"), str) and c["type"]
+        for c in mappings_at(obj, "status", "conditions")
+        if isinstance(c.get("type"), str) and c["type"]
     ]
     return sorted(out, key=lambda c: c["type"])
 
 
 def _resource_slice(action: Action, obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec") or {}
+    spec = mapping_at(obj, "spec")
     conds = slice_conditions(obj)
     # liqoctl's rule: accepted once Liqo has written conditions and every one of them says Accepted.
     accepted = bool(conds) and all(c.get("status") == "Accepted" for c in conds)
@@ -123,7 +119,7 @@ def _resource_slice(action: Action, obj: dict[str, Any]) -> dict[str, Any]:
         out["class"] = spec["class"]
     for key, value in (
         ("requested", _quantities(spec.get("resources"))),
-        ("granted", _quantities((obj.get("status") or {}).get("resources"))),
+        ("granted", _quantities(mapping_at(obj, "status").get("resources"))),
     ):
         if value:
             out[key] = value
@@ -143,8 +139,7 @@ def _node_ready(node: dict[str, Any] | None) -> tuple[bool, str]:
     """The virtual Node's Ready condition (the earliest authoritative signal that it is usable)."""
     if node is None:
         return False, "the virtual kubelet has not registered the Node yet"
-    conds = ((node.get("status") or {}).get("conditions")) or []
-    ready = next((c for c in conds if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    ready = next((c for c in mappings_at(node, "status", "conditions") if c.get("type") == "Ready"), None)
     if ready is None:
         return False, "the Node has no Ready condition yet"
     if ready.get("status") == "True":
@@ -165,7 +160,7 @@ def virtual_nodes(objects: LiqoObjects) -> list[dict[str, Any]] | None:
             entry["resourceSlice"] = made_from
         if why:
             entry["message"] = why
-        quota = _quantities((((vnode.get("spec") or {}).get("resourceQuota")) or {}).get("hard"))
+        quota = _quantities(mapping_at(vnode, "spec", "resourceQuota").get("hard"))
         if quota:
             entry["resources"] = quota
         out.append(entry)
@@ -175,12 +170,11 @@ def virtual_nodes(objects: LiqoObjects) -> list[dict[str, Any]] | None:
 def api_server(objects: LiqoObjects) -> dict[str, Any] | None:
     """The provider's API server address the ControlPlane Identity uses, and its proxy when there is one
     (liqoctl shows the proxy when set, else the address). Nothing else of authParams: the rest is credentials."""
-    params = ((objects.identity or {}).get("spec") or {}).get("authParams") or {}
     out = {
-        "address": params.get("apiServer"),
-        "proxyURL": params.get("proxyURL"),
+        "address": text_at(objects.identity, "spec", "authParams", "apiServer"),
+        "proxyURL": text_at(objects.identity, "spec", "authParams", "proxyURL"),
     }
-    return {k: v for k, v in out.items() if isinstance(v, str) and v} or None
+    return {k: v for k, v in out.items() if v} or None
 
 
 def detail(objects: LiqoObjects) -> dict[str, Any]:

@@ -1,0 +1,48 @@
+"""Read fields of objects another program wrote (Liqo's, mostly), whatever their types.
+
+The API server guarantees an object's ``metadata`` (a name, string labels and annotations) and, for a custom
+resource, only what its CRD's schema says, which changes with the writer's version. So a reader takes every
+other field as it comes: a mapping where a mapping was expected, else nothing. These helpers return a safe
+empty value for a missing or wrongly typed field, so readers need no isinstance checks of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """``value`` if it is a mapping, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def dig(obj: Any, *keys: str) -> Any:
+    """The value at ``keys`` under ``obj``, through mappings only; None when a step is missing or not one."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def mapping_at(obj: Any, *keys: str) -> dict[str, Any]:
+    """The mapping at ``keys``, or an empty one."""
+    return mapping(dig(obj, *keys))
+
+
+def mappings_at(obj: Any, *keys: str) -> list[dict[str, Any]]:
+    """The mappings in the list at ``keys`` (a condition list, say); other items, or no list, are left out."""
+    value = dig(obj, *keys)
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def text_at(obj: Any, *keys: str) -> str | None:
+    """The non-empty string at ``keys``, or None."""
+    value = dig(obj, *keys)
+    return value if isinstance(value, str) and value else None
+
+
+def strings(value: Any) -> list[str]:
+    """The non-empty strings of a list, or a one-string list: a field that was a string in older versions."""
+    items = value if isinstance(value, list) else [value]
+    return [v for v in items if isinstance(v, str) and v]
