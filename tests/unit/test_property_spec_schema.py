@@ -11,6 +11,7 @@ are drawn from plain http(s) URLs, which it accepts.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from liqo_peering.api import crdgen, model
+from liqo_peering.api import crdgen, model, peeringset
 from unit.structural import apply_defaults, creation_rules
 
 SPEC: dict[str, Any] = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -296,3 +297,51 @@ def test_the_oracle_evaluates_every_cel_rule() -> None:
     # isURL is the API server's alone (module docstring): the model takes any proxyURL string.
     for extra in broken[:2] + broken[3:]:
         assert not model_accepts({**base, **extra}), extra
+
+
+# -- any JSON at all ---------------------------------------------------------------------------
+# Input that bypassed admission: the model's only answers are a model or a ValidationError, whatever the JSON
+# (wrong types at any depth, huge numbers, odd strings), for both kinds' specs.
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from([2**63, -(2**63) - 1, 10**400])
+    | st.floats()
+    | st.text(max_size=20)
+    | st.sampled_from(["5m", "1h" * 40, "", "LoadBalancer", "Consumer", "10.0.0.1", "\x00", "1e999"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@st.composite
+def mangled_specs(draw: st.DrawFn) -> Any:
+    """A valid spec with a few values anywhere replaced by any JSON (keys of the schema are likelier)."""
+    spec = copy.deepcopy(draw(FROM_MODEL))
+    for _ in range(draw(st.integers(1, 3))):
+        path, _value = draw(st.sampled_from(_leaves(spec)))
+        node = spec
+        for key in path[:-1]:
+            node = node[key]
+        if path:
+            node[path[-1]] = draw(json_values)
+    return spec
+
+
+def _model_answers(spec: Any, validate: Callable[[Any], Any]) -> None:
+    with contextlib.suppress(ValidationError):
+        validate(spec)
+
+
+@SETTINGS
+@given(json_values | mangled_specs())
+def test_any_json_is_a_spec_or_a_validation_error(spec: Any) -> None:
+    _model_answers(spec, model.parse_spec)
+
+
+@SETTINGS
+@given(json_values | st.fixed_dictionaries({"selector": json_values}, optional={"template": json_values}))
+def test_any_json_is_a_set_spec_or_a_validation_error(spec: Any) -> None:
+    _model_answers(spec, peeringset.LiqoPeeringSetSpec.model_validate)
