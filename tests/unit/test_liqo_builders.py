@@ -13,6 +13,7 @@ from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import GatewayClientSpec, GatewayServerSpec, NetworkingSpec, OffloadingSpec
+from liqo_peering.errors import LiqoNotReady
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming, networking, offloading, tenancy
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext, metadata
@@ -479,10 +480,18 @@ def test_load_cluster_keys() -> None:
 def test_load_cluster_keys_needs_both_fields(missing: str) -> None:
     secret = keys_secret(ED_KEY)
     del secret["data"][missing]
-    with pytest.raises(ValueError, match="privateKey or publicKey"):
+    with pytest.raises(LiqoNotReady, match="no usable privateKey and publicKey"):
         auth.load_cluster_keys(secret)
-    with pytest.raises(ValueError, match="privateKey or publicKey"):
+    with pytest.raises(LiqoNotReady, match="no usable privateKey and publicKey"):
         auth.load_cluster_keys({"metadata": {}})
+
+
+@pytest.mark.parametrize("private_key", ["", "!!", base64.b64encode(b"not a PEM key").decode(), 42])
+def test_load_cluster_keys_refuses_an_unusable_key_with_a_typed_error(private_key: object) -> None:
+    secret = keys_secret(ED_KEY)
+    secret["data"]["privateKey"] = private_key
+    with pytest.raises(LiqoNotReady):
+        auth.load_cluster_keys(secret)
 
 
 def tenant_inputs() -> tuple[bytes, bytes]:

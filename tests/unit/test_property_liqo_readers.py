@@ -10,6 +10,7 @@ annotations); everything else is drawn as anything at all, next to what Liqo wri
 
 from __future__ import annotations
 
+import contextlib
 import string
 from typing import Any
 
@@ -117,6 +118,8 @@ secrets = liqo_object(
     data={
         pu.KUBECONFIG_KEY: st.sampled_from(["", "!!", "YTogJmEgMQ=="]) | text,
         pu.PENDING_KEY: text,
+        "privateKey": st.sampled_from(["", "!!", "bm90IGEga2V5"]) | text,
+        "publicKey": text,
         "k": text,
     }
 )
@@ -229,6 +232,8 @@ def test_authentication_and_unpeering_readers(
     assert isinstance(authentication.has_labels(identity, {"a": "b"}), bool)
     value = authentication.secret_field(secret, "k")
     assert value is None or isinstance(value, str)
+    with contextlib.suppress(PeeringError):
+        authentication.load_cluster_keys(secret)
     patch = unpeering.unreachable_patch(foreign_cluster)
     assert patch is None or patch["metadata"]["annotations"][naming.PERMANENTLY_UNREACHABLE] == "true"
     try:

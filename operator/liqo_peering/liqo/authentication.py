@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
+from liqo_peering.errors import LiqoNotReady
 from liqo_peering.fields import mapping_at, text_at
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import PeeringContext
@@ -55,10 +57,18 @@ def secret_field(secret: dict[str, Any] | None, key: str) -> str | None:
 
 def load_cluster_keys(keys_secret: dict[str, Any]) -> tuple[Any, bytes]:
     """The cluster's private key and public-key DER from Liqo's authentication-keys Secret (PEM values)."""
-    data = keys_secret.get("data") or {}
-    if "privateKey" not in data or "publicKey" not in data:
-        raise ValueError("Secret authentication-keys lacks privateKey or publicKey")
-    private = serialization.load_pem_private_key(base64.b64decode(data["privateKey"]), password=None)
+    data = mapping_at(keys_secret, "data")
+    unusable = LiqoNotReady(
+        f"Liqo's Secret {naming.AUTH_KEYS_SECRET} has no usable privateKey and publicKey; Liqo's controller"
+        " manager writes them at start-up: check that Liqo runs on this cluster"
+    )
+    private_b64 = data.get("privateKey")
+    if not isinstance(private_b64, str) or not data.get("publicKey"):
+        raise unusable
+    try:
+        private = serialization.load_pem_private_key(base64.b64decode(private_b64), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise unusable from None
     public_der = private.public_key().public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
