@@ -216,7 +216,27 @@ INVALID: list[Invalid] = [
         peering(offloading={"resourceSlices": [{"name": "Not_A_Node"}]}),
         "spec.offloading.resourceSlices[0].name",
     ),
+    # Size bounds (tests/unit/test_crd_bounds.py checks every string, list and map has one).
+    Invalid(
+        "LiqoPeering",
+        "long-quantity",
+        peering(offloading={"resources": {"memory": "1" * 64 + "Mi"}}),
+        "spec.offloading.resources.memory",
+    ),
+    Invalid(
+        "LiqoPeering",
+        "long-annotation",
+        peering(commonMetadata={"annotations": {"owner": "x" * 4097}}),
+        "spec.commonMetadata.annotations.owner",
+    ),
+    Invalid("LiqoPeering", "long-context", peering(remoteContext="c" * 254), "spec.remoteContext"),
     *_cel_cases("LiqoPeeringSet", "template"),
+    Invalid(
+        "LiqoPeeringSet",
+        "many-values",
+        {"selector": {"matchExpressions": [{"key": "peer", "operator": "In", "values": ["x"] * 65}]}},
+        "spec.selector.matchExpressions[0].values",
+    ),
     Invalid(
         "LiqoPeeringSet",
         "a" * 64,
@@ -261,7 +281,13 @@ VALID = [
         "LiqoPeering",
         "valid-slices",
         peering(
-            offloading={"resourceSlices": [{"name": "a", "class": "gold", "resources": {"cpu": 1}}, {"name": "b"}]}
+            offloading={
+                "resourceSlices": [
+                    # A quantity at its 64-character bound.
+                    {"name": "a", "class": "gold", "resources": {"cpu": 1, "memory": "1" * 62 + "Mi"}},
+                    {"name": "b"},
+                ]
+            }
         ),
         "",
     ),

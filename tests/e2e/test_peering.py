@@ -339,6 +339,15 @@ def test_garbage_and_unsafe_kubeconfigs_are_refused_without_leaking_credentials(
     case.peerings.create(ns, "garbage", spec(remoteKubeconfigSecretRef={"name": "garbage"}))
     case.peerings.wait_reason(ns, "garbage", "KubeconfigInvalid")
 
+    # An alias bomb (nine anchors, each a list of nine aliases of the previous one: 9**9 leaves once
+    # expanded) is refused before anything is built from it; the operator goes on with the other peerings.
+    bomb = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    bomb += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    case.peerings.put_kubeconfig_secret(ns, "bomb", ("\n".join(bomb) + "\n").encode())
+    case.peerings.create(ns, "bomb", spec(remoteKubeconfigSecretRef={"name": "bomb"}))
+    cond = case.peerings.wait_reason(ns, "bomb", "KubeconfigInvalid")
+    assert "YAML anchors or aliases (line 1)" in cond["message"]
+
     token = "s3cr3t-T0KEN-that-must-never-leak-0123456789abcdef"
     config = yaml.safe_load(case.env.provider_kubeconfig())
     user = config["users"][0]["user"]
