@@ -37,6 +37,10 @@ log = structlog.get_logger("liqo_peering.clients")
 
 REQUEST_TIMEOUT = 15.0
 
+# Bounds on an answer: the provider's API server is whichever server the user's kubeconfig names. A list of
+# the objects the operator asks for is well under these; one object is at most 1.5 MiB (etcd's limit).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_EVENT_BYTES = 16 * 1024 * 1024
 PROBE_TIMEOUT = (2.0, 2.0)  # connect, read: an API server slower than this to say it is ready counts as down
 
 
@@ -119,13 +123,34 @@ class ClusterClient:
     ) -> Any:
         resp = self._request(method, path, body=body, query=query, content_type=content_type)
         try:
-            data = resp.read()
+            data = self._read(resp.response)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(_why(exc)) from None
         if resp.status >= 400:
             answer = data.decode(errors="replace") if data else ""
             raise self._translate(method, path, resp.status, resp.reason, answer, _created(method, body))
-        return json.loads(data) if data else None
+        return self._json(data) if data else None
+
+    def _read(self, raw: Any, probing: bool = False) -> bytes:
+        """The whole body of a urllib3 response, up to MAX_ANSWER_BYTES."""
+        chunks, size = [], 0
+        for chunk in raw.stream(1 << 16, decode_content=True):
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raw.close()  # not back to the pool with an unread body
+                raise self._unreachable(f"its answer is larger than {MAX_ANSWER_BYTES} bytes", probing)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _json(self, data: bytes) -> dict[str, Any]:
+        """An answer or a watch event: always a JSON object from an API server."""
+        try:
+            answer = json.loads(data)
+        except (ValueError, RecursionError):
+            answer = None
+        if not isinstance(answer, dict):
+            raise self._unreachable("its answer is not a JSON object, or nests too deep")
+        return answer
 
     def _translate(
         self, method: str, path: str, status: int, reason: str | None, body: str, name: str | None = None
@@ -471,7 +496,7 @@ class ClusterClient:
         """
         try:
             resp = self._request("GET", "/readyz", timeout=PROBE_TIMEOUT, probing=True)
-            resp.read()
+            self._read(resp.response, probing=True)
             status = int(resp.status)
         except ClusterUnreachable as exc:
             return exc
@@ -534,8 +559,8 @@ class ClusterClient:
             # Read the answer before the connection goes back to the pool: a connection returned with an
             # unread body fails the next request made on it (ResponseNotReady, "Request-sent").
             try:
-                body = raw.read().decode(errors="replace")
-            except (urllib3.exceptions.HTTPError, OSError):
+                body = self._read(raw).decode(errors="replace")
+            except (urllib3.exceptions.HTTPError, OSError, ClusterUnreachable):
                 body = ""
             raw.release_conn()
             raise self._translate("WATCH", res.path(namespace), resp.status, resp.reason, body)
@@ -548,7 +573,10 @@ class ClusterClient:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield self._json(line)
+                if len(buffer) > MAX_EVENT_BYTES:
+                    raw.close()
+                    raise self._unreachable(f"a watch event is larger than {MAX_EVENT_BYTES} bytes")
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._unreachable(_why(exc)) from None
         finally:
