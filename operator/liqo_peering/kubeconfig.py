@@ -12,6 +12,9 @@ client certificate/key data, a bearer token or basic auth are accepted. The foll
   Always refused; there is no flag. (A program named by ``exec.command`` or an auth-provider
   ``cmd-path`` counts as an exec plugin, not as a file reference.)
 
+It is read within bounds before anything in it is used (MAX_BYTES, MAX_DEPTH, MAX_NODES, and no YAML anchors
+or aliases), each refusal a ``KubeconfigInvalid`` naming the bound.
+
 Only the selected context (and the cluster and user it names) is vetted and kept; every other entry is
 dropped, so nothing outside the narrowed config can ever be used.
 
