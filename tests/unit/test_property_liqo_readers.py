@@ -25,7 +25,7 @@ from liqo_peering.liqo import authentication, common, naming, networking, offloa
 from liqo_peering.liqo import peeringuser as pu
 from liqo_peering.status import detail as status_detail
 
-SETTINGS = settings(max_examples=80, deadline=None)
+SETTINGS = settings(max_examples=50, deadline=None)
 STATUS_SCHEMA = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
 
 junk = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
