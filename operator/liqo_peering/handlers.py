@@ -67,9 +67,9 @@ def stop(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
-async def peering_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+async def peering_loop(namespace: str, name: str, uid: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    await runner.run(peering(namespace, name), stopped)
+    await runner.run(peering(namespace, name), stopped, uid or "")
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
@@ -113,9 +113,9 @@ SET_PLURAL = peeringset.PLURAL
 
 
 @kopf.daemon(GROUP, VERSION, SET_PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
-async def set_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+async def set_loop(namespace: str, name: str, uid: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    await runner.run(peering_set(namespace, name), stopped)
+    await runner.run(peering_set(namespace, name), stopped, uid or "")
 
 
 @kopf.on.update(GROUP, VERSION, SET_PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
