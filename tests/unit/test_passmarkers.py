@@ -4,7 +4,9 @@ putting aside an object whose passes killed the operator twice in a row while th
 from __future__ import annotations
 
 import asyncio
-import json
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -154,7 +156,7 @@ def test_files_that_are_not_markers_are_left_alone(tmp_path: Path) -> None:
     (tmp_path / "lost+found").mkdir()
     (tmp_path / "LiqoPeering_ns_half").write_text('{"uid":')
     assert started(tmp_path).recover() == {}
-    assert json.loads(json.dumps(sorted(p.name for p in tmp_path.iterdir()))) == ["LiqoPeering_ns_half", "lost+found"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["LiqoPeering_ns_half", "lost+found"]
 
 
 # -- the runner --------------------------------------------------------------------------------------
@@ -262,3 +264,28 @@ def test_a_put_aside_object_is_deleted_by_a_forced_teardown_only(tmp_path: Path)
     assert run.teardown(KEY, body("poison", force=True)) == []
     assert kind.calls == ["teardown fine", "teardown poison"]
     assert list(tmp_path.iterdir()) == []  # forgotten with the object
+
+
+# -- a real death ------------------------------------------------------------------------------------
+DIE_IN_PASS = """
+import os, signal, sys
+from pathlib import Path
+from liqo_peering.engine.passmarkers import PassMarkers, RECONCILE
+markers = PassMarkers(Path(sys.argv[1]))
+markers.recover()
+print(markers.aside(("LiqoPeering", "ns", "poison"), "uid-1", RECONCILE) is not None, flush=True)
+with markers.in_flight(("LiqoPeering", "ns", "poison"), "uid-1", RECONCILE):
+    os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer does: no finally runs
+"""
+
+
+def test_a_process_killed_in_a_pass_twice_finds_the_object_put_aside_at_its_next_start(tmp_path: Path) -> None:
+    def start() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", DIE_IN_PASS, str(tmp_path)], capture_output=True, text=True)
+
+    first, second = start(), start()
+    # Neither found it put aside (the second found one death: a kill as in a rollout, and resumed).
+    for run in (first, second):
+        assert (run.returncode, run.stdout.splitlines()[-1]) == (-signal.SIGKILL, "False"), run.stderr
+    markers = started(tmp_path)
+    assert markers.aside(KEY.marker, UID, RECONCILE) == (Deaths(UID, 2, RECONCILE), 60.0)
