@@ -133,6 +133,20 @@ def test_two_deaths_in_a_row_put_the_object_aside_and_a_completed_pass_forgives(
     assert started(tmp_path).aside(KEY.marker, UID, RECONCILE) is None
 
 
+def test_the_status_of_a_put_aside_object_is_written_once_per_death(tmp_path: Path) -> None:
+    """Recorded before it is written: a report that kills the operator too is not tried at each start."""
+    die_in_pass(started(tmp_path))
+    die_in_pass(started(tmp_path))
+    markers = started(tmp_path)
+    assert markers.to_report(KEY.marker) and not markers.to_report(KEY.marker)
+    assert not started(tmp_path).to_report(KEY.marker)  # restarted, by a rollout or by the report
+    clock = Clock()
+    later = started(tmp_path, clock)
+    clock.now += 60.0
+    die_in_pass(later)  # the backoff is over, the pass is tried, and kills again
+    assert started(tmp_path).to_report(KEY.marker)
+
+
 def test_a_spec_change_resets_the_count(tmp_path: Path) -> None:
     die_in_pass(started(tmp_path))
     die_in_pass(started(tmp_path))

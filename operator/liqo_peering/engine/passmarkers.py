@@ -6,8 +6,10 @@ and the operator deaths in a row during its passes so far; when the pass ends, h
 and the count with it. A marker found in flight at start is a death of the operator during that object's pass.
 Two deaths in a row put the object aside: its passes wait for a backoff (1 min doubling to 30 min), unless its
 spec or annotations change. A put-aside object's marker stays (not in flight), so that a restart for another
-reason (a rollout) keeps it aside. One file write per pass, no fsync: the directory (the chart's emptyDir)
-outlives the container, not the node, and a marker lost with the node only forgets a death.
+reason (a rollout) keeps it aside, and records that its status says so: that write is done once per death,
+so that a report that itself kills the operator is not tried at each start. One file write per pass, no
+fsync: the directory (the chart's emptyDir) outlives the container, not the node, and a marker lost with the
+node only forgets a death.
 
 Without a directory (process mode without --pass-markers-dir) nothing is recorded and nothing is put aside.
 """
@@ -38,11 +40,13 @@ MAX_BACKOFF = 1800.0
 
 @dataclass(frozen=True)
 class Deaths:
-    """The operator died ``count`` times in a row during passes of the object ``uid``; last in a ``phase``."""
+    """The operator died ``count`` times in a row during passes of the object ``uid``; last in a ``phase``.
+    ``reported``: the count its status was last written for (put aside)."""
 
     uid: str
     count: int
     phase: str
+    reported: int = 0
 
 
 def backoff(count: int) -> float:
@@ -70,14 +74,22 @@ def parse(text: str) -> tuple[Deaths, bool] | None:
     """A marker's deaths and whether it is in flight; None: not a marker (a partial write)."""
     try:
         data = json.loads(text)
-        deaths = Deaths(str(data["uid"]), int(data["deaths"]), str(data["phase"]))
+        deaths = Deaths(str(data["uid"]), int(data["deaths"]), str(data["phase"]), int(data.get("reported", 0)))
         return deaths, bool(data["inFlight"])
     except (ValueError, KeyError, TypeError):
         return None
 
 
 def dump(deaths: Deaths, in_flight: bool) -> str:
-    return json.dumps({"uid": deaths.uid, "deaths": deaths.count, "phase": deaths.phase, "inFlight": in_flight})
+    return json.dumps(
+        {
+            "uid": deaths.uid,
+            "deaths": deaths.count,
+            "phase": deaths.phase,
+            "reported": deaths.reported,
+            "inFlight": in_flight,
+        }
+    )
 
 
 def recovered(found: Deaths, in_flight: bool) -> Deaths:
@@ -136,10 +148,21 @@ class PassMarkers:
         return (deaths, left) if deaths is not None and left > 0 else None
 
     def mark_aside(self, key: Key) -> None:
-        """The object's loop found it put aside (its status says so)."""
+        """The object's loop found it put aside."""
         with self._guard:
             self._aside.add(key)
         self._count(key[0])
+
+    def to_report(self, key: Key) -> bool:
+        """Whether the object's status is to say now that it is put aside: once per death, recorded first."""
+        with self._guard:
+            deaths = self._deaths.get(key)
+            if deaths is None or deaths.reported >= deaths.count:
+                return False
+            deaths = self._deaths[key] = replace(deaths, reported=deaths.count)
+        if self.directory is not None:
+            (self.directory / file_name(key)).write_text(dump(deaths, in_flight=False))
+        return True
 
     @contextlib.contextmanager
     def in_flight(self, key: Key, uid: str, phase: str) -> Iterator[None]:

@@ -199,15 +199,17 @@ class Runner:
                 self.hub.set_routes(key, kind.routes(key, outcome))
             return outcome
 
-    def put_aside(self, key: ObjectKey, deaths: Deaths) -> Any:
-        """Say in the object's status that its passes are put aside (synchronous): the report only, no pass."""
+    def put_aside(self, key: ObjectKey, deaths: Deaths) -> bool:
+        """Say in the object's status that its passes are put aside (synchronous): the report only, no pass,
+        once per death (a restart for another reason finds it said). Whether the object is gone."""
         error = PassCrashed(deaths.count, deaths.phase, backoff(deaths.count))
         log.warning("passes put aside: " + error.message, reason=error.reason, object=str(key))
-        with self._lock(key):
-            outcome = self.kinds[key.kind].report(key, error)
-        if not outcome.gone:
-            self.markers.mark_aside(key.marker)
-        return outcome
+        if self.markers.to_report(key.marker):
+            with self._lock(key):
+                if self.kinds[key.kind].report(key, error).gone:
+                    return True
+        self.markers.mark_aside(key.marker)
+        return False
 
     def teardown(self, key: ObjectKey, body: dict[str, Any]) -> list[str]:
         """One teardown pass (synchronous); once nothing remains, the object's state is dropped. Raises a
@@ -290,7 +292,7 @@ class Runner:
                     if aside is not None:
                         deaths, left = aside
                         if reported != deaths.count:
-                            if (await self.in_thread(self.put_aside, key, deaths)).gone:
+                            if await self.in_thread(self.put_aside, key, deaths):
                                 return
                             reported = deaths.count
                         await wait(trigger, stopped, left)  # a spec change resets it (poke)
