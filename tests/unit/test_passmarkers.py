@@ -166,6 +166,15 @@ def test_without_a_directory_nothing_is_written_nor_put_aside(tmp_path: Path) ->
     assert markers.aside(KEY.marker, UID, RECONCILE) is None
 
 
+def test_a_marker_that_cannot_be_written_does_not_stop_the_pass(tmp_path: Path) -> None:
+    markers = started(tmp_path / "markers")
+    (tmp_path / "markers").rmdir()  # gone under the operator
+    ran = []
+    with markers.in_flight(KEY.marker, UID, RECONCILE):
+        ran.append(True)
+    assert ran == [True]
+
+
 def test_files_that_are_not_markers_are_left_alone(tmp_path: Path) -> None:
     (tmp_path / "lost+found").mkdir()
     (tmp_path / "LiqoPeering_ns_half").write_text('{"uid":')

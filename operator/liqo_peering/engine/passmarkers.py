@@ -176,7 +176,10 @@ class PassMarkers:
             self._in_flight.add(key)
             self._aside.discard(key)
         path = self.directory / file_name(key)
-        path.write_text(dump(Deaths(uid, count, phase), in_flight=True))
+        try:
+            path.write_text(dump(Deaths(uid, count, phase), in_flight=True))
+        except OSError as exc:  # a marker is a safeguard: without it the pass still runs, unguarded
+            log.warning("cannot write the pass marker", path=str(path), error=str(exc))
         try:
             yield
         finally:
