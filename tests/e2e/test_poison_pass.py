@@ -79,12 +79,16 @@ def silent() -> Iterator[Silent]:
 
 @pytest.fixture
 def marked(case: PeeringCase, tmp_path: Path) -> Iterator[tuple[OperatorProcess, Path]]:
-    """The case's operator restarted with its pass markers in a directory of the test's; resyncs an hour apart,
-    so that at rest no pass of a Ready peering is in flight when the test kills the operator."""
+    """The case's operator restarted with its pass markers in a directory of the test's; an object put aside for
+    an hour (none of the test's steps depends on how long they take); resyncs an hour apart, so that at rest no
+    pass of a Ready peering is in flight when the test kills the operator."""
     operator, markers = case.env.operator, tmp_path / "pass-markers"
     saved = operator.extra_args
     operator.stop()
-    operator.extra_args = [*saved, "--pass-markers-dir", str(markers), "--resync-interval", "3600"]
+    operator.extra_args = [
+        *saved,
+        *("--pass-markers-dir", str(markers), "--put-aside-backoff", "3600", "--resync-interval", "3600"),
+    ]
     operator.start()
     try:
         yield operator, markers
@@ -154,6 +158,7 @@ def test_a_peering_whose_pass_kills_the_operator_twice_is_put_aside_and_the_othe
 
     cond = peerings.wait_reason(ns, HUNG, "PassCrashed", timeout=90)
     assert cond["status"] == "False" and "died 2 times in a row" in cond["message"], cond
+    assert "put aside for 60 min" in cond["message"], cond
     assert "PassCrashed" in {e.reason for e in peerings.events(ns, HUNG) if e.type == "Warning"}
     assert wait_for("the put-aside gauge at 1", lambda: put_aside_gauge(operator) == 1.0, timeout=30)
     connections = silent.count()  # from here, the hung peering's pass does not run: the listener sees nothing

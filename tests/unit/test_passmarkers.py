@@ -41,6 +41,7 @@ UID = "uid-1"
 # -- the decision ----------------------------------------------------------------------------------------
 def test_backoff_starts_at_a_minute_and_doubles_up_to_half_an_hour() -> None:
     assert [backoff(n) for n in (2, 3, 4, 5, 6, 7, 20)] == [60, 120, 240, 480, 960, 1800, MAX_BACKOFF]
+    assert [backoff(n, first=3600) for n in (2, 3)] == [3600, 3600]  # --put-aside-backoff longer than the cap
 
 
 @pytest.mark.parametrize(

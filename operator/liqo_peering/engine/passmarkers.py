@@ -4,7 +4,8 @@ a hard exit, a native crash) is known after the restart, and put aside instead o
 Before a pass (reconcile or teardown) of an object starts, its marker says "in flight" with the object's uid
 and the operator deaths in a row during its passes so far; when the pass ends, however it ends, the marker goes
 and the count with it. A marker found in flight at start is a death of the operator during that object's pass.
-Two deaths in a row put the object aside: its passes wait for a backoff (1 min doubling to 30 min), unless its
+Two deaths in a row put the object aside: its passes wait for a backoff (1 min by default, doubling at each
+further death up to 30 min), unless its
 spec or annotations change. A put-aside object's marker stays (not in flight), so that a restart for another
 reason (a rollout) keeps it aside, and records that its status says so: that write is done once per death,
 so that a report that itself kills the operator is not tried at each start. One file write per pass, no
@@ -49,12 +50,13 @@ class Deaths:
     reported: int = 0
 
 
-def backoff(count: int) -> float:
-    """How long an object put aside after ``count`` deaths in a row waits before its next pass."""
-    return min(FIRST_BACKOFF * 2.0 ** max(count - PUT_ASIDE_AFTER, 0), MAX_BACKOFF)
+def backoff(count: int, first: float = FIRST_BACKOFF) -> float:
+    """How long an object put aside after ``count`` deaths in a row waits before its next pass: ``first``, then
+    doubling up to MAX_BACKOFF (or ``first`` if longer)."""
+    return min(first * 2.0 ** max(count - PUT_ASIDE_AFTER, 0), max(MAX_BACKOFF, first))
 
 
-def aside_for(deaths: Deaths | None, uid: str, phase: str, elapsed: float) -> float:
+def aside_for(deaths: Deaths | None, uid: str, phase: str, elapsed: float, first: float = FIRST_BACKOFF) -> float:
     """How much longer a pass of ``phase`` of object ``uid`` is put aside (0: it runs), ``elapsed`` seconds
     after the deaths were counted. Another object of the same name (another uid) owes nothing. A forced
     teardown is the way out of a put-aside object, so it runs, unless forced teardowns are what killed it."""
@@ -62,7 +64,7 @@ def aside_for(deaths: Deaths | None, uid: str, phase: str, elapsed: float) -> fl
         return 0.0
     if phase == FORCED_TEARDOWN and deaths.phase != FORCED_TEARDOWN:
         return 0.0
-    return max(backoff(deaths.count) - elapsed, 0.0)
+    return max(backoff(deaths.count, first) - elapsed, 0.0)
 
 
 def file_name(key: Key) -> str:
@@ -98,15 +100,18 @@ def recovered(found: Deaths, in_flight: bool) -> Deaths:
 
 
 class PassMarkers:
-    """The markers in ``directory`` (None: off). ``on_aside(kind, n)``: ``n`` objects of ``kind`` are put aside."""
+    """The markers in ``directory`` (None: off). ``on_aside(kind, n)``: ``n`` objects of ``kind`` are put aside;
+    ``first_backoff``: how long at first."""
 
     def __init__(
         self,
         directory: Path | None,
         clock: Callable[[], float] = time.monotonic,
         on_aside: Callable[[str, int], None] = lambda kind, n: None,
+        first_backoff: float = FIRST_BACKOFF,
     ) -> None:
         self.directory = directory
+        self.first_backoff = first_backoff
         self.clock = clock
         self.on_aside = on_aside
         self._guard = threading.Lock()
@@ -144,8 +149,11 @@ class PassMarkers:
         """The deaths that put a pass of ``phase`` aside, and for how much longer; None: it may run."""
         with self._guard:
             deaths = self._deaths.get(key)
-            left = aside_for(deaths, uid, phase, self.clock() - self._counted.get(key, 0.0))
+            left = aside_for(deaths, uid, phase, self.clock() - self._counted.get(key, 0.0), self.first_backoff)
         return (deaths, left) if deaths is not None and left > 0 else None
+
+    def backoff(self, count: int) -> float:
+        return backoff(count, self.first_backoff)
 
     def mark_aside(self, key: Key) -> None:
         """The object's loop found it put aside."""

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from liqo_peering.engine.passmarkers import FORCED_TEARDOWN, RECONCILE, TEARDOWN, Deaths, Key, PassMarkers, backoff
+from liqo_peering.engine.passmarkers import FORCED_TEARDOWN, RECONCILE, TEARDOWN, Deaths, Key, PassMarkers
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import (
     InternalError,
@@ -202,7 +202,7 @@ class Runner:
     def put_aside(self, key: ObjectKey, deaths: Deaths) -> bool:
         """Say in the object's status that its passes are put aside (synchronous): the report only, no pass,
         once per death (a restart for another reason finds it said). Whether the object is gone."""
-        error = PassCrashed(deaths.count, deaths.phase, backoff(deaths.count))
+        error = PassCrashed(deaths.count, deaths.phase, self.markers.backoff(deaths.count))
         log.warning("passes put aside: " + error.message, reason=error.reason, object=str(key))
         if self.markers.to_report(key.marker):
             with self._lock(key):
@@ -223,7 +223,7 @@ class Runner:
             aside = self.markers.aside(key.marker, uid, phase)
             if aside is not None:
                 deaths = aside[0]
-                raise PassCrashed(deaths.count, deaths.phase, backoff(deaths.count))
+                raise PassCrashed(deaths.count, deaths.phase, self.markers.backoff(deaths.count))
             with self.markers.in_flight(key.marker, uid, phase):
                 try:
                     remaining = self.kinds[key.kind].teardown(body)
