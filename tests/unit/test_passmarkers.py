@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pytest
 
+from liqo_peering.engine.kinds import Peerings
 from liqo_peering.engine.passmarkers import (
     FORCED_TEARDOWN,
     MAX_BACKOFF,
@@ -31,6 +32,7 @@ from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import PassCrashed, PeeringError
 from liqo_peering.liqo import naming
+from unit import test_boundary as boundary
 from unit.fakes import Hub
 
 KEY = ObjectKey("LiqoPeering", "ns", "poison")
@@ -313,3 +315,25 @@ def test_a_process_killed_in_a_pass_twice_finds_the_object_put_aside_at_its_next
         assert (run.returncode, run.stdout.splitlines()[-1]) == (-signal.SIGKILL, "False"), run.stderr
     markers = started(tmp_path)
     assert markers.aside(KEY.marker, UID, RECONCILE) == (Deaths(UID, 2, RECONCILE), 60.0)
+
+
+def test_the_put_aside_status_is_written_by_the_status_writer_without_a_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the real LiqoPeering status writer: Ready False PassCrashed, a Warning Event, the gauge at 1; and no
+    discovery (no pass) meanwhile."""
+    svc, local, events = boundary.service(monkeypatch)
+    discoveries = boundary.count_discoveries(monkeypatch, svc)
+    key = boundary.KEY
+    for _ in range(2):
+        die_in_pass(started(tmp_path), key)
+    markers = PassMarkers(tmp_path, on_aside=svc.metrics.set_put_aside)
+    markers.recover()
+    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups(), markers)
+    [deaths, _] = markers.aside(key.marker, UID, RECONCILE) or (None, 0)
+    assert deaths is not None and not run.put_aside(key, deaths)
+    ready = boundary.conditions(local)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "PassCrashed") and "2 times in a row" in ready["message"]
+    assert ("Warning", "PassCrashed") in [(t, reason) for t, reason, _ in events.sent]
+    gauge = svc.metrics.registry.get_sample_value("liqo_peering_put_aside_objects", {"kind": "LiqoPeering"})
+    assert gauge == 1.0 and discoveries == []
