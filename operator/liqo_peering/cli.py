@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import time
+from pathlib import Path
 
 import kopf
 import structlog
@@ -20,6 +21,7 @@ from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.kinds import Peerings, PeeringSets
+from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMarkers
 from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.runner import Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
@@ -35,6 +37,8 @@ TENANT_ACCESS_FLAG = "--tenant-access-role"
 SERVICE_ACCOUNT_FLAG = "--service-account"
 PEERING_NAME_FLAG = "--peering-name"
 PEERING_LIFETIME_FLAG = "--peering-lifetime"
+PASS_MARKERS_FLAG = "--pass-markers-dir"
+PUT_ASIDE_BACKOFF_FLAG = "--put-aside-backoff"
 # kopf's keep-alive re-announces a replica 5-10 s (at random) before its entry expires (kopf/_core/engines/
 # peering.py, keepalive): above 10 s the interval is always positive; at 10 s or less kopf clamps it to 1 s,
 # a write per replica every second with a shrinking margin before expiry.
@@ -123,6 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long this replica's entry in the kopf peering object stays valid without a keep-alive: a replica"
         " that dies without withdrawing (SIGKILL, a lost node) holds the others paused up to this long;"
         f" at least {MIN_PEERING_LIFETIME}; needs {PEERING_NAME_FLAG}; default: kopf's (60)",
+    )
+    run.add_argument(
+        PASS_MARKERS_FLAG,
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where each pass in flight leaves a marker, so that an object whose passes killed the operator twice"
+        " in a row (out of memory, a crash) is put aside after the restart (PassCrashed) instead of killing it"
+        " again; a directory that outlives the container (the chart's emptyDir); default: none, nothing is put"
+        " aside",
+    )
+    run.add_argument(
+        PUT_ASIDE_BACKOFF_FLAG,
+        type=float,
+        default=FIRST_BACKOFF,
+        metavar="SECONDS",
+        help=f"how long an object is put aside at first (with {PASS_MARKERS_FLAG}); doubled at each further death"
+        f" up to {int(MAX_BACKOFF)} s, or this if longer",
     )
     return parser
 
@@ -256,7 +278,9 @@ def run(args: argparse.Namespace) -> None:
         Peerings(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None),
         PeeringSets(SetService(local, EventRecorder(local), metrics=metrics), args.resync_interval),
     )
-    runner = Runner(kinds, hub, wakeups)
+    markers = PassMarkers(args.pass_markers_dir, on_aside=metrics.set_put_aside, first_backoff=args.put_aside_backoff)
+    markers.recover()  # before any pass: the markers left in flight are the deaths of the last run
+    runner = Runner(kinds, hub, wakeups, markers)
     health = Health(args.stall_timeout)
     health.pools.append(runner.pool)
     health.readiness.append(lambda: hub.unsynced(local.side))

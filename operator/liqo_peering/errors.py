@@ -351,6 +351,23 @@ class InternalError(PeeringError):
         )
 
 
+class PassCrashed(PeeringError):
+    """The operator died (out of memory, a hard exit, a native crash) ``deaths`` times in a row during passes
+    (``phase``: reconcile, teardown) of this object: they are put aside for ``backoff`` seconds, so that the
+    others go on. Not retried before then, unless the object changes."""
+
+    reason = "PassCrashed"
+    transient = False
+
+    def __init__(self, deaths: int, phase: str, backoff: float) -> None:
+        self.deaths, self.phase, self.backoff = deaths, phase, backoff
+        super().__init__(
+            f"the operator died {deaths} times in a row during a {phase} of this object (out of memory, a hard"
+            f" exit or a crash: the operator's previous log says which); its passes are put aside for"
+            f" {round(backoff / 60)} min, then retried. Change its spec or an annotation to retry at once"
+        )
+
+
 def as_peering_error(exc: Exception, where: str) -> PeeringError:
     """What a pass reports for ``exc``: a PeeringError as it is, anything else as an InternalError."""
     return exc if isinstance(exc, PeeringError) else InternalError(exc, where)

@@ -17,7 +17,7 @@ from liqo_peering.api.model import GROUP, PLURAL, VERSION
 from liqo_peering.engine import protection
 from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.service import PeeringService
-from liqo_peering.errors import PeeringError
+from liqo_peering.errors import PassCrashed, PeeringError
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.redact import redact
@@ -67,9 +67,9 @@ def stop(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
-async def peering_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+async def peering_loop(namespace: str, name: str, uid: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    await runner.run(peering(namespace, name), stopped)
+    await runner.run(peering(namespace, name), stopped, uid or "")
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
@@ -113,9 +113,9 @@ SET_PLURAL = peeringset.PLURAL
 
 
 @kopf.daemon(GROUP, VERSION, SET_PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[arg-type]
-async def set_loop(namespace: str, name: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+async def set_loop(namespace: str, name: str, uid: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    await runner.run(peering_set(namespace, name), stopped)
+    await runner.run(peering_set(namespace, name), stopped, uid or "")
 
 
 @kopf.on.update(GROUP, VERSION, SET_PLURAL, field="spec", registry=registry)  # type: ignore[arg-type]
@@ -126,7 +126,10 @@ async def set_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any)
 @kopf.on.delete(GROUP, VERSION, SET_PLURAL, registry=registry)  # type: ignore[arg-type]
 async def set_deleted(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    remaining = await runner.unpeer(peering_set(namespace, name), dict(body))
+    try:
+        remaining = await runner.unpeer(peering_set(namespace, name), dict(body))
+    except PassCrashed as exc:  # put aside: retried until its backoff ends or the force-delete annotation
+        raise kopf.TemporaryError(f"cannot delete: {redact(exc.message)}", delay=TEARDOWN_RETRY_SECONDS) from None
     if remaining:
         raise kopf.TemporaryError(f"waiting for LiqoPeerings {', '.join(remaining[:5])}", delay=1)
     memo.metrics.forget_set(body["metadata"]["namespace"], body["metadata"]["name"])

@@ -196,6 +196,15 @@ class Metrics:
             "1 while this replica reconciles (kopf peering has not paused it), else 0",
             registry=self.registry,
         )
+        # Objects whose passes killed the operator twice in a row, put aside for a backoff (engine/passmarkers.py).
+        self.put_aside = Gauge(
+            "liqo_peering_put_aside_objects",
+            "LiqoPeerings and LiqoPeeringSets whose passes are put aside after the operator died in them, by kind",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ("LiqoPeering", "LiqoPeeringSet"):
+            self.put_aside.labels(kind=kind).set(0)
         self.objects = ObjectCollector()
         self.registry.register(self.objects)
         self._status: dict[str, str] = {}
@@ -238,6 +247,9 @@ class Metrics:
 
     def forget_set(self, namespace: str, name: str) -> None:
         self.objects.drop("sets", (namespace, name))
+
+    def set_put_aside(self, kind: str, count: int) -> None:
+        self.put_aside.labels(kind=kind).set(count)
 
     def set_active(self, active: bool) -> None:
         """This replica starts or stops reconciling (kopf peering). A paused replica exports no per-object

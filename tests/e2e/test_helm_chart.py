@@ -102,6 +102,7 @@ def test_default_render(helm: Path) -> None:
         "--metrics-port=8080",
         "--health-port=8081",
         "--stall-timeout=300",
+        "--pass-markers-dir=/var/lib/liqo-peering-operator/pass-markers",
     ]
     # Start-up and liveness: the event loop and worker pools make progress; readiness: informers synced.
     assert container["startupProbe"]["httpGet"] == {"path": "/livez", "port": "health"}

@@ -102,11 +102,19 @@ def test_extra_volumes_and_mounts() -> None:
             "extraVolumeMounts[0].readOnly=true",
         )
     )
-    # The chart's own scratch volume stays, the extra one comes after it.
-    assert [v["name"] for v in pod["volumes"]] == ["tmp", "ca"]
-    assert pod["volumes"][1] == {"name": "ca", "configMap": {"name": "ca-bundle"}}
+    # The chart's own volumes (scratch, pass markers) stay, the extra one comes after them.
+    assert [v["name"] for v in pod["volumes"]] == ["tmp", "pass-markers", "ca"]
+    assert pod["volumes"][2] == {"name": "ca", "configMap": {"name": "ca-bundle"}}
     (container,) = pod["containers"]
-    assert container["volumeMounts"][1:] == [{"name": "ca", "mountPath": "/etc/ssl/ca", "readOnly": True}]
+    assert container["volumeMounts"][2:] == [{"name": "ca", "mountPath": "/etc/ssl/ca", "readOnly": True}]
+
+
+def test_pass_markers_live_in_an_empty_dir_that_outlives_the_container() -> None:
+    pod = pod_spec(render())
+    (container,) = pod["containers"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "pass-markers")
+    assert f"--pass-markers-dir={mount['mountPath']}" in container["args"]
+    assert "emptyDir" in next(v for v in pod["volumes"] if v["name"] == "pass-markers")
 
 
 def pdb(*sets: str) -> dict[str, Any] | None:

@@ -11,6 +11,9 @@ would otherwise write objects while, or after, the teardown deletes them.
 Whatever a pass raises, its kind reports it in the object's status (``report``), and the next pass starts
 afresh; only the operator's own API server being unavailable is retried without a word (the status could not
 be written anyway).
+
+The runner also marks each pass in flight (engine/passmarkers.py): an object whose passes killed the operator
+twice in a row is put aside after the restart, its status saying so, while the others go on.
 """
 
 from __future__ import annotations
@@ -24,9 +27,17 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from liqo_peering.engine.passmarkers import FORCED_TEARDOWN, RECONCILE, TEARDOWN, Deaths, Key, PassMarkers
 from liqo_peering.engine.watches import Route, WatchHub
-from liqo_peering.errors import InternalError, PeeringError, as_peering_error, own_cluster_unavailable
+from liqo_peering.errors import (
+    InternalError,
+    PassCrashed,
+    PeeringError,
+    as_peering_error,
+    own_cluster_unavailable,
+)
 from liqo_peering.health import TrackedPool
+from liqo_peering.liqo import naming
 
 log = structlog.get_logger("liqo_peering.runner")
 MAX_PASSES = 72  # concurrent passes (threads): a pass mostly waits on the API servers
@@ -46,6 +57,10 @@ class ObjectKey:
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def marker(self) -> Key:
+        return (self.kind, self.namespace, self.name)
 
 
 class Outcome(Protocol):
@@ -144,9 +159,13 @@ class Wakeups:
 
 
 class Runner:
-    def __init__(self, kinds: Iterable[Kind], hub: WatchHub, wakeups: Wakeups) -> None:
-        """``hub`` wakes objects through ``wakeups`` (built with ``WatchHub(wakeups)``)."""
+    def __init__(
+        self, kinds: Iterable[Kind], hub: WatchHub, wakeups: Wakeups, markers: PassMarkers | None = None
+    ) -> None:
+        """``hub`` wakes objects through ``wakeups`` (built with ``WatchHub(wakeups)``); ``markers``: the passes
+        in flight (recovered already), None: not recorded."""
         self.kinds = {k.kind: k for k in kinds}
+        self.markers = markers if markers is not None else PassMarkers(None)
         self.hub = hub
         self.wakeups = wakeups
         self.pool = TrackedPool(MAX_PASSES, "pass")  # health.py: liveness fails when it stalls
@@ -154,7 +173,8 @@ class Runner:
         self._locks: dict[ObjectKey, threading.Lock] = {}
 
     def poke(self, key: ObjectKey) -> None:
-        """Wake an object's loop now (its spec or annotations changed)."""
+        """Wake an object's loop now (its spec or annotations changed): put aside or not, it runs."""
+        self.markers.reset(key.marker)
         self.wakeups.wake(key, "spec")
 
     def _lock(self, key: ObjectKey) -> threading.Lock:
@@ -162,11 +182,11 @@ class Runner:
             return self._locks.setdefault(key, threading.Lock())
 
     # -- one pass, under the object's lock: the error boundary ------------------------------------------
-    def one_pass(self, key: ObjectKey, woken_by: frozenset[str] = frozenset()) -> Any:
+    def one_pass(self, key: ObjectKey, woken_by: frozenset[str] = frozenset(), uid: str = "") -> Any:
         """One pass (synchronous). Whatever it raises is reported in the object's status, and its kind forgets
         what it kept from earlier passes; raises only while the operator's own API server is unavailable."""
         kind = self.kinds[key.kind]
-        with self._lock(key):
+        with self._lock(key), self.markers.in_flight(key.marker, uid, RECONCILE):
             try:
                 outcome = kind.reconcile(key, woken_by)
             except Exception as raised:
@@ -179,17 +199,39 @@ class Runner:
                 self.hub.set_routes(key, kind.routes(key, outcome))
             return outcome
 
+    def put_aside(self, key: ObjectKey, deaths: Deaths) -> bool:
+        """Say in the object's status that its passes are put aside (synchronous): the report only, no pass,
+        once per death (a restart for another reason finds it said). Whether the object is gone."""
+        error = PassCrashed(deaths.count, deaths.phase, self.markers.backoff(deaths.count))
+        log.warning("passes put aside: " + error.message, reason=error.reason, object=str(key))
+        if self.markers.to_report(key.marker):
+            with self._lock(key):
+                if self.kinds[key.kind].report(key, error).gone:
+                    return True
+        self.markers.mark_aside(key.marker)
+        return False
+
     def teardown(self, key: ObjectKey, body: dict[str, Any]) -> list[str]:
         """One teardown pass (synchronous); once nothing remains, the object's state is dropped. Raises a
-        PeeringError (an InternalError for anything else), which the delete handler reports and retries."""
+        PeeringError (an InternalError for anything else), which the delete handler reports and retries;
+        PassCrashed while the object is put aside (a forced teardown still runs: the way out)."""
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        forced = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
+        phase = FORCED_TEARDOWN if forced else TEARDOWN
         with self._lock(key):
-            try:
-                remaining = self.kinds[key.kind].teardown(body)
-            except PeeringError:
-                raise
-            except Exception as exc:
-                log.error("teardown failed", object=str(key), exc_info=exc)
-                raise InternalError(exc, "the teardown") from exc
+            aside = self.markers.aside(key.marker, uid, phase)
+            if aside is not None:
+                deaths = aside[0]
+                raise PassCrashed(deaths.count, deaths.phase, self.markers.backoff(deaths.count))
+            with self.markers.in_flight(key.marker, uid, phase):
+                try:
+                    remaining = self.kinds[key.kind].teardown(body)
+                except PeeringError:
+                    raise
+                except Exception as exc:
+                    log.error("teardown failed", object=str(key), exc_info=exc)
+                    raise InternalError(exc, "the teardown") from exc
         if not remaining:
             self.forget(key)
         return remaining
@@ -226,6 +268,7 @@ class Runner:
         with self._lock(key):
             self.hub.drop(key)
             self.kinds[key.kind].forget(key)
+            self.markers.forget(key.marker)
             with self._guard:
                 self._locks.pop(key, None)
 
@@ -235,15 +278,26 @@ class Runner:
         return await asyncio.get_running_loop().run_in_executor(self.pool, call, fn, *args)
 
     # -- the loop ----------------------------------------------------------------------------------------
-    async def run(self, key: ObjectKey, stopped: Any) -> None:
+    async def run(self, key: ObjectKey, stopped: Any, uid: str = "") -> None:
+        """The object's loop; ``uid``: the object's, which its pass markers name."""
         kind = self.kinds[key.kind]
         trigger = self.wakeups.open(key)
         failures = 0
+        reported = 0  # the deaths the status says the object is put aside for
         try:
             while not stopped:
                 trigger.clear()
+                aside = self.markers.aside(key.marker, uid, RECONCILE)
                 try:
-                    outcome = await self.in_thread(self.one_pass, key, self.wakeups.take(key))
+                    if aside is not None:
+                        deaths, left = aside
+                        if reported != deaths.count:
+                            if await self.in_thread(self.put_aside, key, deaths):
+                                return
+                            reported = deaths.count
+                        await wait(trigger, stopped, left)  # a spec change resets it (poke)
+                        continue
+                    outcome = await self.in_thread(self.one_pass, key, self.wakeups.take(key), uid)
                 except Exception as exc:  # the operator's own API server (or the report of a failure) failed
                     failures += 1
                     error = as_peering_error(exc, "the report of a failed pass")
