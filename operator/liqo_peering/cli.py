@@ -23,6 +23,7 @@ from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.runner import Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.sweep import ProtectionSweep
 from liqo_peering.engine.watches import WatchHub
 from liqo_peering.health import DEFAULT_STALL_SECONDS, Health
 from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
@@ -257,9 +258,13 @@ def run(args: argparse.Namespace) -> None:
         PeeringSets(SetService(local, EventRecorder(local), metrics=metrics), args.resync_interval),
     )
     runner = Runner(kinds, hub, wakeups)
+    # Releases the protection of the Secrets no LiqoPeering needs any more, at start and as LiqoPeerings go.
+    sweep = ProtectionSweep(local, args.namespaces) if args.kubeconfig_secret_protection else None
     health = Health(args.stall_timeout)
     health.pools.append(runner.pool)
     health.readiness.append(lambda: hub.unsynced(local.side))
+    if sweep is not None:
+        health.readiness.append(sweep.unsynced)
     if args.health_port:
         health.serve(args.health_port)
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
@@ -278,6 +283,7 @@ def run(args: argparse.Namespace) -> None:
             runner=runner,
             metrics=metrics,
             health=health,
+            sweep=sweep,
             connection=None if in_cluster else connection_info(cfg),
         ),
     )
