@@ -60,7 +60,6 @@ def test_users_count_peerings_being_unpeered_but_not_those_unpeered_nor_the_one_
     assert protection.users(peerings, "ns", "kc") == ["a", "b"]
     assert protection.users(peerings, "ns", "kc", exclude="b") == ["a"]
     assert protection.users(peerings, "ns", "kc", done={"uid-ns-b"}) == ["a"]  # its teardown ended here
-    assert protection.users(peerings, "ns", "kc", done={"uid-ns-a"}) == ["a", "b"]  # not being deleted
     assert protection.users(peerings, "ns", "missing") == []
     # The Secret a peering mints its credential into is needed by it as well.
     assert protection.users(peerings, "ns", naming.minted_secret("c")) == ["c"]
@@ -68,7 +67,6 @@ def test_users_count_peerings_being_unpeered_but_not_those_unpeered_nor_the_one_
 
 def test_unpeered_once_being_deleted_without_the_operator_finalizer_or_done() -> None:
     assert not protection.unpeered(peering("a", "kc"))
-    assert not protection.unpeered(peering("a", "kc"), done={"uid-ns-a"})
     assert not protection.unpeered(peering("a", "kc", deleting=True))
     assert protection.unpeered(peering("a", "kc", deleting=True), done={"uid-ns-a"})
     assert protection.unpeered(peering("a", "kc", unpeered=True))

@@ -61,12 +61,13 @@ def uses(peering: dict[str, Any]) -> set[str]:
 
 
 def unpeered(peering: dict[str, Any], done: Collection[str] = ()) -> bool:
-    """Whether a LiqoPeering's unpeering is over: it is being deleted, and the operator's finalizer is gone
-    (only another's holds it) or its uid is in ``done`` (its teardown ended, the finalizer goes next)."""
+    """Whether a LiqoPeering's unpeering is over: its uid is in ``done`` (its teardown ended here, the
+    finalizer goes next: a cache may not show its deletion yet), or it is being deleted and the operator's
+    finalizer is gone (only another's holds it)."""
     meta = peering.get("metadata") or {}
-    if not meta.get("deletionTimestamp"):
-        return False
-    return meta.get("uid") in done or UNPEERING not in (meta.get("finalizers") or [])
+    if meta.get("uid") in done:
+        return True
+    return bool(meta.get("deletionTimestamp")) and UNPEERING not in (meta.get("finalizers") or [])
 
 
 def users(
