@@ -180,7 +180,7 @@ def newer(local: FakeClusterClient, body: dict[str, Any]) -> dict[str, Any]:
 def listed(sweep: ProtectionSweep, local: FakeClusterClient) -> None:
     """The sweep's informer lists what the client holds (as its thread does once started)."""
     (informer,) = sweep.informers
-    informer._listed(local.find(r.LIQOPEERING, informer.scope.namespace))
+    informer._listed(local.find(r.LIQOPEERING, informer.scope.namespace))  # calls the sweep's on_list
 
 
 def test_the_sweep_releases_what_no_peering_needs_at_start_and_as_peerings_go() -> None:
@@ -238,6 +238,9 @@ def test_the_sweep_looks_again_when_a_peering_switches_secret_or_its_unpeering_e
     sweep._changed("MODIFIED", over)  # another's finalizer keeps it; its unpeering is over
     assert sweep._due.is_set()
     assert sweep.sweep() == [("ns", "new")]
+
+    informer._listed([])  # a relist: what went while the watch was down is forgotten
+    assert sweep._seen == {}
 
 
 def test_protect_does_nothing_to_an_absent_secret() -> None:

@@ -15,7 +15,7 @@ then forgotten: at rest the sweep reads and writes nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -27,7 +27,7 @@ from liqo_peering.errors import PeeringError
 from liqo_peering.liqo import resources as r
 
 log = structlog.get_logger("liqo_peering.sweep")
-SecretKey = tuple[str, str]  # (namespace, name)
+Key = tuple[str, str]  # (namespace, name)
 
 
 class ProtectionSweep:
@@ -36,12 +36,12 @@ class ProtectionSweep:
         self.local = local
         self.namespaces: list[str | None] = list(namespaces) or [None]
         self.informers = [
-            Informer(local, Scope(r.LIQOPEERING, namespace), self._listed, self._changed)
+            Informer(local, Scope(r.LIQOPEERING, namespace), self._lister(namespace), self._changed)
             for namespace in self.namespaces
         ]
         self._lock = threading.Lock()
-        self._secrets: set[SecretKey] = set()  # to look at: protected at start, or referenced since
-        self._seen: dict[SecretKey, tuple[frozenset[str], bool]] = {}  # per LiqoPeering: what it uses, unpeered
+        self._secrets: set[Key] = set()  # to look at: protected at start, or referenced since
+        self._seen: dict[Key, tuple[frozenset[str], bool]] = {}  # per LiqoPeering: what it uses, unpeered
         self._due = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="protection-sweep")
@@ -67,11 +67,17 @@ class ProtectionSweep:
         ]
 
     # -- the informers' callbacks (their threads) --------------------------------------------------------
-    def _listed(self, items: list[dict[str, Any]]) -> None:
-        with self._lock:
-            for peering in items:
-                self._learn(peering)
-        self._due.set()  # anything may have gone while the watch was down
+    def _lister(self, namespace: str | None) -> Callable[[list[dict[str, Any]]], None]:
+        def listed(items: list[dict[str, Any]]) -> None:
+            with self._lock:
+                # What the list no longer holds went while the watch was down.
+                for key in [k for k in self._seen if namespace is None or k[0] == namespace]:
+                    del self._seen[key]
+                for peering in items:
+                    self._learn(peering)
+            self._due.set()
+
+        return listed
 
     def _changed(self, kind: str, peering: dict[str, Any]) -> None:
         with self._lock:
@@ -132,7 +138,7 @@ class ProtectionSweep:
         with self._lock:
             self._secrets |= found
 
-    def sweep(self) -> list[SecretKey]:
+    def sweep(self) -> list[Key]:
         """Release every Secret to look at that no LiqoPeering needs, once the informers hold every
         LiqoPeering; returns those released."""
         if not all(informer.synced for informer in self.informers):
