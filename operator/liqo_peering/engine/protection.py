@@ -118,11 +118,9 @@ def protect(local: ClusterClient, namespace: str, secret: str) -> None:
         ) from None
 
 
-def release(
-    local: ClusterClient, namespace: str, secret: str, exclude: str | None = None, done: Collection[str] = ()
-) -> list[str]:
+def release(local: ClusterClient, namespace: str, secret: str, exclude: str | None = None) -> list[str]:
     """Remove the finalizer unless another LiqoPeering still needs the Secret; returns those that do."""
-    still = users(local.find(r.LIQOPEERING, namespace), namespace, secret, exclude, done)
+    still = users(local.find(r.LIQOPEERING, namespace), namespace, secret, exclude)
     if not still:
         local.edit_finalizers(r.SECRET, secret, namespace, removing)
     return still
