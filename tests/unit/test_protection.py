@@ -6,13 +6,15 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from fakes import FakeClusterClient
 
 from liqo_peering.engine import protection
+from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.sweep import ProtectionSweep
+from liqo_peering.errors import ClusterForbidden
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 
@@ -247,3 +249,20 @@ def test_protect_does_nothing_to_an_absent_secret() -> None:
     local = FakeClusterClient("consumer")
     protection.protect(local, "ns", "kc")
     assert local.get(r.SECRET, "kc", "ns") is None
+
+
+class RefusingClient(FakeClusterClient):
+    """Refuses every finalizer edit, as an admission webhook can."""
+
+    def edit_finalizers(self, *args: Any, **kwargs: Any) -> bool:
+        raise ClusterForbidden("secrets is forbidden", side="consumer")
+
+
+def test_a_refused_release_does_not_hold_the_deletion_back() -> None:
+    """The LiqoPeering goes; the sweep retries the release once it is gone."""
+    local = RefusingClient("consumer")
+    local.add(r.SECRET, {"metadata": {"name": "kc", "namespace": "ns", "finalizers": [F]}})
+    body = local.add(r.LIQOPEERING, peering("a", "kc", deleting=True))
+    svc = PeeringService(local, cast(Any, None), cast(Any, None), cast(Any, None))
+    svc.unpeered(body)  # raises nothing
+    assert protected(local, "kc")
