@@ -25,6 +25,7 @@ from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMark
 from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.runner import Runner, Wakeups
 from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.sweep import ProtectionSweep
 from liqo_peering.engine.watches import WatchHub
 from liqo_peering.health import DEFAULT_STALL_SECONDS, Health
 from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
@@ -281,9 +282,13 @@ def run(args: argparse.Namespace) -> None:
     markers = PassMarkers(args.pass_markers_dir, on_aside=metrics.set_put_aside, first_backoff=args.put_aside_backoff)
     markers.recover()  # before any pass: the markers left in flight are the deaths of the last run
     runner = Runner(kinds, hub, wakeups, markers)
+    # Releases the protection of the Secrets no LiqoPeering needs any more, at start and as LiqoPeerings go.
+    sweep = ProtectionSweep(local, args.namespaces) if args.kubeconfig_secret_protection else None
     health = Health(args.stall_timeout)
     health.pools.append(runner.pool)
     health.readiness.append(lambda: hub.unsynced(local.side))
+    if sweep is not None:
+        health.readiness.append(sweep.unsynced)
     if args.health_port:
         health.serve(args.health_port)
     log.info("starting", version=__version__, namespaces=args.namespaces or "all", local=cfg.host)
@@ -302,6 +307,7 @@ def run(args: argparse.Namespace) -> None:
             runner=runner,
             metrics=metrics,
             health=health,
+            sweep=sweep,
             connection=None if in_cluster else connection_info(cfg),
         ),
     )

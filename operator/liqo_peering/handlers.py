@@ -14,7 +14,6 @@ import kopf
 
 from liqo_peering.api import peeringset
 from liqo_peering.api.model import GROUP, PLURAL, VERSION
-from liqo_peering.engine import protection
 from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.errors import PassCrashed, PeeringError
@@ -37,7 +36,7 @@ def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.startup(registry=registry)
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    settings.persistence.finalizer = naming.OPERATOR_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration"
@@ -47,6 +46,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.networking.request_timeout = 30
     if "health" in memo:
         memo.heartbeat = asyncio.create_task(memo.health.beat())  # /livez: the event loop runs
+    if memo.get("sweep") is not None:
+        memo.sweep.start()  # engine/sweep.py: kubeconfig Secrets no LiqoPeering needs any more
 
 
 def peering(namespace: str, name: str) -> ObjectKey:
@@ -61,6 +62,8 @@ def peering_set(namespace: str, name: str) -> ObjectKey:
 def stop(memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
     runner.stop()
+    if memo.get("sweep") is not None:
+        memo.sweep.stop()
     heartbeat = memo.get("heartbeat")
     if heartbeat is not None:
         heartbeat.cancel()
@@ -94,7 +97,7 @@ async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **
     try:
         remaining = await runner.unpeer(peering(namespace, name), raw)
         if not remaining:
-            await runner.in_thread(service.release_secret, namespace, protection.secret_of(raw), name)
+            await runner.in_thread(service.unpeered, raw)
     except PeeringError as exc:
         message = (
             f"cannot unpeer: {redact(exc.message)}. Deletion keeps retrying; to release it and clean only"

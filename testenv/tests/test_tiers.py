@@ -69,7 +69,11 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_kubernetes_floor.py",
         "testenv/tests/e2e/test_liqo_real.py",
     }
-    assert modules["standin"] == {"tests/e2e/test_benchmarks.py", "tests/e2e/test_poison_pass.py"}
+    assert modules["standin"] == {
+        "tests/e2e/test_benchmarks.py",
+        "tests/e2e/test_poison_pass.py",
+        "tests/e2e/test_secret_protection.py",
+    }
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_ha_disruption.py",

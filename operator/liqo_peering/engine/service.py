@@ -119,6 +119,7 @@ class PeeringService:
     ) -> None:
         self.local = local
         self.protect_secrets = protect_secrets
+        self.releases = protection.Releases()
         self.events = events
         self.metrics = metrics
         self.policy = policy
@@ -597,13 +598,30 @@ class PeeringService:
         )
         return consumer_ns, provider_ns
 
-    def release_secret(self, namespace: str, secret: str | None, exclude: str | None = None) -> None:
-        """The Secret's protection goes once no LiqoPeering uses it (``exclude``: the one just unpeered)."""
+    def release_secret(self, namespace: str, secret: str | None) -> None:
+        """The Secret's protection goes once no LiqoPeering uses it (one switched to another Secret)."""
         if not secret:
             return
-        still = protection.release(self.local, namespace, secret, exclude)
+        still = protection.release(self.local, namespace, secret)
         if still:
             log.info(f"Secret {namespace}/{secret} stays protected: LiqoPeering {', '.join(still)} uses it")
+
+    def unpeered(self, body: dict[str, Any]) -> None:
+        """The LiqoPeering's unpeering is over: its Secret's protection goes unless another LiqoPeering still
+        needs it. A failure is left to the sweep (engine/sweep.py), which looks again once the LiqoPeering
+        is gone: the deletion does not wait for the Secret."""
+        meta = body["metadata"]
+        secret = protection.secret_of(body)
+        try:
+            still = self.releases.after_unpeering(self.local, body)
+        except PeeringError as exc:
+            log.warning(
+                f"could not release Secret {meta['namespace']}/{secret}: {exc.message}; the sweep retries",
+                reason=exc.reason,
+            )
+            return
+        if still:
+            log.info(f"Secret {meta['namespace']}/{secret} stays protected: LiqoPeering {', '.join(still)} uses it")
 
     def report_teardown(self, body: dict[str, Any], reason: str, message: str) -> None:
         """Say in status why deletion is not finishing (e.g. the provider is unreachable)."""

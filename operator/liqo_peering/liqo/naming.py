@@ -50,6 +50,8 @@ COMMON_METADATA = "peering.liqo-operator.io/common-metadata"
 PERMANENTLY_UNREACHABLE = "liqo.io/foreign-cluster-permanently-unreachable"
 # On the kubeconfig Secret while a LiqoPeering uses it: unpeering needs the provider's kubeconfig.
 KUBECONFIG_IN_USE = "peering.liqo-operator.io/kubeconfig-in-use"
+# The operator's (kopf's) finalizer on LiqoPeerings and LiqoPeeringSets: removed once their teardown is over.
+OPERATOR_FINALIZER = "peering.liqo-operator.io/finalizer"
 # LiqoPeeringSets: the label naming a LiqoPeering's set, and the annotation recording the spec the set last
 # wrote into it (to tell a template change from an edit of the LiqoPeering itself).
 SET_LABEL = "peering.liqo-operator.io/set"
