@@ -49,8 +49,10 @@ def peerings_on_two_secrets(case: PeeringCase, namespace: str, count: int) -> No
         case.peerings.create(namespace, f"peering-{i}", spec)
     wait_for(
         "every LiqoPeering reconciled and both Secrets protected",
-        lambda: all(case.peerings.status(namespace, f"peering-{i}").get("peerStatus") for i in range(count))
-        and all(KEPT in (finalizers(case, namespace, secret) or []) for secret in SECRETS),
+        lambda: (
+            all(case.peerings.status(namespace, f"peering-{i}").get("peerStatus") for i in range(count))
+            and all(KEPT in (finalizers(case, namespace, secret) or []) for secret in SECRETS)
+        ),
         timeout=180,
     )
     case.peerings.wait_status(namespace, "peering-0", "ready", timeout=120)
