@@ -93,10 +93,15 @@ def too_deep(found: Any, limit: int) -> bool:
     return False
 
 
-def an_object(found: Any, side: str, request: Request) -> dict[str, Any]:
-    """A Kubernetes object: a JSON object whose metadata is one, with a name."""
+def a_json_object(found: Any, side: str, request: Request) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise AnswerInvalid(side, request, f"a JSON {_kind(found)} where an object was expected")
+    return found
+
+
+def an_object(found: Any, side: str, request: Request) -> dict[str, Any]:
+    """A Kubernetes object: a JSON object whose metadata is one, with a name."""
+    a_json_object(found, side, request)
     meta = found.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         raise AnswerInvalid(side, request, "an object without metadata.name")

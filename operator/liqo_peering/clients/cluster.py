@@ -146,6 +146,8 @@ class ClusterClient:
                 raise self._failed(request, deadline, _why(exc)) from None
             except ClusterUnreachable as exc:
                 raise self._failed(request, deadline, exc.why) from None
+            if deadline.passed:  # cut short: what came may look whole (headers cut off are headers ended)
+                raise self._failed(request, deadline, "cut at its deadline")
         if more:
             bounds.discard(raw)
             raise bounds.too_large(self.side, request, limit)
@@ -154,9 +156,7 @@ class ClusterClient:
         found = bounds.parse(data, self.side, request)
         if method in ("POST", "PUT", "PATCH"):
             return bounds.an_object(found, self.side, request)
-        if not isinstance(found, dict):
-            raise AnswerInvalid(self.side, request, "an answer that is not a JSON object")
-        return found
+        return bounds.a_json_object(found, self.side, request)
 
     def _refusal(self, method: str, path: str, resp: Any, created: str | None = None) -> ApiError | AnswerInvalid:
         """What an answer that is no success is: a redirect (never followed: the credentials are for this
@@ -204,6 +204,7 @@ class ClusterClient:
     # -- reads ----------------------------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         faults.at(self.side, "get", res.plural)
+        self._raise_failed(res, namespace)
         for informer in self._covering(res, namespace):
             hit = informer.cached(namespace if res.namespaced else None, name)
             if hit is not None:
@@ -222,6 +223,7 @@ class ClusterClient:
         self, res: Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
     ) -> list[dict[str, Any]]:
         faults.at(self.side, "list", res.plural)
+        self._raise_failed(res, namespace)
         for informer in self._covering(res, namespace, labels, fields, by_name=False):
             return informer.cached_items(
                 lambda meta: (
@@ -502,6 +504,21 @@ class ClusterClient:
             )
         ]
 
+    def _raise_failed(self, res: Resource, namespace: str | None) -> None:
+        """An informer of ``res`` dropped its list or watch for a bad answer and is not synced again: reads
+        report that, rather than go around it (the peering shows what its cluster sends)."""
+        with self._informers_lock:
+            informers = list(self._informers)
+        for informer in informers:
+            failed = informer.failed
+            if (
+                failed is not None
+                and not informer.synced
+                and informer.scope.res == res
+                and (informer.scope.namespace is None or informer.scope.namespace == namespace)
+            ):
+                raise failed.with_traceback(None)  # raised again and again: its traceback must not grow
+
     def _remember(self, res: Resource, obj: Any) -> dict[str, Any]:
         """Put what the server answered to our write into the caches that cover it (read-your-writes)."""
         found = dict(obj)
@@ -623,6 +640,8 @@ class ClusterClient:
                     at = min(end, time.monotonic() + EVENT_SECONDS) if pending else end
                     if bool(pending) == (deadline.at == end):
                         self._connections.tighten(deadline, at)
+                if deadline.passed:  # cut short: a stream without chunks ends cleanly when cut
+                    raise urllib3.exceptions.ProtocolError("cut at its deadline")
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 if deadline.passed and self.down is None and deadline.at != end:
                     raise AnswerTooSlow(
