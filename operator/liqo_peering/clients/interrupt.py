@@ -61,7 +61,9 @@ class Connections:
         try:
             yield bound
         finally:
-            _current.deadline = outer
+            # A generator's block (a watch) may be closed from another thread: leave that one's alone.
+            if getattr(_current, "deadline", None) is bound:
+                _current.deadline = outer
             with self._lock:
                 for conn in [c for c, d in self._deadlines.items() if d is bound]:
                     del self._deadlines[conn]
