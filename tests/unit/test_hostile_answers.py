@@ -158,6 +158,13 @@ def test_a_list_may_be_larger_than_an_object_but_not_unbounded() -> None:
     assert "64 MiB" in raised.value.message
 
 
+def test_an_answer_of_too_many_values_is_refused_before_it_is_parsed() -> None:
+    """Small in bytes, huge once parsed: a list of a million numbers."""
+    many = b'{"metadata": {"name": "t"}, "x": [' + b"1," * 1_000_000 + b"1]}"
+    error = get_tenant(lambda h: send(h, 200, many))
+    assert_reported(error, AnswerTooLarge, "ProviderAnswerTooLarge", "the operator reads at most 500000 values")
+
+
 def test_a_huge_error_answer_is_read_in_part_and_reported_as_the_error_it_is() -> None:
     message = "no " * (4 << 20)
     body = json.dumps({"kind": "Status", "code": 500, "message": message}).encode()

@@ -13,6 +13,10 @@ The caps:
   and field selectors, so its lists hold a few objects of one peering, not a cluster's worth;
 - an error answer: 64 KiB, of which the message keeps 1024 characters (a Status object is small);
 - one watch event: one object and its envelope, so the object's cap;
+- JSON values: 500000 per answer, counted before parsing (each value but the first follows a ``,``, a
+  ``:`` or a ``[``). Parsed, a value costs from 8 bytes (a small number in a list) to a few hundred (an
+  object), so 64 MiB of tiny values would take gigabytes; 500000 take at most about 100 MiB, while a Liqo
+  object holds a few hundred values and the operator's lists a few objects;
 - JSON nesting: 200 levels. Kubernetes objects nest a few dozen levels at most (an OpenAPI schema ~50);
   the client's copies (copy.deepcopy) recurse per level, and must stay far from Python's recursion limit.
 """
@@ -31,6 +35,7 @@ MAX_ERROR_BYTES = 64 << 10
 MAX_MESSAGE_CHARS = 1024
 MAX_EVENT_BYTES = MAX_OBJECT_BYTES + (64 << 10)
 MAX_DEPTH = 200
+MAX_VALUES = 500_000
 CHUNK = 64 << 10
 
 
@@ -38,16 +43,18 @@ def size(limit: int) -> str:
     return f"{limit // MiB} MiB" if limit >= MiB else f"{limit >> 10} KiB"
 
 
-def read_capped(raw: Any, limit: int) -> tuple[bytes, bool]:
+def read_capped(raw: Any, limit: int) -> tuple[bytearray, bool]:
     """Read a urllib3 response's body (decoded) up to ``limit`` bytes: at most those, and whether it holds
-    more. The caller then discards the connection (``discard``): the rest is never read."""
+    more. The caller then discards the connection (``discard``): the rest is never read. A bytearray, never
+    copied: a list's cap is large enough that each copy would count."""
     body = bytearray()
     while len(body) <= limit:
         chunk = raw.read(min(CHUNK, limit + 1 - len(body)), decode_content=True)
         if not chunk:
-            return bytes(body), False
+            return body, False
         body += chunk
-    return bytes(body[:limit]), True
+    del body[limit:]
+    return body, True
 
 
 def discard(raw: Any) -> None:
@@ -58,8 +65,11 @@ def discard(raw: Any) -> None:
         raw.release_conn()
 
 
-def parse(data: bytes, side: str, request: Request) -> Any:
-    """JSON, nested at most MAX_DEPTH deep; AnswerInvalid if not."""
+def parse(data: bytes | bytearray, side: str, request: Request) -> Any:
+    """JSON of at most MAX_VALUES values (AnswerTooLarge), nested at most MAX_DEPTH deep (AnswerInvalid)."""
+    values = data.count(b",") + data.count(b":") + data.count(b"[") + 1  # at least as many as it holds
+    if values > MAX_VALUES:
+        raise AnswerTooLarge(side, request, "an answer of too many JSON values", f"{MAX_VALUES} values")
     try:
         found = json.loads(data)
     except RecursionError:

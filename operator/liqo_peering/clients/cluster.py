@@ -171,7 +171,7 @@ class ClusterClient:
             request = answers.request_of(self.describe, method, path, created)
             found = f"a redirect ({status}) to {where}, which the operator never follows"
             return AnswerInvalid(self.side, request, found)
-        return self._translate(method, path, status, resp.reason, data.decode(errors="replace"), created)
+        return self._translate(method, path, status, resp.reason, bytes(data).decode(errors="replace"), created)
 
     def _failed(self, request: Request, deadline: Deadline, why: str) -> ClusterUnreachable | AnswerTooSlow:
         """A request that broke off: cut at its deadline (interrupt.Deadline), or the cluster is unreachable."""
