@@ -18,6 +18,7 @@ import pytest
 
 from liqo_peering.clients import bounds
 from liqo_peering.clients import cluster as cluster_module
+from liqo_peering.clients.answers import request_of
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.connect import to_api_client
 from liqo_peering.clients.informer import Informer, Scope
@@ -366,3 +367,20 @@ def test_an_informer_fed_garbage_lists_again_reports_it_and_recovers_when_the_st
             assert (client.get(r.TENANT, "t", "ns") or {})["metadata"]["name"] == "t"
         finally:
             informer.stop()
+
+
+@pytest.mark.parametrize(
+    ("kind", "provider", "consumer"),
+    [
+        (AnswerTooLarge, "ProviderAnswerTooLarge", "ConsumerAnswerTooLarge"),
+        (AnswerTooSlow, "ProviderAnswerTooSlow", "ConsumerAnswerTooSlow"),
+        (AnswerInvalid, "ProviderAnswerInvalid", "ConsumerAnswerInvalid"),
+    ],
+)
+def test_a_bad_answer_is_named_by_its_side_and_retried(kind: type[BadAnswer], provider: str, consumer: str) -> None:
+    request = request_of("https://198.18.0.2:6443", "GET", "/api/v1/namespaces/liqo/configmaps")
+    for side, reason in (("provider", provider), ("consumer", consumer)):
+        error = kind(side, request, "what came", "1 MiB")
+        assert error.reason == reason and error.transient and isinstance(error, PeeringError)
+        assert error.message.startswith(f"the {side} cluster at https://198.18.0.2:6443 ")
+        assert "list configmaps in namespace liqo: what came (the operator reads at most 1 MiB)" in error.message
