@@ -93,7 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._forward(body)
             else:
                 self._hostile(mode)
-        except OSError:  # the client gave up (as it should on a hostile answer), or the upstream went away
+        except (OSError, http.client.HTTPException):  # the client gave up (as it should), or the upstream went
             self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
