@@ -332,6 +332,59 @@ class NamespaceTerminating(Refusal):
         )
 
 
+class BadAnswer(PeeringError):
+    """An answer the client would not read: too large, too slow, malformed, of the wrong shape, or a redirect.
+
+    Another cluster is another trust domain: whatever its API server (or anything in front of it) sends is
+    read within bounds, and an answer beyond them fails the request, not the operator. ``limit`` is the
+    bound it crossed, when one did; ``found`` says what came instead. Retried with backoff: an API server
+    (or a proxy) that answers properly again brings the peering back by itself.
+    """
+
+    transient = True
+    problem = "sent an answer the operator does not read"
+
+    def __init__(self, side: str, request: Request, found: str, limit: str = "") -> None:
+        self.side, self.request, self.found, self.limit = side, request, found, limit
+        bound = f" (the operator reads at most {limit})" if limit else ""
+        super().__init__(
+            f"the {side} cluster at {request.server} {self.problem} to {request.verb} {request.what}: {found}{bound};"
+            f" check what answers at that address (the API server, or a proxy or load balancer in front of it)."
+            f" Retried: the peering resumes by itself once the answers are valid"
+        )
+
+
+class AnswerTooLarge(BadAnswer):
+    """A body or a watch event larger than the client reads (clients/bounds.py)."""
+
+    problem = "sent too large an answer"
+
+    def __init__(self, side: str, request: Request, found: str, limit: str = "") -> None:
+        super().__init__(side, request, found, limit)
+        self.reason = "ConsumerAnswerTooLarge" if side == CONSUMER else "ProviderAnswerTooLarge"
+
+
+class AnswerTooSlow(BadAnswer):
+    """No whole answer within the request's total deadline, or a watch event left unfinished too long."""
+
+    problem = "did not finish its answer in time"
+
+    def __init__(self, side: str, request: Request, found: str, limit: str = "") -> None:
+        super().__init__(side, request, found, limit)
+        self.reason = "ConsumerAnswerTooSlow" if side == CONSUMER else "ProviderAnswerTooSlow"
+
+
+class AnswerInvalid(BadAnswer):
+    """Not JSON, JSON nested deeper than the client reads, not the shape asked for, or a redirect (which
+    the client never follows: the credentials are for that server only)."""
+
+    problem = "sent an invalid answer"
+
+    def __init__(self, side: str, request: Request, found: str, limit: str = "") -> None:
+        super().__init__(side, request, found, limit)
+        self.reason = "ConsumerAnswerInvalid" if side == CONSUMER else "ProviderAnswerInvalid"
+
+
 class InternalError(PeeringError):
     """Anything but a PeeringError raised in a pass: a bug or an unexpected failure in the operator.
 

@@ -246,7 +246,9 @@ class Answering(ClusterClient):
         self.answers = list(answers_)
         self.sent: list[tuple[str, str | None]] = []
 
-    def _call(self, method: str, path: str, *, body: Any = None, query: Any = None, content_type: Any = None) -> Any:
+    def _call(
+        self, method: str, path: str, *, body: Any = None, query: Any = None, content_type: Any = None, **_: Any
+    ) -> Any:
         self.sent.append((method, content_type))
         answer = self.answers.pop(0) if self.answers else None
         if answer is not None:

@@ -73,7 +73,9 @@ class ListWatch(ClusterClient):
     def emit(self, kind: str, obj: dict[str, Any]) -> None:
         self.events.put({"type": kind, "object": obj})
 
-    def _call(self, method: str, path: str, *, body: Any = None, query: Any = None, content_type: Any = None) -> Any:
+    def _call(
+        self, method: str, path: str, *, body: Any = None, query: Any = None, content_type: Any = None, **_: Any
+    ) -> Any:
         self.calls.append((method, path))
         name = path.rsplit("/", 1)[-1]
         if method == "GET" and query is not None:  # a list

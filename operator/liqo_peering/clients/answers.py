@@ -4,6 +4,9 @@ A 403 is read before it is named: the authorizer (RBAC), a ResourceQuota, an adm
 a namespace being deleted all answer 403, and each needs a different fix. Webhooks and policies may also
 deny with 400 or 422. The Status's message is the only place some of them say who they are (the API server
 words them so: ``admission webhook "x" denied the request: ...``), so this is the one place that reads it.
+
+An answer is another cluster's text: only its first bytes are parsed (bounds.MAX_ERROR_BYTES), and only the
+first characters of its message and reason are kept (bounds.MAX_MESSAGE_CHARS), before they are redacted.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from liqo_peering.clients.bounds import MAX_ERROR_BYTES, MAX_MESSAGE_CHARS
 from liqo_peering.errors import (
     AdmissionDenied,
     ApiError,
@@ -65,8 +69,8 @@ def request_of(server: str, method: str, path: str, created: str | None = None) 
 def status_of(text: str) -> dict[str, Any]:
     """The Status object of an error answer; empty when the body is none (a proxy's plain text)."""
     try:
-        answer = json.loads(text or "{}")
-    except ValueError:
+        answer = json.loads(text[:MAX_ERROR_BYTES] or "{}")
+    except (ValueError, RecursionError):
         return {}
     return answer if isinstance(answer, dict) else {}
 
@@ -75,12 +79,12 @@ def read(side: str, request: Request, status: int, http_reason: str | None, text
     """The error an answer is: Unauthorized, ClusterForbidden (RBAC), QuotaExceeded, AdmissionDenied,
     NamespaceTerminating, or any other ApiError."""
     body = status_of(text)
-    message = redact(str(body.get("message") or ""))
+    message = redact(str(body.get("message") or "")[:MAX_MESSAGE_CHARS])
     fields: dict[str, Any] = {
         "status": status,
         "side": side,
         "request": request,
-        "server_reason": str(body.get("reason") or http_reason or ""),
+        "server_reason": redact(str(body.get("reason") or http_reason or "")[:200]),
         "server_message": message,
         "body": body,
     }

@@ -13,9 +13,9 @@ steps idempotent, and ``ensure`` skips the apply when the stored object already 
 
 from __future__ import annotations
 
-import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,9 +24,19 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from liqo_peering.clients import answers, faults
-from liqo_peering.clients.interrupt import Connections
-from liqo_peering.errors import ApiError, ClusterForbidden, ClusterUnreachable, LiqoNotInstalled, Unauthorized
+from liqo_peering.clients import answers, bounds, faults
+from liqo_peering.clients.connect import refuse_redirects
+from liqo_peering.clients.interrupt import Connections, Deadline
+from liqo_peering.errors import (
+    AnswerInvalid,
+    AnswerTooSlow,
+    ApiError,
+    ClusterForbidden,
+    ClusterUnreachable,
+    LiqoNotInstalled,
+    Request,
+    Unauthorized,
+)
 from liqo_peering.liqo import common
 from liqo_peering.liqo.naming import FIELD_MANAGER
 from liqo_peering.liqo.resources import Resource
@@ -35,12 +45,10 @@ from liqo_peering.redact import redact
 
 log = structlog.get_logger("liqo_peering.clients")
 
+# Each request's total time: connecting, sending, and reading the whole answer (interrupt.Deadline).
 REQUEST_TIMEOUT = 15.0
-
-# Bounds on an answer: the provider's API server is whichever server the user's kubeconfig names. A list of
-# the objects the operator asks for is well under these; one object is at most 1.5 MiB (etcd's limit).
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
-MAX_EVENT_BYTES = 16 * 1024 * 1024
+# A watch event begun must end (its newline) within this: a stream that never completes one is closed.
+EVENT_SECONDS = 30.0
 PROBE_TIMEOUT = (2.0, 2.0)  # connect, read: an API server slower than this to say it is ready counts as down
 
 
@@ -59,6 +67,7 @@ class ClusterClient:
         self._connections = Connections()
         if api is not None:  # None: a test double that sends no request
             self._connections.track(api.rest_client.pool_manager)
+            refuse_redirects(api.rest_client.pool_manager)
         self._informers: list[Any] = []  # clients.informer.Informer (attached by the informer itself)
         self._informers_lock = threading.Lock()
         self._no_patch: set[str] = set()  # kinds this credential may not patch (no server-side apply)
@@ -99,7 +108,7 @@ class ClusterClient:
             )
         except ApiException as exc:
             if exc.status:
-                answer = str(exc.body or "")
+                answer = str(exc.body or "")[: bounds.MAX_ERROR_BYTES]
                 raise self._translate(method, path, exc.status, exc.reason, answer, _created(method, body)) from None
             raise self._unreachable(exc.reason or "no response", probing) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -120,37 +129,57 @@ class ClusterClient:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str | None = None,
+        limit: int = bounds.MAX_OBJECT_BYTES,
     ) -> Any:
-        resp = self._request(method, path, body=body, query=query, content_type=content_type)
-        try:
-            data = self._read(resp.response)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(_why(exc)) from None
-        if resp.status >= 400:
-            answer = data.decode(errors="replace") if data else ""
-            raise self._translate(method, path, resp.status, resp.reason, answer, _created(method, body))
-        return self._json(data) if data else None
+        """Send a request and read its answer within bounds (clients/bounds.py): its JSON, a JSON object
+        (a Kubernetes object for a write), or None when the body is empty."""
+        request = answers.request_of(self.describe, method, path, _created(method, body))
+        with self._connections.deadline(_total(self.request_timeout)) as deadline:
+            try:
+                resp = self._request(method, path, body=body, query=query, content_type=content_type)
+                raw = resp.response
+                if resp.status >= 300:
+                    raise self._refusal(method, path, resp, _created(method, body))
+                data, more = bounds.read_capped(raw, limit)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise self._failed(request, deadline, _why(exc)) from None
+            except ClusterUnreachable as exc:
+                raise self._failed(request, deadline, exc.why) from None
+            if deadline.passed:  # cut short: what came may look whole (headers cut off are headers ended)
+                raise self._failed(request, deadline, "cut at its deadline")
+        if more:
+            bounds.discard(raw)
+            raise bounds.too_large(self.side, request, limit)
+        if not data:
+            return None
+        found = bounds.parse(data, self.side, request)
+        if method in ("POST", "PUT", "PATCH"):
+            return bounds.an_object(found, self.side, request)
+        return bounds.a_json_object(found, self.side, request)
 
-    def _read(self, raw: Any, probing: bool = False) -> bytes:
-        """The whole body of a urllib3 response, up to MAX_ANSWER_BYTES."""
-        chunks, size = [], 0
-        for chunk in raw.stream(1 << 16, decode_content=True):
-            size += len(chunk)
-            if size > MAX_ANSWER_BYTES:
-                raw.close()  # not back to the pool with an unread body
-                raise self._unreachable(f"its answer is larger than {MAX_ANSWER_BYTES} bytes", probing)
-            chunks.append(chunk)
-        return b"".join(chunks)
+    def _refusal(self, method: str, path: str, resp: Any, created: str | None = None) -> ApiError | AnswerInvalid:
+        """What an answer that is no success is: a redirect (never followed: the credentials are for this
+        server only, and urllib3 is told not to follow, connect.py), or an error (its first bytes read)."""
+        raw = resp.response
+        status = int(resp.status)
+        data, more = bounds.read_capped(raw, bounds.MAX_ERROR_BYTES)
+        if more:  # the rest is never read
+            bounds.discard(raw)
+        if status < 400:
+            where = redact(str(raw.headers.get("Location") or "nowhere"))[:200]
+            request = answers.request_of(self.describe, method, path, created)
+            found = f"a redirect ({status}) to {where}, which the operator never follows"
+            return AnswerInvalid(self.side, request, found)
+        return self._translate(method, path, status, resp.reason, bytes(data).decode(errors="replace"), created)
 
-    def _json(self, data: bytes) -> dict[str, Any]:
-        """An answer or a watch event: always a JSON object from an API server."""
-        try:
-            answer = json.loads(data)
-        except (ValueError, RecursionError):
-            answer = None
-        if not isinstance(answer, dict):
-            raise self._unreachable("its answer is not a JSON object, or nests too deep")
-        return answer
+    def _failed(self, request: Request, deadline: Deadline, why: str) -> ClusterUnreachable | AnswerTooSlow:
+        """A request that broke off: cut at its deadline (interrupt.Deadline), or the cluster is unreachable."""
+        if deadline.passed and self.down is None:
+            return AnswerTooSlow(self.side, request, "no whole answer in time", f"{deadline.seconds:g} s per request")
+        return self._unreachable(why)
+
+    def _request_of(self, method: str, path: str) -> Request:
+        return answers.request_of(self.describe, method, path)
 
     def _translate(
         self, method: str, path: str, status: int, reason: str | None, body: str, name: str | None = None
@@ -174,12 +203,14 @@ class ClusterClient:
     # -- reads ----------------------------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         faults.at(self.side, "get", res.plural)
+        self._raise_failed(res, namespace)
         for informer in self._covering(res, namespace):
             hit = informer.cached(namespace if res.namespaced else None, name)
             if hit is not None:
                 return dict(hit)
+        path = res.path(namespace, name)
         try:
-            return dict(self._call("GET", res.path(namespace, name)))
+            return bounds.an_object(self._call("GET", path), self.side, self._request_of("GET", path))
         except ApiError as exc:
             if exc.status == 404:
                 if res.group and self._is_missing_type(exc):
@@ -191,6 +222,7 @@ class ClusterClient:
         self, res: Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
     ) -> list[dict[str, Any]]:
         faults.at(self.side, "list", res.plural)
+        self._raise_failed(res, namespace)
         for informer in self._covering(res, namespace, labels, fields, by_name=False):
             return informer.cached_items(
                 lambda meta: (
@@ -204,8 +236,10 @@ class ClusterClient:
             query.append(("labelSelector", labels))
         if fields:
             query.append(("fieldSelector", fields))
+        path = res.path(namespace)
         try:
-            return list(self._call("GET", res.path(namespace), query=query).get("items") or [])
+            answer = self._call("GET", path, query=query, limit=bounds.MAX_LIST_BYTES)
+            return bounds.a_list(answer, self.side, self._request_of("GET", path))[0]
         except ApiError as exc:
             if exc.status == 404:
                 raise self._not_installed(res) from None
@@ -469,6 +503,21 @@ class ClusterClient:
             )
         ]
 
+    def _raise_failed(self, res: Resource, namespace: str | None) -> None:
+        """An informer of ``res`` dropped its list or watch for a bad answer and is not synced again: reads
+        report that, rather than go around it (the peering shows what its cluster sends)."""
+        with self._informers_lock:
+            informers = list(self._informers)
+        for informer in informers:
+            failed = informer.failed
+            if (
+                failed is not None
+                and not informer.synced
+                and informer.scope.res == res
+                and (informer.scope.namespace is None or informer.scope.namespace == namespace)
+            ):
+                raise failed.with_traceback(None)  # raised again and again: its traceback must not grow
+
     def _remember(self, res: Resource, obj: Any) -> dict[str, Any]:
         """Put what the server answered to our write into the caches that cover it (read-your-writes)."""
         found = dict(obj)
@@ -495,8 +544,11 @@ class ClusterClient:
         Any answer but a 5xx means it is up: a 401 or 403 is a credential's problem, which the calls report.
         """
         try:
-            resp = self._request("GET", "/readyz", timeout=PROBE_TIMEOUT, probing=True)
-            self._read(resp.response, probing=True)
+            with self._connections.deadline(_total(PROBE_TIMEOUT)):
+                resp = self._request("GET", "/readyz", timeout=PROBE_TIMEOUT, probing=True)
+                _, more = bounds.read_capped(resp.response, bounds.MAX_ERROR_BYTES)
+                if more:
+                    bounds.discard(resp.response)
             status = int(resp.status)
         except ClusterUnreachable as exc:
             return exc
@@ -509,7 +561,7 @@ class ClusterClient:
     def read_path(self, path: str) -> Any | None:
         """GET a path outside any resource (/version, /apis/<group>, /openapi/v3/...): its JSON, None on 404."""
         try:
-            return self._call("GET", path)
+            return self._call("GET", path, limit=bounds.MAX_LIST_BYTES)
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -522,13 +574,14 @@ class ClusterClient:
         """Every matching object and the list's resourceVersion, to start a watch from."""
         query = [("labelSelector", labels)] if labels else []
         query += [("fieldSelector", fields)] if fields else []
+        path = res.path(namespace)
         try:
-            items = self._call("GET", res.path(namespace), query=query)
+            answer = self._call("GET", path, query=query, limit=bounds.MAX_LIST_BYTES)
         except ApiError as exc:
             if exc.status == 404:
                 raise self._not_installed(res) from None
             raise
-        return list(items.get("items") or []), str((items.get("metadata") or {}).get("resourceVersion", ""))
+        return bounds.a_list(answer, self.side, self._request_of("GET", path))
 
     def stream(
         self,
@@ -553,34 +606,52 @@ class ClusterClient:
         ]
         query += [("labelSelector", labels)] if labels else []
         query += [("fieldSelector", fields)] if fields else []
-        resp = self._request("GET", res.path(namespace), query=query, timeout=(10.0, timeout_seconds + 30.0))
-        raw = resp.response  # the urllib3 response, read incrementally
-        if resp.status >= 400:
-            # Read the answer before the connection goes back to the pool: a connection returned with an
-            # unread body fails the next request made on it (ResponseNotReady, "Request-sent").
+        path = res.path(namespace)
+        request = self._request_of("WATCH", path)
+        timeout = (10.0, timeout_seconds + 30.0)
+        with self._connections.deadline(_total(timeout)) as deadline:
+            end = deadline.at
             try:
-                body = self._read(raw).decode(errors="replace")
-            except (urllib3.exceptions.HTTPError, OSError, ClusterUnreachable):
-                body = ""
-            raw.release_conn()
-            raise self._translate("WATCH", res.path(namespace), resp.status, resp.reason, body)
-        if on_open is not None:
-            on_open(raw)
-        try:
-            buffer = b""
-            for chunk in raw.stream(4096, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield self._json(line)
-                if len(buffer) > MAX_EVENT_BYTES:
-                    raw.close()
-                    raise self._unreachable(f"a watch event is larger than {MAX_EVENT_BYTES} bytes")
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(_why(exc)) from None
-        finally:
-            raw.release_conn()
+                resp = self._request("GET", path, query=query, timeout=timeout)
+                if resp.status >= 300:
+                    raise self._refusal("WATCH", path, resp)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise self._failed(request, deadline, _why(exc)) from None
+            except ClusterUnreachable as exc:
+                raise self._failed(request, deadline, exc.why) from None
+            raw = resp.response  # the urllib3 response, read incrementally
+            if on_open is not None:
+                on_open(raw)
+            pending = bytearray()  # the event being received
+            try:
+                for chunk in raw.stream(bounds.CHUNK, decode_content=True):
+                    start = len(pending)
+                    pending += chunk
+                    while (newline := pending.find(b"\n", start)) >= 0:
+                        line = bytes(pending[:newline])
+                        del pending[: newline + 1]
+                        start = 0
+                        if line.strip():
+                            yield bounds.an_event(bounds.parse(line, self.side, request), self.side, request)
+                    if len(pending) > bounds.MAX_EVENT_BYTES:
+                        raise bounds.too_large(self.side, request, bounds.MAX_EVENT_BYTES, "a watch event")
+                    # An event begun has EVENT_SECONDS to end; between events, the watch's own deadline holds.
+                    at = min(end, time.monotonic() + EVENT_SECONDS) if pending else end
+                    if bool(pending) == (deadline.at == end):
+                        self._connections.tighten(deadline, at)
+                if deadline.passed:  # cut short: a stream without chunks ends cleanly when cut
+                    raise urllib3.exceptions.ProtocolError("cut at its deadline")
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if deadline.passed and self.down is None and deadline.at != end:
+                    raise AnswerTooSlow(
+                        self.side, request, "a watch event left unfinished", f"{EVENT_SECONDS:g} s per event"
+                    ) from None
+                raise self._failed(request, deadline, _why(exc)) from None
+            except BaseException:
+                bounds.discard(raw)  # a broken or abandoned stream: its rest is never read
+                raise
+            finally:
+                raw.release_conn()
 
     def interrupt(self) -> int:
         """Fail every call in flight on this client's connections now, watches included (its API server
@@ -590,6 +661,11 @@ class ClusterClient:
     def close(self) -> None:
         """Release this client's connections (a rotated or dropped kubeconfig)."""
         self.api.close()
+
+
+def _total(timeout: float | tuple[float, float]) -> float:
+    """A request's total deadline from urllib3's timeout: a pair (connect, read) adds up."""
+    return sum(timeout) if isinstance(timeout, tuple) else timeout
 
 
 def _created(method: str, body: Any) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -21,6 +22,18 @@ USER_AGENT = f"liqo-peering-operator/{__version__}"
 def with_user_agent(api: k8s_client.ApiClient) -> k8s_client.ApiClient:
     api.user_agent = USER_AGENT
     return api
+
+
+def refuse_redirects(manager: urllib3.PoolManager) -> None:
+    """Make ``manager`` hand back a redirect as it is, never follow it.
+
+    A redirect sends the request, with its credentials, elsewhere: the API server's own answers are never
+    redirects, so one comes from something else at its address, and the client reports it
+    (``ClusterClient._refusal``). The pool's ``Retry(redirect=0)`` below does not cover it: PoolManager
+    follows redirects itself, with a default Retry of its own, unless each request says ``redirect=False``,
+    which the Kubernetes client's REST layer never does.
+    """
+    manager.urlopen = functools.partial(manager.urlopen, redirect=False)  # type: ignore[method-assign]
 
 
 def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:

@@ -13,6 +13,10 @@ then fail at once). A watch cannot tell a hung API server from a quiet one; the 
 A credential that may list but not watch (Liqo's peering-user role on a provider grants no watch) gets
 polling instead: a list every ``POLL_SECONDS``, reported like a relist whenever it differs from the
 last one. Reactions then lag by up to that interval; granting watch restores events.
+
+A list or watch whose answer is beyond the client's bounds (too large, too slow, malformed: a BadAnswer) is
+dropped and listed again with backoff. Until the informer is synced again, reads it would serve raise that
+error (``failed``; see ClusterClient.get and find), so the peerings that need it report it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 import structlog
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.errors import ClusterForbidden, PeeringError
+from liqo_peering.errors import BadAnswer, ClusterForbidden, PeeringError
 from liqo_peering.liqo.resources import HEALTH, Resource
 
 log = structlog.get_logger("liqo_peering.informer")
@@ -69,6 +73,7 @@ class Informer:
         self.lists = 0  # how many (re)lists ran: one per start or restart of the watch
         self.synced = False  # the store holds everything in scope (a list ran and the watch is up)
         self.polling = False  # the watch was refused (403): lists every POLL_SECONDS instead
+        self.failed: BadAnswer | None = None  # the last list or watch dropped for a bad answer, until one is good
         self._store: dict[tuple[str | None, str], dict[str, Any]] = {}
         self._store_lock = threading.Lock()
         self._stop = threading.Event()
@@ -122,7 +127,21 @@ class Informer:
                 else:
                     log.debug("informer may not list", resource=scope.res.plural, side=self.client.side)
                     self._stop.wait(MAX_BACKOFF)
+            except BadAnswer as exc:
+                self.synced = False  # first: reads report the failure meanwhile (ClusterClient._raise_failed)
+                self.failed = exc
+                log.warning(
+                    "informer dropped a bad answer; listing again",
+                    resource=scope.res.plural,
+                    side=self.client.side,
+                    reason=exc.reason,
+                    error=exc.message,
+                    retry_in=backoff,
+                )
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
             except PeeringError as exc:  # unreachable cluster or missing CRD: the reconcile reports it
+                self.failed = None
                 log.debug("informer restarting", resource=scope.res.plural, side=self.client.side, reason=exc.reason)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
@@ -192,10 +211,12 @@ class Informer:
             kind = event.get("type")
             if kind == "ERROR":
                 return ""  # 410 Gone (expired version) or similar: list again
+            self.failed = None  # a good event: the stream is sound
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
                 self.remember(obj, deleted=kind == "DELETED")
                 self.on_event(str(kind), obj)
+        self.failed = None  # ended by the server, whole
         return version
 
     # -- the cache ---------------------------------------------------------------------------------

@@ -90,9 +90,19 @@ def module_health(enabled: bool, conditions: list[dict[str, Any]]) -> Health:
     return "Healthy"
 
 
+# A condition's text copied from the provider's ForeignCluster into status: its first characters only (the
+# provider writes that object; a condition message of megabytes must not become the peering's status).
+TEXT_CHARS = 512
+
+
+def _text(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "…"
+
+
 def module_alerts(conditions: list[dict[str, Any]]) -> list[str]:
     """``liqoctl info``'s GetModuleAlerts: messages of the conditions not Established/Ready."""
-    return [str(c.get("message", "")) for c in conditions if not _healthy(c)]
+    return [_text(c.get("message", "")) for c in conditions if not _healthy(c)]
 
 
 def _healthy(condition: dict[str, Any]) -> bool:
@@ -199,16 +209,16 @@ def module_condition(mirror: dict[str, Any], module: str, *, expected: bool = Tr
         return ("False", "ModuleUnhealthy", f"Liqo {module} module is unhealthy: {_describe(failing)}")
     if pending:
         return ("Unknown", "ModulePending", f"Liqo {module} module is not ready yet: {_describe(pending)}")
-    types = ", ".join(str(c.get("type")) for c in conditions)
+    types = ", ".join(_text(c.get("type")) for c in conditions[:20])
     return ("True", "ModuleHealthy", f"Liqo {module} module is healthy ({types})")
 
 
 def _describe(conditions: list[dict[str, Any]]) -> str:
     parts = []
-    for c in conditions:
-        text = f"{c.get('type')}={c.get('status')}"
+    for c in conditions[:20]:  # as many as a status shows
+        text = f"{_text(c.get('type'))}={_text(c.get('status'))}"
         message = c.get("message")
         if message:
-            text += f" ({message})"
+            text += f" ({_text(message)})"
         parts.append(text)
     return "; ".join(parts)
