@@ -69,7 +69,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_kubernetes_floor.py",
         "testenv/tests/e2e/test_liqo_real.py",
     }
-    assert modules["standin"] == {"tests/e2e/test_benchmarks.py"}
+    assert modules["standin"] == {"tests/e2e/test_benchmarks.py", "tests/e2e/test_tenant.py"}
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_ha_disruption.py",
