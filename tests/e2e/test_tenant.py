@@ -13,6 +13,7 @@ traceback and stays under 512 MiB, and every attempt ends in a refusal with its 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ class Tenant:
                 GROUP, VERSION, self.namespace, PLURAL, body, field_validation="Strict"
             )
         assert refusal.value.status in (400, 422), refusal.value
-        return str(refusal.value.body)
+        return str(json.loads(refusal.value.body)["message"])
 
     def reason(self, name: str, reason: str, timeout: float = 90.0) -> str:
         """Ready's message once its reason is ``reason``."""
