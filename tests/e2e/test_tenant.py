@@ -84,7 +84,7 @@ class Tenant:
                 GROUP, VERSION, self.namespace, PLURAL, body, field_validation="Strict"
             )
         assert refusal.value.status in (400, 422), refusal.value
-        return str(json.loads(refusal.value.body)["message"])
+        return str(json.loads(refusal.value.body or "{}").get("message"))
 
     def reason(self, name: str, reason: str, timeout: float = 90.0) -> str:
         """Ready's message once its reason is ``reason``."""
