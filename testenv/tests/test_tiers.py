@@ -74,6 +74,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_hostile_provider.py",
         "tests/e2e/test_poison_pass.py",
         "tests/e2e/test_secret_protection.py",
+        "tests/e2e/test_tenant.py",
     }
     assert modules["nodes"] == {
         "tests/e2e/test_operator_pod.py",
