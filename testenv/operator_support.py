@@ -27,6 +27,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from testenv import audit
+from testenv.crashwatch import ProcessWatch
 from testenv.localk8s.ports import free_port
 from testenv.reactions import OPERATOR_AGENT
 from testenv.wait import wait_for as poll
@@ -124,6 +125,8 @@ class OperatorProcess:
         self.metrics_port = free_port()
         self.health_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        # Every run is watched: an exit or traceback the test did not ask for fails it (testenv.crashwatch).
+        self.watch = ProcessWatch("the operator", self.log_path)
         # With ``faults``: where the tests ask the operator to record its client calls or raise at one
         # (tests/e2e/test_faults.py); None: the operator runs without that hook, as in production.
         self.faults_dir: Path | None = None
@@ -162,20 +165,28 @@ class OperatorProcess:
                 **({FAULTS_ENV: str(self.faults_dir)} if self.faults_dir else {}),
             },
         )
+        self.watch.started(self.proc)
         return self
 
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Stop it with `sig`, as the test asks: it must then exit as asked (0 after SIGTERM, within 20 s). One
+        that has already exited is left as it is: its exit was not asked for, and the check reports it."""
         if self.proc is None or self.proc.poll() is not None:
             return
+        self.watch.stopping(self.proc, sig)
         os.killpg(self.proc.pid, sig)
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
+            self.watch.waited_out(self.proc)
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
     def kill(self) -> None:
-        """Crash it (SIGKILL): no clean shutdown, as when a node dies."""
+        """Crash it (SIGKILL): no clean shutdown, as when a node dies. The test asks for this exit."""
         self.stop(signal.SIGKILL)
 
     def log(self) -> str:
