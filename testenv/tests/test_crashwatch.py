@@ -7,7 +7,6 @@ pytester in a pytest of their own, with the harness's plugin."""
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
