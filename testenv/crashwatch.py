@@ -146,13 +146,11 @@ class ProcessWatch:
     def __init__(self, name: str, log_path: Path) -> None:
         self.name = name
         self.log_path = log_path
-        self.log: LogScan | None = None
+        self.log = LogScan(log_path)  # what it held before is not this watch's
         self.runs: list[Run] = []
         self.allowed: list[str] = []
 
     def started(self, proc: subprocess.Popen[bytes]) -> None:
-        if self.log is None:  # the log before the first start is not this watch's
-            self.log = LogScan(self.log_path)
         self.runs.append(Run(proc))
         watch(self)
 
@@ -193,10 +191,10 @@ class ProcessWatch:
             elif (problem := self.exit_problem(run, code)) is not None:
                 problems.append(problem)
         self.runs = alive
-        text = self.log.new_text() if self.log else ""
+        text = self.log.new_text()
         logged = quote(f"{self.name} logged ({self.log_path})", text, self.allowed)
         if problems:
-            tail = self.log.tail() if self.log else ""
+            tail = self.log.tail()
             return ["\n".join(problems) + "\n" + (logged or f"its log ({self.log_path}) ends:\n{tail}")]
         return [logged] if logged else []
 
