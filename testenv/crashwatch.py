@@ -50,6 +50,7 @@ class Watched(Protocol):
 
 
 _watched: list[Watched] = []
+_allowing: list[Watched] = []  # those allowing log lines until the test ends, watched still or not
 
 
 def watch(what: Watched) -> None:
@@ -72,8 +73,9 @@ def check() -> str | None:
 
 
 def after_test() -> None:
-    for what in _watched:
+    for what in _allowing:
         what.after_test()
+    _allowing.clear()
 
 
 def excerpts(text: str, allowed: list[str] | None = None) -> list[str]:
@@ -168,6 +170,7 @@ class ProcessWatch:
     def allow(self, text: str) -> None:
         """A log line holding `text` is one the test provokes on purpose: no violation (until the test ends)."""
         self.allowed.append(text)
+        _allowing.append(self)
 
     def exit_problem(self, run: Run, code: int) -> str | None:
         pid = run.proc.pid
@@ -228,7 +231,9 @@ class PodWatch:
         self.expected[pod] = self.expected.get(pod, 0) + 1
 
     def allow(self, text: str) -> None:
+        """As ProcessWatch.allow."""
         self.allowed.append(text)
+        _allowing.append(self)
 
     def after_test(self) -> None:
         self.allowed.clear()
