@@ -112,15 +112,21 @@ def test_c_killed_through_the_api(running):
 
 def test_d_stopped_through_the_api(running):
     running.stop()
+
+
+def test_e_dies_before_the_test_stops_it(running):
+    crash(running)
+    running.stop()  # too late: the exit was not the test's
 """,
     )
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*PASSED test_suite.py::test_b_after_it*",
             "*PASSED test_suite.py::test_c_killed_through_the_api*",
             "*PASSED test_suite.py::test_d_stopped_through_the_api*",
             "*FAILED test_suite.py::test_a_dies*",
+            "*FAILED test_suite.py::test_e_dies_before_the_test_stops_it*",
         ]
     )
     out = result.stdout.str()
