@@ -40,6 +40,7 @@ signal.signal(signal.SIGTERM, term)
 if mode == "traceback":
     exception = chr(10).join(["Traceback (most recent call last):", "  File x", "ValueError: boom"])
     print(json.dumps({"level": "error", "event": "Handler failed with an exception", "exception": exception}))
+print("Initial authentication has finished.")  # as kopf once its signal handlers are set up
 print("ready", flush=True)
 while True:
     signal.pause()
