@@ -21,6 +21,7 @@ from typing import Any
 
 from testenv import audit
 from testenv import kube as k
+from testenv.crashwatch import PodWatch
 from testenv.helm import CHART, run_helm
 from testenv.kube import Kube, KubeError
 from testenv.leakscan import LeakScan
@@ -51,6 +52,14 @@ class Release:
     cluster: LocalCluster
     image: Image
     liqo_namespace: str
+
+    def __post_init__(self) -> None:
+        # Its Pods are watched: a restart or termination the test did not cause fails it (testenv.crashwatch).
+        self.watch = PodWatch(
+            f"release {RELEASE} on {self.cluster.name}",
+            partial(self.kc.list, k.POD, RELEASE_NS, SELECTOR),
+            lambda name, previous: self.pod_log(name, missing="", previous=previous),
+        )
 
     @property
     def kubeconfig(self) -> Path:
@@ -252,6 +261,8 @@ class Handover:
             self.entry_age = (
                 (self.signalled - datetime.fromisoformat(entry["lastseen"])).total_seconds() if entry else 0
             )
+        if sig not in (signal.SIGSTOP, signal.SIGCONT):  # the container ends, and the kubelet restarts it
+            self.release.watch.expect_restart(self.active)
         os.kill(self.pid, sig)
 
     def observe(self) -> None:

@@ -27,6 +27,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from testenv import audit
+from testenv.crashwatch import ProcessWatch
 from testenv.localk8s.ports import free_port
 from testenv.reactions import OPERATOR_AGENT
 from testenv.wait import wait_for as poll
@@ -109,6 +110,9 @@ def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
     return str(found[0].metadata.name)  # type: ignore[union-attr]
 
 
+# kopf logs it once its SIGTERM handler is set up: a SIGTERM before it (the interpreter still importing) ends
+# the process outright, by Python's default action (exit code -15), and not as a stop does.
+STARTED = "Initial authentication has finished"
 FAULTS_ENV = "LIQO_PEERING_FAULTS"  # the operator's clients/faults.py: off unless set, which only tests do
 
 
@@ -124,6 +128,9 @@ class OperatorProcess:
         self.metrics_port = free_port()
         self.health_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0  # the log's size when the current run started
+        # Every run is watched: an exit or traceback the test did not ask for fails it (testenv.crashwatch).
+        self.watch = ProcessWatch("the operator", self.log_path)
         # With ``faults``: where the tests ask the operator to record its client calls or raise at one
         # (tests/e2e/test_faults.py); None: the operator runs without that hook, as in production.
         self.faults_dir: Path | None = None
@@ -150,6 +157,7 @@ class OperatorProcess:
         ]
 
     def start(self) -> OperatorProcess:
+        self.started_at = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.command(),
@@ -162,20 +170,43 @@ class OperatorProcess:
                 **({FAULTS_ENV: str(self.faults_dir)} if self.faults_dir else {}),
             },
         )
+        self.watch.started(self.proc)
         return self
 
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Stop it with `sig`, as the test asks: it must then exit as asked (0 after SIGTERM, within 20 s). One
+        that has already exited is left as it is: its exit was not asked for, and the check reports it."""
         if self.proc is None or self.proc.poll() is not None:
             return
+        if sig == signal.SIGTERM:
+            self.wait_started()
+        self.watch.stopping(self.proc, sig)
         os.killpg(self.proc.pid, sig)
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
+            self.watch.waited_out(self.proc)
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
+    def wait_started(self, timeout: float = 60.0) -> None:
+        """Until this run has set up its signal handlers (STARTED in its log) or exited; after `timeout`, on
+        regardless (a SIGTERM then ends it outright, which the crash check reports)."""
+        proc = self.proc
+
+        def started() -> bool:
+            with self.log_path.open("rb") as f:
+                f.seek(self.started_at)
+                return STARTED.encode() in f.read() or proc is None or proc.poll() is not None
+
+        with contextlib.suppress(AssertionError):
+            wait_for("the operator to set up its signal handlers", started, timeout=timeout, interval=0.1)
+
     def kill(self) -> None:
-        """Crash it (SIGKILL): no clean shutdown, as when a node dies."""
+        """Crash it (SIGKILL): no clean shutdown, as when a node dies. The test asks for this exit."""
         self.stop(signal.SIGKILL)
 
     def log(self) -> str:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from testenv import audit, chart_rbac, reliability
+from testenv import audit, chart_rbac, crashwatch, reliability
 from testenv.leakscan import LeakScan
 from testenv.localk8s import ports
 from testenv.operator_support import (
@@ -116,6 +116,46 @@ def pytest_configure(config: pytest.Config) -> None:
         audit.BEFORE_REMOVAL.append(rbac_collect.before_removal)
 
 
+def _fail_on_crash(item: pytest.Item, when: str, failed: bool) -> None:
+    """A crash is a failure (testenv.crashwatch): what the watched operators did since the previous check fails
+    this phase of this test; a phase that already failed gets it as a section of its report."""
+    message = crashwatch.check()
+    if when == "teardown":
+        crashwatch.after_test()
+    if message is None:
+        return
+    message = f"an operator crashed during {when}:\n{message}"
+    if failed:
+        item.add_report_section(when, "operator crash", message)
+    else:
+        pytest.fail(message, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    return (yield from _checked(item, "setup"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _checked(item, "call"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    return (yield from _checked(item, "teardown"))
+
+
+def _checked(item: pytest.Item, when: str) -> Iterator[None]:
+    try:
+        result = yield
+    except BaseException:
+        _fail_on_crash(item, when, failed=True)
+        raise
+    _fail_on_crash(item, when, failed=False)
+    return result
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _scenarios.record(report.nodeid, report.when, report.outcome, report.duration)
 
@@ -169,7 +209,9 @@ def case(
     install_crd(peerings.api)  # idempotent; restores it if a chart test on these clusters removed it
     peerings.make_namespace(namespace)
     peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
-    if operator_env.operator.proc is None or operator_env.operator.proc.poll() is not None:
+    if not operator_env.operator.running():
+        # Down since an exit the check has reported (it failed the test it happened in), or reports now.
+        _fail_on_crash(request.node, "setup", failed=False)
         operator_env.operator.start()
     try:
         yield PeeringCase(operator_env, namespace, liqo_standin)

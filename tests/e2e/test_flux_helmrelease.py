@@ -28,6 +28,7 @@ from kubernetes import client as k8s
 from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import audit
 from testenv import kube as k
+from testenv.crashwatch import PodWatch
 from testenv.gitops import HELMCHART, HELMRELEASE, OCIREPOSITORY, Flux, condition, manifests
 from testenv.helm import push_chart, run_helm
 from testenv.leakscan import LeakScan
@@ -128,8 +129,21 @@ class Env:
     def peering_objects(self) -> list[str]:
         return sorted(liqo_objects(self.peerings.api, self.provider_api, *self.tenant_namespaces()))
 
+    def __post_init__(self) -> None:
+        # The Pods helm-controller's release runs are watched: a crash is a failure (testenv.crashwatch).
+        self.watch = PodWatch(f"the HelmRelease's release {self.release_name}", self.operator_pods, self.pod_log)
+
     def operator_pods(self) -> list[dict[str, Any]]:
         return self.kc.list(k.POD, self.target_ns, f"app.kubernetes.io/instance={self.release_name}")
+
+    def pod_log(self, name: str, previous: bool) -> str:
+        """The log of an operator Pod's container (with `previous`, of the one before it); "" if there is none."""
+        try:
+            return self.kc.get_text(
+                f"/api/v1/namespaces/{self.target_ns}/pods/{name}/log" + ("?previous=true" if previous else "")
+            )
+        except k.KubeError:
+            return ""
 
     def diagnosis(self) -> str:
         hr, ocirepo = self.helmrelease() or {}, self.ocirepository() or {}

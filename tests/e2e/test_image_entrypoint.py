@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from testenv.crashwatch import ProcessWatch
 from testenv.localk8s import LocalCluster
 from testenv.localk8s.ports import free_port
 from testenv.operator_support import api_client, install_crd, wait_for
@@ -62,7 +63,8 @@ def http_get(url: str) -> tuple[int, str] | None:
         return None  # not listening yet
 
 
-ImageProcess = tuple[subprocess.Popen[bytes], int, int, Path]  # process, metrics port, health port, log
+# process, metrics port, health port, log, and its watch (testenv.crashwatch)
+ImageProcess = tuple[subprocess.Popen[bytes], int, int, Path, ProcessWatch]
 
 
 def metric_types(text: str) -> dict[str, str]:
@@ -89,6 +91,7 @@ def image_process(local_clusters: dict[str, LocalCluster], tmp_path: Path) -> It
         str(health_port),
     ]
     log_path = tmp_path / "image-command.log"
+    watch = ProcessWatch("the image's command", log_path)  # a crash is a failure (testenv.crashwatch)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             argv,
@@ -97,10 +100,12 @@ def image_process(local_clusters: dict[str, LocalCluster], tmp_path: Path) -> It
             start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+    watch.started(proc)
     try:
-        yield proc, metrics_port, health_port, log_path
+        yield proc, metrics_port, health_port, log_path, watch
     finally:
         if proc.poll() is None:
+            watch.stopping(proc, signal.SIGKILL)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         sys.stderr.write(f"\n--- image command log: {log_path}\n")
@@ -115,7 +120,7 @@ def test_dockerfile_command_is_the_run_subcommand() -> None:
 def test_image_command_serves_liveness_and_metrics_and_stops_cleanly(
     image_process: ImageProcess,
 ) -> None:
-    proc, metrics_port, health_port, log_path = image_process
+    proc, metrics_port, health_port, log_path, watch = image_process
 
     def answered(url: str) -> tuple[int, str] | None:
         assert proc.poll() is None, f"the image command exited ({proc.returncode}):\n{log_path.read_text()}"
@@ -139,6 +144,7 @@ def test_image_command_serves_liveness_and_metrics_and_stops_cleanly(
     assert {name: types.get(name) for name in FAMILIES} == FAMILIES, text
 
     # SIGTERM, as the kubelet stops a container: the operator shuts down on its own, successfully.
+    watch.stopping(proc, signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)
     try:
         code = proc.wait(timeout=30)
