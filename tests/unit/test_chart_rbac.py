@@ -85,7 +85,12 @@ def test_no_rule_leads_to_more_rights(sets: tuple[str, ...]) -> None:
 def test_liqo_namespace_secrets_are_read_by_name_only() -> None:
     (role,) = find(render(), "Role", f"{FULLNAME}-liqo")
     (secrets,) = [r for r in role["rules"] if r["resources"] == ["secrets"]]
-    assert secrets == {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["authentication-keys"], "verbs": ["get"]}
+    assert secrets == {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": ["authentication-keys"],
+        "verbs": ["get"],
+    }
 
 
 def secret_policy(*sets: str) -> dict[str, Any]:
@@ -112,7 +117,7 @@ def test_secret_writes_are_bounded_by_a_policy_whenever_rbac_grants_them(sets: t
     else:
         assert variables["watched"] == "true"
     minting = "credentialsMinting=true" in sets
-    for name in ("mintedBefore", "mintedAfter", "bootstrap"):
+    for name in ("mintedBefore", "mintedAfter", "ownedByPeering", "bootstrap"):
         assert (variables[name] != "false") is minting, name
     first = spec["validations"][0]
     assert first["expression"] == "request.operation != 'CREATE' || object.type == 'Opaque'"
