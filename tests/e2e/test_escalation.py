@@ -66,10 +66,6 @@ class Install:
     def fullname(self) -> str:
         return f"{self.chart.release}-liqo-peering-operator"
 
-    @property
-    def username(self) -> str:
-        return f"system:serviceaccount:{self.chart.namespace}:{self.chart.service_account()}"
-
 
 def _ensure(admin: Kube, res: k.Res, body: dict[str, Any], namespace: str | None = None) -> None:
     if admin.get(res, body["metadata"]["name"], namespace) is None:
