@@ -59,7 +59,8 @@ def rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("sets", CONFIGURATIONS, ids=lambda s: ",".join(s) or "default")
 def test_no_role_is_aggregated_into_a_built_in_one(sets: tuple[str, ...]) -> None:
     # A LiqoPeering adds a node and a tunnel to the cluster: an administrator's right, never admin/edit/view's.
-    for doc in find(render(*sets), "ClusterRole") + find(render(*sets), "Role"):
+    docs = render(*sets)
+    for doc in find(docs, "ClusterRole") + find(docs, "Role"):
         labels = doc["metadata"].get("labels") or {}
         assert not [k for k in labels if k.startswith("rbac.authorization.k8s.io/aggregate-to-")], doc["metadata"]
         assert "aggregationRule" not in doc, doc["metadata"]["name"]
