@@ -25,6 +25,7 @@ from testenv import chart_rbac
 from testenv import kube as k
 from testenv.kube import Kube, KubeError
 from testenv.liqo_env.pytest_plugin import LiqoClusters
+from testenv.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -112,6 +113,7 @@ def installs(
             )
             path = chart.service_account_kubeconfig(tmp_path_factory.mktemp(name) / "sa.kubeconfig")
             made[name] = Install(name, admin, Kube.from_kubeconfig(str(path), AGENT), chart)
+            _in_force(made[name])
         return made[name]
 
     try:
@@ -122,6 +124,36 @@ def installs(
             admin.delete(k.NAMESPACE, one.chart.namespace)
         for ns in (WATCHED, OTHER, TENANT):
             admin.delete(k.NAMESPACE, ns)
+
+
+def _in_force(one: Install) -> None:
+    """The API server applies a new ValidatingAdmissionPolicy once its informer has it: wait until each of the
+    chart's policies refuses a dry run, and check that the server found no type error in their expressions."""
+    probes: list[Callable[[], Any]] = [
+        lambda: one.sa._call("POST", k.SECRET.path(OTHER), {"dryRun": "All"}, body=_secret("probe")),
+        lambda: one.sa._call(
+            "PATCH",
+            k.NAMESPACE.path(None, OTHER),
+            {"dryRun": "All"},
+            body={"metadata": {"labels": {TENANT_LABEL: "true"}}},
+            content_type=k.MERGE,
+        ),
+    ]
+    for probe in probes:
+
+        def refused(probe: Callable[[], Any] = probe) -> bool:
+            try:
+                probe()
+            except KubeError as exc:
+                return exc.status == 403 and "ValidatingAdmissionPolicy" in exc.body
+            return False
+
+        wait_for(f"the policies of {one.chart.release} to be in force", refused, timeout=60)
+    policies = k.Res("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", namespaced=False)
+    for policy in one.admin.list(policies):
+        if policy["metadata"]["name"].startswith(one.fullname):
+            status = policy.get("status") or {}
+            assert not (status.get("typeChecking") or {}).get("expressionWarnings"), status
 
 
 def refusal(attempt: Callable[[], Any]) -> tuple[str, str]:
@@ -187,6 +219,8 @@ def _binding(ns: str, role: str | None, subject: tuple[str, str] | None = None) 
     def attempt(i: Install) -> Any:
         sa_ns, sa_name = subject or (i.chart.namespace, i.chart.service_account())
         body = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
             "metadata": {"name": TENANT_BINDING},
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
