@@ -86,6 +86,8 @@ def test_default_render(helm: Path) -> None:
             "Service",
             "ServiceAccount",
             "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
             "ValidatingAdmissionPolicyBinding",
         ]
     )

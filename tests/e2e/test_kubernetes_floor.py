@@ -106,6 +106,7 @@ def test_the_chart_installs_and_its_crds_refuse_what_every_rule_refuses(
     # No ValidatingAdmissionPolicy on the floor: the notes say the tenant-namespace one is not there, and what
     # RBAC alone then lets the operator do.
     assert "(rbac.tenantNamespacePolicy) is not installed" in chart and "any namespace" in chart, chart
+    assert "(rbac.secretPolicy) is not installed" in chart and "a ServiceAccount token Secret" in chart, chart
     # Chart.yaml's kubeVersion is the floor: one minor below, helm refuses the chart.
     major, minor = (int(n) for n in FLOOR.split(".")[:2])
     below = f"{major}.{minor - 1}.0"
