@@ -64,12 +64,14 @@ def needles_of_value(value: str) -> set[str]:
         return found
     try:
         doc = yaml.safe_load(value)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # hostile kubeconfigs (tests/e2e/test_tenant.py) nest deep
         return found
     if isinstance(doc, dict) and isinstance(doc.get("users"), list):
         found.discard(value)  # the kubeconfig as a whole: its server and CA are not secret
         for entry in doc["users"]:
-            user = (entry or {}).get("user") or {}
+            user = entry.get("user") if isinstance(entry, dict) else None
+            if not isinstance(user, dict):
+                continue
             for key in USER_SECRETS:
                 item = user.get(key)
                 if not isinstance(item, str) or len(item) < MIN_LENGTH:

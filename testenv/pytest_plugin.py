@@ -216,17 +216,19 @@ def case(
     try:
         yield PeeringCase(operator_env, namespace, liqo_standin)
     finally:
-        # Before anything of the test is removed: the credentials it made, the Events and status it left.
-        leak_scan.collect({"consumer": peerings.api, "provider": operator_env.provider_api})
-        operator_env.lc.ensure_installed()
-        peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
-        for item in peerings.in_namespace(namespace):
-            peerings.delete(namespace, item["metadata"]["name"])
-        for item in peerings.in_namespace(namespace):
-            try:
-                peerings.wait_gone(namespace, item["metadata"]["name"], timeout=60)
-            except AssertionError:
-                # Leave no finalizer behind for the next test: release it by hand.
-                peerings.patch(namespace, item["metadata"]["name"], {"metadata": {"finalizers": None}})
-                raise
-        peerings.core.delete_namespace(namespace)
+        try:
+            # Before anything of the test is removed: the credentials it made, the Events and status it left.
+            leak_scan.collect({"consumer": peerings.api, "provider": operator_env.provider_api})
+        finally:  # and whatever that raised, the next test finds none of this one's peerings
+            operator_env.lc.ensure_installed()
+            peerings.put_kubeconfig_secret(namespace, SECRET, operator_env.provider_kubeconfig())
+            for item in peerings.in_namespace(namespace):
+                peerings.delete(namespace, item["metadata"]["name"])
+            for item in peerings.in_namespace(namespace):
+                try:
+                    peerings.wait_gone(namespace, item["metadata"]["name"], timeout=60)
+                except AssertionError:
+                    # Leave no finalizer behind for the next test: release it by hand.
+                    peerings.patch(namespace, item["metadata"]["name"], {"metadata": {"finalizers": None}})
+                    raise
+            peerings.core.delete_namespace(namespace)
