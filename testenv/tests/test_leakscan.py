@@ -77,3 +77,10 @@ def test_search_finds_a_credential_in_a_log_line(tmp_path: Path) -> None:
 
 def test_search_finds_nothing_in_ordinary_text() -> None:
     assert search({TOKEN: "cred"}, {"status": '{"message": "Secret team-a/provider-kubeconfig not found"}'}) == []
+
+
+def test_a_value_nested_too_deep_or_shaped_oddly_is_a_needle_of_its_own() -> None:
+    deep = "[" * 5000 + "]" * 5000
+    assert needles_of_value(deep) == {deep}
+    odd = "users: [[a], 7, {user: [x]}]\n# a comment that makes it long enough"
+    assert needles_of_value(odd) == set()
