@@ -383,17 +383,14 @@ def test_a_shared_secret_goes_with_its_last_peering(case: PeeringCase, watchdog:
             "the shared Secret kept while the peerings use it",
             lambda: naming.KUBECONFIG_IN_USE in _meta(core, "shared", tenant.namespace).finalizers,
         )
-        # The tenant deletes everything at once, as `kubectl delete -f` does; unpeering cannot reach the
-        # provider, so the tenant gives up on it with force-delete.
+        # The tenant deletes everything at once, as `kubectl delete -f` does. Neither peering got past its
+        # provider's discovery, so neither has anything to undo there: both go, and the Secret with the last.
         core.delete_namespaced_secret("shared", tenant.namespace)
         tenant.peerings.delete(tenant.namespace, "first")
         tenant.peerings.delete(tenant.namespace, "second")
         watchdog.check("the deletions asked")
-        tenant.force_delete("first")
-        # The other peering still needs the Secret: it stays until that one is gone too.
-        meta = _meta(core, "shared", tenant.namespace)
-        assert meta.deletion_timestamp is not None and naming.KUBECONFIG_IN_USE in meta.finalizers, meta
-        tenant.force_delete("second")
+        for name in ("first", "second"):
+            tenant.peerings.wait_gone(tenant.namespace, name, timeout=90)
         wait_for("the shared Secret released with the last peering", lambda: _gone(core, "shared", tenant.namespace))
         watchdog.check("every deletion done")
 
