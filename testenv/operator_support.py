@@ -221,6 +221,16 @@ class Peerings:
         self.custom = k8s.CustomObjectsApi(api)
         self.core = k8s.CoreV1Api(api)
 
+    def secret_finalizers(self, namespace: str, name: str) -> list[str] | None:
+        """A Secret's finalizers; None when it is gone."""
+        try:
+            found = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return list((found.metadata and found.metadata.finalizers) or [])
+
     def make_namespace(self, name: str) -> None:
         try:
             self.core.create_namespace(cast(Any, {"metadata": {"name": name}}))

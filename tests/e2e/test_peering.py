@@ -219,17 +219,6 @@ def test_delete_unpeers_both_sides(case: PeeringCase) -> None:
 KEPT = "peering.liqo-operator.io/kubeconfig-in-use"
 
 
-def _finalizers(case: PeeringCase, namespace: str, secret: str) -> list[str] | None:
-    """The Secret's finalizers; None when it is gone."""
-    try:
-        found = case.peerings.core.read_namespaced_secret(secret, namespace)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return list((found.metadata and found.metadata.finalizers) or [])
-
-
 def test_the_kubeconfig_secret_is_kept_while_in_use_so_deleting_everything_at_once_unpeers(
     case: PeeringCase,
 ) -> None:
@@ -241,20 +230,23 @@ def test_the_kubeconfig_secret_is_kept_while_in_use_so_deleting_everything_at_on
     core.patch_namespaced_secret(SECRET, ns, {"metadata": {"finalizers": [other]}})
     case.peerings.create(ns, NAME, spec())
     case.peerings.wait_status(ns, NAME, "ready")
-    assert _finalizers(case, ns, SECRET) == [other, KEPT]
+    assert case.peerings.secret_finalizers(ns, SECRET) == [other, KEPT]
 
     case.peerings.put_kubeconfig_secret(ns, "second", env.provider_kubeconfig())
     case.peerings.patch(ns, NAME, {"spec": {"remoteKubeconfigSecretRef": {"name": "second"}}})
     wait_for(
         "the protection to move to the new Secret",
-        lambda: _finalizers(case, ns, SECRET) == [other] and _finalizers(case, ns, "second") == [KEPT],
+        lambda: (
+            case.peerings.secret_finalizers(ns, SECRET) == [other]
+            and case.peerings.secret_finalizers(ns, "second") == [KEPT]
+        ),
         timeout=30,
     )
     core.patch_namespaced_secret(SECRET, ns, {"metadata": {"finalizers": None}})
     case.peerings.wait_status(ns, NAME, "ready")
     case.peerings.delete(ns, NAME)
     case.peerings.wait_gone(ns, NAME)
-    assert _finalizers(case, ns, "second") == []  # released by the unpeering, not deleted
+    assert case.peerings.secret_finalizers(ns, "second") == []  # released by the unpeering, not deleted
 
     # A namespace of its own, deleted whole: its Secret goes Terminating at once, and stays until unpeered.
     whole = f"{ns}-whole"[:63]

@@ -27,17 +27,6 @@ SECRETS = ("provider-kubeconfig", "provider-kubeconfig-2")
 HOOK = "secret-finalizers"
 
 
-def finalizers(case: PeeringCase, namespace: str, secret: str) -> list[str] | None:
-    """The Secret's finalizers; None when it is gone."""
-    try:
-        found = case.peerings.core.read_namespaced_secret(secret, namespace)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return list((found.metadata and found.metadata.finalizers) or [])
-
-
 def peerings_on_two_secrets(case: PeeringCase, namespace: str, count: int) -> None:
     """A namespace of its own with ``count`` LiqoPeerings of the same provider, using the two Secrets in turn
     (one peers, the others are refused as duplicates: each protects its Secret all the same)."""
@@ -51,7 +40,7 @@ def peerings_on_two_secrets(case: PeeringCase, namespace: str, count: int) -> No
         "every LiqoPeering reconciled and both Secrets protected",
         lambda: (
             all(case.peerings.status(namespace, f"peering-{i}").get("peerStatus") for i in range(count))
-            and all(KEPT in (finalizers(case, namespace, secret) or []) for secret in SECRETS)
+            and all(KEPT in (case.peerings.secret_finalizers(namespace, secret) or []) for secret in SECRETS)
         ),
         timeout=180,
     )
@@ -126,7 +115,7 @@ def test_an_operator_killed_before_the_release_releases_at_its_next_start(
     # Every unpeering ends and every LiqoPeering goes; the release is refused, so the finalizers stay.
     wait_for("every LiqoPeering gone", lambda: not case.peerings.in_namespace(namespace), timeout=120)
     assert frozen_secrets.reviews >= 2  # the probe, then the release
-    assert all(KEPT in (finalizers(case, namespace, secret) or []) for secret in SECRETS)
+    assert all(KEPT in (case.peerings.secret_finalizers(namespace, secret) or []) for secret in SECRETS)
 
     env.operator.kill()  # before it could release them
     k8s.AdmissionregistrationV1Api(env.peerings.api).delete_validating_webhook_configuration(HOOK)
