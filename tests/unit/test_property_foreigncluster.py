@@ -11,27 +11,15 @@ import jsonschema
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from liqo_peering.api import crdgen, model
+from liqo_peering.api import model
 from liqo_peering.stages import STAGES, StageResult
 from liqo_peering.status.compute import Observation, compute
 from liqo_peering.status.conditions import REASON_PATTERN, make_condition
 from liqo_peering.status.foreigncluster import LIQO_STATUS_TO_METAV1, mirror_foreign_cluster, module_condition
+from unit.strategies import STATUS_SCHEMA, anything, field
 
 SETTINGS = settings(max_examples=150)
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
-STATUS_SCHEMA = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
-
-junk = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
-anything = st.recursive(
-    junk,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=8,
-)
-
-
-def field(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """Mostly what Liqo writes, sometimes anything at all (a wrong type, a list, a mapping, None)."""
-    return st.one_of(good, good, anything)
 
 
 condition = st.fixed_dictionaries(

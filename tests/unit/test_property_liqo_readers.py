@@ -18,27 +18,15 @@ import jsonschema
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from liqo_peering.api import crdgen, model
+from liqo_peering.api import model
 from liqo_peering.errors import PeeringError
 from liqo_peering.fields import dig
 from liqo_peering.liqo import authentication, common, naming, networking, offloading, stored, unpeering, versions
 from liqo_peering.liqo import peeringuser as pu
 from liqo_peering.status import detail as status_detail
+from unit.strategies import STATUS_SCHEMA, anything, field
 
 SETTINGS = settings(max_examples=50, deadline=None)
-STATUS_SCHEMA = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
-
-junk = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
-anything = st.recursive(
-    junk,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=8,
-)
-
-
-def field(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """Mostly what Liqo writes, sometimes anything at all."""
-    return st.one_of(good, good, anything)
 
 
 def shaped(template: Any) -> st.SearchStrategy[Any]:
