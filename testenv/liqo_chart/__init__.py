@@ -40,6 +40,8 @@ from testenv.localk8s.network import run as run_in_netns
 from testenv.localk8s.tools import REPO_ROOT
 
 NAMESPACE = "liqo"
+# wait_available gives Liqo at most this many times its timeout in all, however it progresses.
+PROGRESS_LIMIT = 3
 RELEASE = "liqo"
 
 # Where the chart's values name each image (<prefix>.name, <prefix>.version).
@@ -344,17 +346,30 @@ class LiqoChartPair:
 
     def wait_available(self, timeout: float = 240, sides: tuple[str, ...] = ()) -> dict[str, list[Workload]]:
         """Every Liqo Deployment and DaemonSet available on both clusters; else AssertionError with each
-        Pod's state and the logs of those not ready."""
+        Pod's state and the logs of those not ready.
+
+        The wait follows progress, not a fixed deadline: on a loaded machine Liqo's Pods take longer to
+        schedule, start and pass their probes. Each change in a workload's or a Pod's state (scheduled,
+        started, restarted, ready) gives it `timeout` more, up to PROGRESS_LIMIT times `timeout` in all."""
         started = time.monotonic()
         deadline = started + timeout
+        limit = started + PROGRESS_LIMIT * timeout
         kcs = {side: self.kube(side) for side in sides or self.clusters}
+        seen = ""
         while True:
             state = {side: workloads(kc) for side, kc in kcs.items()}
             if all(ws and all(w.ok and w.current for w in ws) for ws in state.values()):
                 self.timings["available"] = time.monotonic() - started
                 return state
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Liqo not available within {timeout:.0f}s:\n{self.report(kcs)}")
+            now = time.monotonic()
+            progress = self.report(kcs, logs=False)
+            if progress != seen:
+                seen, deadline = progress, min(now + timeout, limit)
+            if now > deadline:
+                raise AssertionError(
+                    f"Liqo not available after {now - started:.0f}s, the last {timeout:.0f}s without progress"
+                    f" (or {PROGRESS_LIMIT * timeout:.0f}s in all):\n{self.report(kcs)}"
+                )
             time.sleep(2)
 
     def report(self, kcs: dict[str, Kube] | None = None, logs: bool = True) -> str:
