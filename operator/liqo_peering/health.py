@@ -111,11 +111,14 @@ def _handler(health: Health) -> type[BaseHTTPRequestHandler]:
                 return
             problems = check()
             body = ("\n".join(problems) if problems else "ok").encode() + b"\n"
-            self.send_response(503 if problems else 200)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(503 if problems else 200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:  # the prober gave up (its timeout) and closed: nobody is left to answer
+                return
 
         def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: no access log
             return
