@@ -293,3 +293,20 @@ class PodWatch:
 
     def finished(self) -> bool:
         return False
+
+
+_pod_watches: dict[str, PodWatch] = {}
+
+
+def pod_watch(
+    name: str, list_pods: Callable[[], list[dict[str, Any]]], pod_log: Callable[[str, bool], str]
+) -> PodWatch:
+    """The one PodWatch of the release `name`: tests that make several Release objects of one release share it,
+    so that a restart one of them declares is declared for all, and each restart is counted once."""
+    found = _pod_watches.get(name)
+    if found is None:
+        found = _pod_watches[name] = PodWatch(name, list_pods, pod_log)
+    else:
+        found.list_pods, found.pod_log = list_pods, pod_log
+        watch(found)
+    return found

@@ -21,7 +21,7 @@ from typing import Any
 
 from testenv import audit
 from testenv import kube as k
-from testenv.crashwatch import PodWatch
+from testenv.crashwatch import pod_watch
 from testenv.helm import CHART, run_helm
 from testenv.kube import Kube, KubeError
 from testenv.leakscan import LeakScan
@@ -55,7 +55,7 @@ class Release:
 
     def __post_init__(self) -> None:
         # Its Pods are watched: a restart or termination the test did not cause fails it (testenv.crashwatch).
-        self.watch = PodWatch(
+        self.watch = pod_watch(
             f"release {RELEASE} on {self.cluster.name}",
             partial(self.kc.list, k.POD, RELEASE_NS, SELECTOR),
             lambda name, previous: self.pod_log(name, missing="", previous=previous),
