@@ -1,8 +1,10 @@
-"""Structural defaulting as the API server does it, for tests that compare the CRD with the model."""
+"""Structural schemas as the API server reads them (defaulting, every node), for tests that compare the CRD with
+the model."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -25,3 +27,14 @@ def creation_rules(schema: dict[str, Any]) -> list[dict[str, Any]]:
     """The CEL rules of one schema node that the API server checks on create: transition rules (those that read
     oldSelf) are checked only on an update, against the stored object."""
     return [rule for rule in schema.get("x-kubernetes-validations", []) if "oldSelf" not in rule["rule"]]
+
+
+def walk(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema node with its path (properties by name, map values as `.*`, list items as `[]`)."""
+    yield path, schema
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from walk(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from walk(schema["additionalProperties"], f"{path}.*")
+    if isinstance(schema.get("items"), dict):
+        yield from walk(schema["items"], f"{path}[]")

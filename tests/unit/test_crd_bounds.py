@@ -13,20 +13,10 @@ import yaml
 from pydantic import ValidationError
 
 from liqo_peering.api import model, peeringset
+from unit.structural import walk
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = sorted((REPO / "crds").glob("*.yaml"))
-
-
-def walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every schema node with its path, through properties, map values and list items."""
-    yield path, schema
-    for name, sub in (schema.get("properties") or {}).items():
-        yield from walk(sub, f"{path}.{name}")
-    if isinstance(schema.get("additionalProperties"), dict):
-        yield from walk(schema["additionalProperties"], f"{path}.*")
-    if isinstance(schema.get("items"), dict):
-        yield from walk(schema["items"], f"{path}[]")
 
 
 def unbounded(schema: dict[str, Any], path: str) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 import yaml
 
 from liqo_peering.api import crdgen, model
-from unit.structural import apply_defaults
+from unit.structural import apply_defaults, walk
 
 REPO = Path(__file__).resolve().parents[2]
 CRD: dict[str, Any] = crdgen.render_crd()
@@ -21,17 +20,6 @@ ROOT: dict[str, Any] = VERSION["schema"]["openAPIV3Schema"]
 SPEC: dict[str, Any] = ROOT["properties"]["spec"]
 STATUS: dict[str, Any] = ROOT["properties"]["status"]
 OUTPUTS: dict[Path, str] = crdgen.outputs()
-
-
-def walk(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every schema node with its path (properties by name, map values as `.*`, list items as `[]`)."""
-    yield path, schema
-    for name, sub in (schema.get("properties") or {}).items():
-        yield from walk(sub, f"{path}.{name}")
-    if isinstance(schema.get("additionalProperties"), dict):
-        yield from walk(schema["additionalProperties"], f"{path}.*")
-    if isinstance(schema.get("items"), dict):
-        yield from walk(schema["items"], f"{path}[]")
 
 
 # -- drift -----------------------------------------------------------------------------------
