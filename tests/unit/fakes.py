@@ -8,6 +8,7 @@ engine passes (``obj``/``add``/``put``) and assert on the store and on the write
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable
 from typing import Any
@@ -332,3 +333,16 @@ class Hub:
 
     def drop(self, key: Any) -> None:
         self.routes.pop(key, None)
+
+
+class Stopped:
+    """kopf's daemon stop flag: falsy until set, and awaitable."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self) -> None:
+        await self.event.wait()

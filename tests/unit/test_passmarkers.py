@@ -33,7 +33,7 @@ from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import PassCrashed, PeeringError
 from liqo_peering.liqo import naming
 from unit import test_boundary as boundary
-from unit.fakes import Hub
+from unit.fakes import Hub, Stopped
 
 KEY = ObjectKey("LiqoPeering", "ns", "poison")
 OTHER = ObjectKey("LiqoPeering", "ns", "fine")
@@ -228,17 +228,6 @@ class Kind:
 
     def forget(self, key: ObjectKey) -> None:
         pass
-
-
-class Stopped:
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    def __bool__(self) -> bool:
-        return self.event.is_set()
-
-    async def wait(self) -> None:
-        await self.event.wait()
 
 
 def put_aside_runner(tmp_path: Path) -> tuple[Runner, Kind]:

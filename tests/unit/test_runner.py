@@ -27,7 +27,7 @@ from liqo_peering.errors import (
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.stages import StageResult
-from unit.fakes import FakeClusterClient, Hub
+from unit.fakes import FakeClusterClient, Hub, Stopped
 
 
 class Service:
@@ -160,19 +160,6 @@ def test_delay_backs_off_on_transient_errors_up_to_the_resync_interval() -> None
     assert kind.delay(Outcome(), 0) == 60.0
     assert kind.delay(Outcome(requeue_after=5.0), 0) == 5.0
     assert [kind.delay(Outcome(requeue_after=5.0), n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
-
-
-class Stopped:
-    """kopf's daemon stop flag: falsy until set, and awaitable."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    def __bool__(self) -> bool:
-        return self.event.is_set()
-
-    async def wait(self) -> None:
-        await self.event.wait()
 
 
 def test_a_provider_back_up_starts_the_backoff_over() -> None:
