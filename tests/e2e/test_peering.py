@@ -88,13 +88,14 @@ def test_peering_becomes_ready_with_every_object_on_the_right_cluster(case: Peer
 
     # Every watch the operator opened on the consumer (this peering's and any earlier test's) carries a
     # selector: what it holds follows its peerings, not the consumer's other Deployments and Secrets. Its
-    # own LiqoPeerings it holds whole, as kopf does (the sweep of protected Secrets, engine/sweep.py).
+    # own LiqoPeerings it holds whole, as kopf does (the sweep of protected Secrets, engine/sweep.py), cluster-wide
+    # or, when an earlier test scoped it with watchNamespaces, per namespace.
     watched = [
         (e.resource, e.namespace, parse_qs(urlsplit(e.request_uri).query))
         for e in audit.watches(env.lc["consumer"].audit_log, user_agent_prefix=OPERATOR_AGENT)
     ]
-    whole = [w for w in watched if w[0] == "liqopeerings" and w[1] is None]
-    assert whole
+    whole = [w for w in watched if w[0] in ("liqopeerings", "liqopeeringsets")]
+    assert [w for w in whole if w[0] == "liqopeerings" and w[1] is None]
     watched = [w for w in watched if w not in whole]
     assert watched and not [w for w in watched if not ({"labelSelector", "fieldSelector"} & set(w[2]))]
     assert ("deployments", None, ["networking.liqo.io/component=gateway"]) in [
