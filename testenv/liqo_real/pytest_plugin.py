@@ -30,7 +30,6 @@ from testenv.kube import Kube
 from testenv.liqo_chart import LiqoChartPair, liqo_images
 from testenv.liqo_install import LiqoInstall, install_kind
 from testenv.localk8s import LocalCluster, start_clusters
-from testenv.localk8s.pytest_plugin import images_or_skip
 
 from . import RUNNABLE, RealLiqo, missing_binaries
 
@@ -162,7 +161,7 @@ def start_chart_pair(base_dir: Path, version: str | None = None) -> LiqoChartPai
     """Liqo's chart (of `version`, LIQO_VERSION by default) on two clusters with a node each, every Liqo
     workload available."""
     _install_sigterm_handler()
-    pair = LiqoChartPair.start(base_dir, images_or_skip(lambda: liqo_images(version)), version)
+    pair = LiqoChartPair.start(base_dir, liqo_images(version), version)
     with _live_lock:
         _live.append(pair)  # before the wait: a SIGTERM meanwhile stops it too
     try:

@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 
 import pytest
 
 from .cluster import LocalCluster, start_clusters
-from .images import Image, ImagesMissingError, built_images
+from .images import Image, built_images
 from .registry import Registry
 from .tools import read_versions
 
@@ -105,21 +104,10 @@ def floor_clusters() -> Iterator[dict[str, LocalCluster]]:
         yield clusters
 
 
-def images_or_skip(load: Callable[[], dict[str, Image]]) -> dict[str, Image]:
-    """Images a build script made: locally the tests that need them skip until it has run; in CI
-    (CI=true) their absence is a failure."""
-    try:
-        return load()
-    except ImagesMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="session")
 def node_images() -> dict[str, Image]:
     """The images `make images` built ("python-base", "operator")."""
-    return images_or_skip(built_images)
+    return built_images()  # not built: ImagesMissingError names the script that builds them
 
 
 @pytest.fixture(scope="session")

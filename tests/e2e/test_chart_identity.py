@@ -14,7 +14,6 @@ namespace, and no other namespace: the chart's tenant-namespace policy.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -27,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import chart_rbac
 from testenv.liqo_env.pytest_plugin import StandInProcess
-from testenv.localk8s import ToolMissingError, tool_path
+from testenv.localk8s import tool_path
 from testenv.operator_support import (
     GROUP,
     PLURAL,
@@ -56,12 +55,7 @@ COMMON_LABELS = {"cost-centre": "chart-identity"}
 
 
 def helm_binary() -> Path:
-    try:
-        return tool_path("helm")
-    except ToolMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"helm is not built yet: {exc}")
+    return tool_path("helm")
 
 
 def adopt_crd(api: k8s.ApiClient) -> None:

@@ -41,7 +41,6 @@ from testenv.liqo_chart import (
 )
 from testenv.liqo_install import install_kind
 from testenv.localk8s.images import Image
-from testenv.localk8s.pytest_plugin import images_or_skip
 from testenv.offload import offload_a_pod, ready
 from testenv.operator_support import SECRET, OperatorProcess, Peerings, api_client, install_crd, wait_for
 
@@ -61,7 +60,7 @@ DAEMONSETS = {"liqo-fabric"}
 
 @pytest.fixture(scope="module")
 def images() -> dict[str, Image]:
-    return images_or_skip(liqo_images)
+    return liqo_images()
 
 
 @pytest.fixture(scope="module")

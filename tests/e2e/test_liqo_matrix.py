@@ -34,7 +34,6 @@ from testenv.liqo_chart import LiqoChartPair, liqo_images
 from testenv.liqo_env import liqo_matrix, liqo_version, upgraded_from
 from testenv.liqo_real import liqo_binary
 from testenv.liqo_real.pytest_plugin import start_chart_pair
-from testenv.localk8s.pytest_plugin import images_or_skip
 from testenv.offload import offload_a_pod, ready
 from testenv.operator_support import (
     SECRET,
@@ -263,7 +262,7 @@ def test_liqo_upgraded_under_a_live_peering(
     env = matrix_env
     if env.version not in UPGRADED:
         pytest.skip(f"the upgrade is checked from v{TARGET}'s previous minor version, not v{env.version}")
-    target_images = images_or_skip(lambda: liqo_images(TARGET))
+    target_images = liqo_images(TARGET)
     uids = object_uids(env)
     peering_uid = env.peerings.get(env.namespace, NAME)["metadata"]["uid"]  # type: ignore[index]
     env.chart.load(target_images)  # into both nodes at once; pulled from a registry in a real cluster

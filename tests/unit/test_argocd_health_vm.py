@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 from test_argocd_health import CASES, SET_CASES, SET_FIXTURES, SNIPPET, fixture
 
-from testenv.localk8s.tools import ToolMissingError, tool_path
+from testenv.localk8s.tools import tool_path
 
 # In the gitops tier: its binary is built with Argo CD's, beside the first tiers (hack/run-tests.sh).
 pytestmark = pytest.mark.gitops
@@ -24,12 +23,7 @@ pytestmark = pytest.mark.gitops
 
 @pytest.fixture(scope="module")
 def argocd_health() -> Path:
-    try:
-        return tool_path("argocd-lua-health")
-    except ToolMissingError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
+    return tool_path("argocd-lua-health")
 
 
 def health_of(
