@@ -105,6 +105,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _scenarios = reliability.Recorder.empty()
 
+# The skips a run may show, by the start of their reason, each with why it is no failure. Any other skip fails
+# the run: a prerequisite that is missing (a tool, an image) is a failure, never a skip.
+EXPECTED_SKIPS = {
+    "the upgrade is checked from": "test_liqo_matrix: the upgrade runs from the target's previous minor only",
+    "no e2e test fed the scan": "test_zz_no_leaks: a selection without e2e tests has nothing to scan",
+    "the chart's Pods need a node": "test_real_liqo_ha: LIQO_INSTALL=processes runs Liqo without nodes",
+}
+_unexpected_skips: list[str] = []
+
+
+def skip_reason(report: pytest.TestReport) -> str | None:
+    """Why the test was skipped (None if it was not, or if it is an xfail)."""
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return None
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def unexpected_skip(reason: str) -> bool:
+    return not any(reason.startswith(expected) for expected in EXPECTED_SKIPS)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # A tier's part of the RBAC proof: its clusters' audit logs, read as each is torn down.
@@ -158,6 +180,9 @@ def _checked(item: pytest.Item, when: str) -> Iterator[None]:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _scenarios.record(report.nodeid, report.when, report.outcome, report.duration)
+    reason = skip_reason(report)
+    if reason is not None and unexpected_skip(reason):
+        _unexpected_skips.append(f"{report.nodeid}: {reason}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -166,6 +191,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tier = session.config.getoption("--tier")
     if session.config.option.collectonly:
         return
+    if _unexpected_skips:
+        # A run cannot pass by skipping (EXPECTED_SKIPS lists the skips that are no failure).
+        sys.stderr.write("\nunexpected skips, which fail the run:\n" + "\n".join(_unexpected_skips) + "\n")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if tier is not None:
         _scenarios.save_part(tier)
     elif _scenarios.complete():
