@@ -14,7 +14,6 @@ control plane on the nodes' LAN), then:
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -45,6 +44,7 @@ from testenv.operator_release import (
     standing_by,
 )
 from testenv.operator_support import SECRET, Peerings, api_client, wait_for
+from testenv.sampler import ReadySampler
 
 PEERING_NS = "e2e-ha-disruption"
 NAME = "provider"
@@ -121,31 +121,6 @@ def env(
         standin.stop()
 
 
-class ReadySampler:
-    """The peering's Ready condition, read every half second from start to stop (the handovers must never
-    show through it)."""
-
-    def __init__(self, env: Env) -> None:
-        self.env = env
-        self.samples: list[bool] = []
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.done.is_set():
-            self.samples.append(_is_ready(self.env.status()))
-            self.done.wait(0.5)
-
-    def __enter__(self) -> ReadySampler:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.thread.join()
-        assert self.samples and all(self.samples), f"not Ready in {self.samples.count(False)} of {len(self.samples)}"
-
-
 def _node_of(env: Env, pod: str) -> str:
     return str((env.release.kc.get(k.POD, pod, RELEASE_NS) or {})["spec"]["nodeName"])
 
@@ -197,7 +172,7 @@ def test_draining_the_acting_replicas_node_keeps_the_peering_ready(
     drained, other = _node_of(env, active), _node_of(env, standby)
     assert drained != other
     kubectl = [str(tool_path("kubectl")), "--kubeconfig", str(release.kubeconfig)]
-    with ReadySampler(env):
+    with ReadySampler(env.status, "the peering (handovers must never show through it)"):
         started = time.monotonic()
         # As an administrator drains a node: cordon, then the eviction API for each Pod, which the
         # PodDisruptionBudget allows here (two replicas available).
@@ -247,7 +222,7 @@ def test_a_rolling_upgrade_hands_over_to_the_new_replicas_and_keeps_the_peering_
     release = env.release
     peering_uid = (release.kc.get(KOPF_PEERING, FULLNAME) or {})["metadata"]["uid"]
     before = set(release.running_pods(2) or {})
-    with ReadySampler(env):
+    with ReadySampler(env.status, "the peering (handovers must never show through it)"):
         release.helm("upgrade", RELEASE, *release.install_args(*ha_values(LIFETIME), "logLevel=debug"))
         pods = wait_for("two ready replicas of the new template", lambda: release.ready_pods(2), timeout=240)
         names = {p["metadata"]["name"] for p in pods}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -56,6 +55,7 @@ from testenv.operator_release import (
 )
 from testenv.operator_support import SECRET, Peerings, api_client, partitioned, tenant_ns, wait_for
 from testenv.prometheus import Prometheus, grant_discovery, namespaces, revoke_discovery, rule_file, scrape_configs
+from testenv.sampler import ReadySampler
 
 PEERING_NS = "e2e-operator-pod"
 NAME = "provider"
@@ -405,26 +405,12 @@ def _series(prometheus: Prometheus, metric: str, labels: dict[str, str]) -> list
 
 def test_helm_upgrade_rolls_the_pod_and_the_peering_stays_ready(suite: Suite) -> None:
     (before,) = suite.pods()
-    samples: list[bool] = []
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            samples.append(_is_ready(suite.status()))
-            time.sleep(0.5)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    with ReadySampler(suite.status, "the peering, during the upgrade"):
         suite.helm("upgrade", RELEASE, *suite.install_args("logLevel=debug"))
         after = suite.successor(before)
         # The new Pod has taken over: it is the one that reconciles the peering now.
         suite.change_and_reconcile("4m")
-    finally:
-        done.set()
-        sampler.join()
     assert "--log-level=debug" in after["spec"]["containers"][0]["args"]
-    assert samples and all(samples), f"the peering left Ready during the upgrade ({samples.count(False)} samples)"
 
 
 def test_a_killed_pod_is_replaced_and_nothing_is_duplicated(suite: Suite) -> None:

@@ -20,7 +20,6 @@ import json
 import os
 import ssl
 import subprocess
-import threading
 import time
 import tomllib
 import urllib.error
@@ -37,6 +36,7 @@ from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, tool_path
 from testenv.operator_release import RELEASE, RELEASE_NS, Release
 from testenv.operator_support import SECRET, Peerings, api_client, wait_for
+from testenv.sampler import ReadySampler
 
 PEERING_NS = "e2e-release"
 NAME = "provider"
@@ -241,24 +241,10 @@ def test_a_release_from_the_registry_installs_peers_and_upgrades(
             raise AssertionError(f"{exc}\n{operator.operator_logs()}") from None
 
         # The upgrade to the second release: a new Pod from the new digest; the peering never leaves Ready.
-        samples: list[bool] = []
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.is_set():
-                samples.append(is_ready(peerings.status(PEERING_NS, NAME)))
-                time.sleep(0.5)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        try:
+        with ReadySampler(lambda: peerings.status(PEERING_NS, NAME), "the peering, during the upgrade"):
             install("upgrade", second)
             after = operator.successor(pod)
-        finally:
-            done.set()
-            sampler.join()
         assert_pulled(after, second)
-        assert samples and all(samples), f"the peering left Ready during the upgrade ({samples.count(False)} samples)"
         assert is_ready(peerings.status(PEERING_NS, NAME))
 
         # Unpeered before the operator goes, so that no finalizer outlives it.
