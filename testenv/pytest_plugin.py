@@ -132,7 +132,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # A tier's part of the RBAC proof: its clusters' audit logs, read as each is torn down.
     tier = config.getoption("--tier", None)
     # The tiers run side by side: each hands out ports of its own (one block more for a run without --tier).
-    ports.use_block(TIERS.index(tier) if tier is not None else len(TIERS), len(TIERS) + 1)
+    # A collection starts nothing; it leaves the block alone (testenv/tests/test_tiers.py collects each tier in
+    # the process of a running one).
+    if not config.option.collectonly:
+        ports.use_block(TIERS.index(tier) if tier is not None else len(TIERS), len(TIERS) + 1)
     if tier is not None and not config.option.collectonly and rbac_collect.before_removal not in audit.BEFORE_REMOVAL:
         rbac_collect.start(tier)
         audit.BEFORE_REMOVAL.append(rbac_collect.before_removal)

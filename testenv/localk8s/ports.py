@@ -25,6 +25,11 @@ def use_block(index: int, count: int) -> None:
     _block = (LOW + index * size, LOW + (index + 1) * size)
 
 
+def block() -> tuple[int, int]:
+    """The ports this process hands out: [low, high)."""
+    return _block
+
+
 def free_port() -> int:
     """A port that is free now; the caller's process binds it shortly after."""
     with _lock:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from testenv import reliability
+from testenv.localk8s import ports
 from testenv.pytest_plugin import TIERS, tier_of
 from testenv.reliability import Recorder
 
@@ -42,12 +43,15 @@ class _Collected:
 def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.Config) -> None:
     """Collected as hack/run-tests.sh collects it: each test in exactly one tier (the leak scan in all)."""
     root = str(pytestconfig.rootpath)
+    block = ports.block()
     ids, order = {}, {}
     for tier in TIERS:
         collected = _Collected()
         args = ["--rootdir", root, f"{root}/tests", f"{root}/testenv/tests", "--collect-only", "-q", "--tier", tier]
         assert pytest.main([*args, "-p", "no:cacheprovider"], plugins=[collected]) == 0
         ids[tier], order[tier] = set(collected.order), collected.order
+    # Collecting the other tiers left this run on its own ports.
+    assert ports.block() == block
     leak = "tests/e2e/test_zz_no_leaks.py::test_no_credential_in_any_log_event_or_status"
     assert all(leak in found for found in ids.values())
     # The test that leaves its pair as a destroyed cluster does (marker pairlast) runs after the others.
