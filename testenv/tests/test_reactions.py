@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from testenv.audit import AuditEvent, ObjectRef
-from testenv.reactions import peering_steps, reactions
+from testenv.reactions import Pass, Reaction, by_timer, passes, peering_steps, reactions
 
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 
@@ -40,3 +41,37 @@ def test_a_step_whose_prerequisite_was_never_written_by_others_is_left_out() -> 
     }
     events["consumer"].append(event(2.0, "resourceslices", "p", "liqo-peering-operator/0.1.0"))
     assert reactions(events, steps) == []
+
+
+def log_line(at: float, obj: str, woken_by: list[str]) -> str:
+    stamp = (T0 + timedelta(seconds=at)).isoformat().replace("+00:00", "Z")
+    return json.dumps({"event": "pass", "level": "debug", "timestamp": stamp, "object": obj, "woken_by": woken_by})
+
+
+def test_the_passes_of_one_object_are_read_from_the_debug_log() -> None:
+    lines = [
+        log_line(1.0, "LiqoPeering ns/a", []),
+        log_line(2.0, "LiqoPeering ns/b", ["GatewayServer"]),  # another object
+        '{"event": "pass put off", "object": "LiqoPeering ns/a"}',  # another line
+        "not json, the pass of LiqoPeering ns/a",
+        log_line(3.0, "LiqoPeering ns/a", ["Tenant ns/c"]),
+    ]
+    assert passes(lines, "LiqoPeering ns/a") == [
+        Pass(T0 + timedelta(seconds=1), ()),
+        Pass(T0 + timedelta(seconds=3), ("Tenant ns/c",)),
+    ]
+
+
+def test_a_step_made_by_a_pass_the_timer_began_is_a_lost_wake_up() -> None:
+    def at(seconds: float) -> datetime:
+        return T0 + timedelta(seconds=seconds)
+
+    object_passes = [Pass(at(1), ()), Pass(at(5), ("Configuration",)), Pass(at(70), ())]
+    first = Reaction("first", at(0.5), at(1.5))  # by the first pass, which nothing wakes
+    woken = Reaction("woken", at(4.9), at(5.2))
+    late = Reaction("late", at(6), at(70.3))
+    before = Reaction("before", at(0), at(0.5))
+    assert by_timer([first, woken], object_passes) == []
+    (found,) = by_timer([late], object_passes)
+    assert found.startswith("late: written by a pass the timer began")
+    assert by_timer([before], object_passes) == ["before: no pass logged before the write"]

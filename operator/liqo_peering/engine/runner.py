@@ -186,6 +186,8 @@ class Runner:
         """One pass (synchronous). Whatever it raises is reported in the object's status, and its kind forgets
         what it kept from earlier passes; raises only while the operator's own API server is unavailable."""
         kind = self.kinds[key.kind]
+        # What woke it (nothing: the resync timer, or its first pass) shows a lost wake-up in the tests.
+        log.debug("pass", object=str(key), woken_by=sorted(woken_by))
         with self._lock(key), self.markers.in_flight(key.marker, uid, RECONCILE):
             try:
                 outcome = kind.reconcile(key, woken_by)
