@@ -36,7 +36,7 @@ clusters-down:   ## Stop the local clusters, leaving nothing behind
 	PYTHONPATH=. $(PY) -m testenv.localk8s down --dir .local/clusters
 
 generate: venv   ## Regenerate the CRD and its copies from the pydantic model, and the docs' flag and value tables
-	$(PY) -m liqo_peering.api.crdgen
+	$(PY) hack/crdgen.py
 	$(PY) hack/gen-docs.py
 
 docs: venv       ## The documentation site, built strictly into .local/site (a broken link or a page left out fails)

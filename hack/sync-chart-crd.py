@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Entry point for `make generate` and liqo_peering.api.crdgen; the logic is in hack/sync_chart_crd.py."""
+"""Entry point for `make generate` and hack/crdgen.py; the logic is in hack/sync_chart_crd.py."""
 
 import sys
 from pathlib import Path

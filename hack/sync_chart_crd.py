@@ -12,7 +12,7 @@ derives it from the generated CRD by
 * escaping any ``{{``/``}}`` in the CRD (descriptions, CEL messages) so Helm prints them verbatim.
 
 ``python hack/sync_chart_crd.py`` (or ``hack/sync-chart-crd.py``, which ``make generate`` and
-``python -m liqo_peering.api.crdgen`` run) writes the copy; ``--check`` exits 1 when it is stale.
+``python hack/crdgen.py`` run) writes the copy; ``--check`` exits 1 when it is stale.
 ``tests/unit/test_chart_crd_in_sync.py`` uses :func:`render_chart_crd` to fail on drift.
 """
 

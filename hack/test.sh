@@ -106,7 +106,7 @@ if ((lane_rc)); then exit "$lane_rc"; fi
 wait "$downloads" || true
 echo "==> $(tail -n 1 .local/go-download.log) (in the background)"
 phase lint hack/lint.sh
-phase generated .venv/bin/python -m liqo_peering.api.crdgen --check
+phase generated .venv/bin/python hack/crdgen.py --check
 # The documentation site, built strictly (and its generated tables checked); tests/site renders it in
 # headless Chromium.
 phase docs hack/docs.sh build

@@ -20,8 +20,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from hack.crdgen import CRD_FILE, SET_CRD_FILE
 from liqo_peering.api import model, peeringset
-from liqo_peering.api.crdgen import CRD_FILE, SET_CRD_FILE
 from liqo_peering.api.model import GROUP, VERSION
 from testenv.wait import wait_for
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from gitops_common import Timeline, commit_example, peering_objects_left, peering_summary, tenant_namespaces
 
-from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
+from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import kube as k
 from testenv.gitops import APPLICATION, TLS_CERTS_CM, ArgoCD, manifests
 from testenv.gitserver import GitServer

@@ -23,7 +23,7 @@ from kubernetes import client as k8s
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
-from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
+from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import chart_rbac
 from testenv.liqo_env.pytest_plugin import StandInProcess
 from testenv.localk8s import tool_path

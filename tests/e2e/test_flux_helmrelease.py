@@ -24,7 +24,7 @@ import yaml
 from gitops_common import Timeline, liqo_objects
 from kubernetes import client as k8s
 
-from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
+from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import audit
 from testenv import kube as k
 from testenv.crashwatch import PodWatch

@@ -17,7 +17,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 import testenv.helm
-from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
+from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv.helm import CHART
 from testenv.localk8s import LocalCluster, start_clusters
 

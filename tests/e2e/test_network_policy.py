@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from liqo_peering.api.crdgen import CRD_NAME, SET_CRD_NAME
+from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import kube as k
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess

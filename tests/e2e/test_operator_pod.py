@@ -33,7 +33,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from liqo_peering.api.crdgen import CRD_NAME
+from hack.crdgen import CRD_NAME
 from testenv import audit
 from testenv import dashboard as board
 from testenv import kube as k

@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from liqo_peering.api import crdgen
+from hack import crdgen
 
 # The LiqoPeering status schema: whatever the readers build from Liqo's objects must validate against it.
 STATUS_SCHEMA = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]

@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from liqo_peering.api import crdgen, model, peeringset
+from hack import crdgen
+from liqo_peering.api import model, peeringset
 from unit.structural import apply_defaults, creation_rules
 
 SPEC: dict[str, Any] = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
