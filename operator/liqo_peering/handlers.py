@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import kopf
+import structlog
 
 from liqo_peering.api import peeringset
 from liqo_peering.api.model import GROUP, PLURAL, VERSION
@@ -24,6 +27,24 @@ from liqo_peering.redact import redact
 PREFIX = "peering.liqo-operator.io"
 TEARDOWN_RETRY_SECONDS = 3
 registry = kopf.OperatorRegistry()
+log = structlog.get_logger("liqo_peering")
+
+LoopHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]
+
+
+def cut_off_by_shutdown(memo: kopf.Memo) -> LoopHandler:
+    """The event loop's handler of exceptions nobody retrieved. A stop can cut kopf's scan of the API groups
+    short, leaving its sub-requests' connection errors unretrieved: asyncio would log each with a traceback.
+    Once the operator stops, such an error is one quiet line; anything else goes to asyncio's own handler."""
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if memo.get("stopping") and isinstance(error, aiohttp.ClientConnectionError):
+            log.info("a request cut off by the shutdown", error=repr(error))
+            return
+        loop.default_exception_handler(context)
+
+    return handle
 
 
 @kopf.on.login(registry=registry)
@@ -44,6 +65,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
+    asyncio.get_running_loop().set_exception_handler(cut_off_by_shutdown(memo))
     if "health" in memo:
         memo.heartbeat = asyncio.create_task(memo.health.beat())  # /livez: the event loop runs
     if memo.get("sweep") is not None:
@@ -60,6 +82,7 @@ def peering_set(namespace: str, name: str) -> ObjectKey:
 
 @kopf.on.cleanup(registry=registry)
 def stop(memo: kopf.Memo, **_: Any) -> None:
+    memo.stopping = True
     runner: Runner = memo.runner
     runner.stop()
     if memo.get("sweep") is not None:
