@@ -32,17 +32,27 @@ log = structlog.get_logger("liqo_peering")
 LoopHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]
 
 
-def cut_off_by_shutdown(memo: kopf.Memo) -> LoopHandler:
-    """The event loop's handler of exceptions nobody retrieved. A stop can cut kopf's scan of the API groups
-    short, leaving its sub-requests' connection errors unretrieved: asyncio would log each with a traceback.
-    Once the operator stops, such an error is one quiet line; anything else goes to asyncio's own handler."""
+# kopf's watch request registers this callback on its stopper (a pause, a stop) to cancel itself before the
+# answer's headers, and asserts a current task in it, where a callback has none (kopf 1.45): the AssertionError
+# goes to the loop's handler. The request still ends: once answered, kopf sees the stopper done and closes it.
+KOPF_CANCEL_CALLBACK = "stream.<locals>.request_cancel_callback"
+
+
+def known_kopf_errors(memo: kopf.Memo) -> LoopHandler:
+    """The event loop's handler of exceptions nobody retrieved, which asyncio logs with a traceback. Two come
+    from kopf itself and are harmless, so each is one quiet line: a stop that cuts kopf's scan of the API groups
+    short leaves its sub-requests' connection errors unretrieved; a watch paused or stopped while waiting for
+    its answer fails kopf's assertion in KOPF_CANCEL_CALLBACK. Anything else goes to asyncio's own handler."""
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         error = context.get("exception")
+        callback = getattr(context.get("handle"), "_callback", None)
         if memo.get("stopping") and isinstance(error, aiohttp.ClientConnectionError):
             log.info("a request cut off by the shutdown", error=repr(error))
-            return
-        loop.default_exception_handler(context)
+        elif isinstance(error, AssertionError) and getattr(callback, "__qualname__", "") == KOPF_CANCEL_CALLBACK:
+            log.info("a watch request paused or stopped before its answer; it ends once answered")
+        else:
+            loop.default_exception_handler(context)
 
     return handle
 
@@ -65,7 +75,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
-    asyncio.get_running_loop().set_exception_handler(cut_off_by_shutdown(memo))
+    asyncio.get_running_loop().set_exception_handler(known_kopf_errors(memo))
     if "health" in memo:
         memo.heartbeat = asyncio.create_task(memo.health.beat())  # /livez: the event loop runs
     if memo.get("sweep") is not None:
