@@ -431,6 +431,6 @@ def own_cluster_unavailable(exc: PeeringError) -> bool:
     is retried and never reported in the status, which it could not write anyway, or would make flap."""
     if exc.side != CONSUMER:
         return False
-    if isinstance(exc, ClusterUnreachable):
+    if isinstance(exc, ClusterUnreachable | AnswerTooSlow):  # AnswerTooSlow: overloaded, as a 429 says
         return True
     return type(exc) is ApiError and (exc.status == 429 or exc.status >= 500)

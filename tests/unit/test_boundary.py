@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+import structlog.testing
 from prometheus_client import CollectorRegistry
 
 from liqo_peering.api.model import LiqoPeeringSpec
@@ -231,6 +232,27 @@ def test_a_status_write_that_raises_is_reported_by_the_next_write(monkeypatch: p
     assert (ready_cond["reason"], "ValueError" in ready_cond["message"]) == ("InternalError", True)
     run.one_pass(KEY)
     assert conditions(local)["Ready"]["status"] == "True"
+
+
+@pytest.mark.parametrize(
+    ("raised", "traceback"),
+    [(ApiError("conflict", status=409, side="consumer"), False), (ValueError("a bug"), True)],
+)
+def test_a_failed_pass_logs_a_traceback_for_the_unexpected_only(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, traceback: bool
+) -> None:
+    """A typed error is data, reported in the status; only an untyped one (a bug) logs its traceback."""
+    svc, _, _ = service(monkeypatch)
+
+    def failing(*_: Any) -> None:
+        raise raised
+
+    monkeypatch.setattr(svc, "reconcile", failing)
+    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    with structlog.testing.capture_logs() as logs:
+        run.one_pass(KEY)
+    (failed,) = [entry for entry in logs if entry["event"] == "pass failed; reporting it"]
+    assert (failed.get("exc_info") is not None) is traceback
 
 
 def test_the_operators_own_cluster_unavailable_is_put_off_not_reported(monkeypatch: pytest.MonkeyPatch) -> None:

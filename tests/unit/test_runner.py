@@ -18,9 +18,11 @@ from liqo_peering.engine.service import Outcome, PeeringService
 from liqo_peering.engine.watches import HEALTH_CHANGED, LIQO_IDENTITY, RELISTED, WatchHub
 from liqo_peering.errors import (
     AdmissionDenied,
+    AnswerTooSlow,
     ApiError,
     ClusterUnreachable,
     PeeringError,
+    Request,
     ResourceSliceDenied,
     own_cluster_unavailable,
 )
@@ -274,6 +276,25 @@ def test_a_permanent_stage_error_is_not_retried_as_transient(monkeypatch: pytest
     [
         (ApiError("etcd is restarting", status=503, side="consumer"), True),
         (ClusterUnreachable("consumer", "https://198.18.0.1:6443", "connection refused"), True),
+        # Overloaded: no whole answer within the request's deadline.
+        (
+            AnswerTooSlow(
+                "consumer",
+                Request("https://198.18.0.1:6443", "list", resource="secrets"),
+                "no whole answer in time",
+                "15 s",
+            ),
+            True,
+        ),
+        (
+            AnswerTooSlow(
+                "provider",
+                Request("https://198.18.0.1:6443", "list", resource="secrets"),
+                "no whole answer in time",
+                "8 s",
+            ),
+            False,
+        ),
         (ApiError("etcd is restarting", status=503, side="provider"), False),
         (ClusterUnreachable("provider", "https://198.18.0.2:6443", "connection refused"), False),
         (ApiError("conflict", status=409, side="consumer"), False),

@@ -195,7 +195,8 @@ class Runner:
                 error = as_peering_error(raised, "the pass")
                 if own_cluster_unavailable(error):
                     raise error from None
-                log.error("pass failed; reporting it", object=str(key), reason=error.reason, exc_info=raised)
+                trace = None if error is raised else raised  # a traceback for the unexpected only
+                log.error("pass failed; reporting it", object=str(key), reason=error.reason, exc_info=trace)
                 return kind.report(key, error)  # its routes stay: they still say what concerns the object
             if not outcome.gone:
                 self.hub.set_routes(key, kind.routes(key, outcome))
