@@ -30,6 +30,7 @@ import urllib3
 
 MARKS = ("Traceback (most recent call last)", "Unhandled exception", "failed with an exception")
 QUOTED_LINES = 12  # of each traceback, in a failure's message
+QUOTED_TAIL = 6  # of them from a structlog traceback's end, where the exception is named
 QUOTED_TRACEBACKS = 3
 # The exit a requested stop must end in: SIGTERM is a clean shutdown (exit code 0); SIGKILL ends it at once.
 EXPECTED_EXIT = {signal.SIGTERM: 0, signal.SIGKILL: -signal.SIGKILL}
@@ -79,9 +80,9 @@ def after_test() -> None:
 
 
 def excerpts(text: str, allowed: list[str] | None = None) -> list[str]:
-    """The first lines of each traceback (or kopf's report of an unhandled exception) in a log's text: raw
-    lines, or the JSON lines of structlog with their `exception` field unfolded. A line holding a string of
-    `allowed` is left out."""
+    """Each traceback (or kopf's report of an unhandled exception) in a log's text, cut to QUOTED_LINES: raw
+    lines from the first, or the JSON lines of structlog with their `exception` field unfolded, its first
+    lines and its last QUOTED_TAIL (the exception itself). A line holding a string of `allowed` is left out."""
     lines = text.splitlines()
     found: list[str] = []
     skip_until = -1
@@ -96,8 +97,10 @@ def excerpts(text: str, allowed: list[str] | None = None) -> list[str]:
             record = None
         if isinstance(record, dict):
             head = " ".join(str(record.get(k, "")) for k in ("level", "logger", "event") if record.get(k))
-            exception = str(record.get("exception") or "")
-            found.append("\n".join([head, *exception.splitlines()][:QUOTED_LINES]))
+            unfolded = [head, *str(record.get("exception") or "").splitlines()]
+            if len(unfolded) > QUOTED_LINES:
+                unfolded = [*unfolded[: QUOTED_LINES - QUOTED_TAIL - 1], "  ...", *unfolded[-QUOTED_TAIL:]]
+            found.append("\n".join(unfolded))
         else:
             found.append("\n".join(lines[i : i + QUOTED_LINES]))
             skip_until = i + QUOTED_LINES  # a raw traceback spans many lines: one excerpt for it

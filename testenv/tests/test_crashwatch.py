@@ -278,3 +278,9 @@ def test_excerpts_unfold_structlogs_exception_and_cut_raw_tracebacks() -> None:
     line = json.dumps({"level": "error", "event": "boom", "exception": "Traceback (most recent call last):\n  X"})
     assert crashwatch.excerpts(line) == ["error boom\nTraceback (most recent call last):\n  X"]
     assert crashwatch.excerpts(line, allowed=["boom"]) == []
+    # A long one keeps its end too, where the exception is named.
+    frames = "\n".join(["Traceback (most recent call last):", *[f"  frame {i}" for i in range(30)], "KeyError: 'x'"])
+    (long,) = crashwatch.excerpts(json.dumps({"level": "error", "event": "boom", "exception": frames}))
+    assert len(long.splitlines()) == crashwatch.QUOTED_LINES
+    assert long.splitlines()[:2] == ["error boom", "Traceback (most recent call last):"]
+    assert long.splitlines()[-1] == "KeyError: 'x'"
