@@ -134,7 +134,7 @@ lane_cgroup() {
 }
 
 lane() {
-  local tier start cpu rc=0 builds="" verify="" gitops="" floor="" floor_after_matrix=0
+  local tier start cpu me=$BASHPID rc=0 builds="" verify="" gitops="" floor="" floor_after_matrix=0
   lane_cgroup "$1"
   if [[ ,$1, == *,matrix,*solo,* ]]; then floor_after_matrix=1; fi
   if [[ ,$1, == *,gitops,* ]]; then
@@ -181,12 +181,12 @@ lane() {
       continue
     fi
     start=$SECONDS
-    cpu=$(cpu_seconds "$BASHPID")
+    cpu=$(cpu_seconds "$me")  # the lane's: $BASHPID inside $(...) would be the substitution's own
     echo "--> tier $tier: started (log: .local/tests-$tier.log)"
     "${PYTEST[@]}" tests testenv/tests --tier "$tier" --junitxml=".local/junit-$tier.xml" \
       >".local/tests-$tier.log" 2>&1
     local code=$?
-    echo "--> tier $tier: exit $code in $((SECONDS - start))s, CPU $(($(cpu_seconds "$BASHPID") - cpu))s" \
+    echo "--> tier $tier: exit $code in $((SECONDS - start))s, CPU $(($(cpu_seconds "$me") - cpu))s" \
       "($(tail -n 1 ".local/tests-$tier.log"))"
     ((code == 0)) || rc=1
   done
