@@ -113,7 +113,9 @@ def tenant_ns(api: k8s.ApiClient, peer_id: str) -> str:
 # kopf logs it once its SIGTERM handler is set up: a SIGTERM before it (the interpreter still importing) ends
 # the process outright, by Python's default action (exit code -15), and not as a stop does.
 STARTED = "Initial authentication has finished"
-FAULTS_ENV = "LIQO_PEERING_FAULTS"  # the operator's clients/faults.py: off unless set, which only tests do
+FAULTS_ENV = "LIQO_PEERING_FAULTS"  # the fault points' directory, read by tests/faultpoints.py
+# The operator with fault points at its client calls: a wrapper only the harness runs, never the product.
+FAULT_POINTS = ROOT / "tests" / "faultpoints.py"
 
 
 class OperatorProcess:
@@ -131,8 +133,8 @@ class OperatorProcess:
         self.started_at = 0  # the log's size when the current run started
         # Every run is watched: an exit or traceback the test did not ask for fails it (testenv.crashwatch).
         self.watch = ProcessWatch("the operator", self.log_path)
-        # With ``faults``: where the tests ask the operator to record its client calls or raise at one
-        # (tests/e2e/test_faults.py); None: the operator runs without that hook, as in production.
+        # With ``faults``: the operator runs through tests/faultpoints.py, and this is where the tests ask it to
+        # record its client calls or raise at one (tests/e2e/test_faults.py); None: the operator's own script.
         self.faults_dir: Path | None = None
         if faults:
             self.faults_dir = log_dir / "faults"
@@ -140,8 +142,9 @@ class OperatorProcess:
 
     def command(self) -> list[str]:
         script = Path(sys.executable).with_name("liqo-peering-operator")
+        run = [sys.executable, str(FAULT_POINTS)] if self.faults_dir else [str(script)]
         return [
-            str(script),
+            *run,
             "run",
             "--kubeconfig",
             str(self.kubeconfig),

@@ -212,14 +212,20 @@ def leak_scan() -> LeakScan:
 
 @pytest.fixture(scope="session")
 def operator_env(
-    liqo_clusters: LiqoClusters, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan
+    liqo_clusters: LiqoClusters,
+    tmp_path_factory: pytest.TempPathFactory,
+    leak_scan: LeakScan,
+    request: pytest.FixtureRequest,
 ) -> Iterator[OperatorEnv]:
     consumer_api = api_client(liqo_clusters["consumer"].kubeconfig)
     install_crd(consumer_api)
     log_dir = tmp_path_factory.mktemp("operator")
     # With the chart's rights only, so that the RBAC check sees every feature the tier exercises.
     chart = chart_rbac.install(liqo_clusters["consumer"].kubeconfig, liqo_clusters.namespace)
-    operator = chart.operator(log_dir, faults=True).start()
+    # The operator's own script, as users run it; through the fault points' wrapper (tests/faultpoints.py) only
+    # in a run that holds the tests of faults (marker faults: tier solo).
+    faults = any(item.get_closest_marker("faults") for item in request.session.items)
+    operator = chart.operator(log_dir, faults=faults).start()
     leak_scan.add_log(operator.log_path)
     env = OperatorEnv(liqo_clusters, operator, Peerings(consumer_api), api_client(liqo_clusters["provider"].kubeconfig))
     try:

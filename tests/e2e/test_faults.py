@@ -1,15 +1,15 @@
-"""A pass failing at any client call it makes, against the Liqo stand-in: the operator's clients/faults.py
-raises an arbitrary exception (RuntimeError), once, at that call. The status must name the failure (Ready=False
-with reason InternalError; the message of Ready or of the stage's condition naming the exception; a Warning
-Event as the peering turns to error; the errors metric), a later pass must recover to Ready by itself, and on
-each cluster the count of objects per kind must change as in a peering with no fault: nothing duplicated or
-left behind.
+"""A pass failing at any client call it makes, against the Liqo stand-in: the fault points of the harness's wrapper
+(tests/faultpoints.py) raise an arbitrary exception (RuntimeError), once, at that call. The status must name the
+failure (Ready=False with reason InternalError; the message of Ready or of the stage's condition naming the
+exception; a Warning Event as the peering turns to error; the errors metric), a later pass must recover to Ready by
+itself, and on each cluster the count of objects per kind must change as in a peering with no fault: nothing
+duplicated or left behind.
 
-The calls are those of a clean peering's passes until Ready, recorded first (45 against the stand-in:
-gets, lists, applies, creates and patches on both clusters); testenv.killpoints' reference cycle gives the
-counts. Posting an Event is left out: it is best effort, and a failure there fails nothing. The calls are
-armed a few at a time: each pass of a peering fails at the next armed call it reaches, until one gets to
-Ready. A call that did not fire, or whose report another fault hid, is then armed alone.
+The calls are those of a clean peering's passes until Ready, recorded first (45 against the stand-in: gets, lists,
+applies, creates and patches on both clusters); testenv.killpoints' reference cycle gives the counts. Posting an
+Event is left out: it is best effort, and a failure there fails nothing. The calls are armed a few at a time: each
+pass of a peering fails at the next armed call it reaches, until one gets to Ready. A call that did not fire, or
+whose report another fault hid, is then armed alone.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ SPEC = {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "2m"}
 BATCH = 3
 
 
-FAULT_MESSAGE = "fault injected at "  # the operator's clients/faults.py raises RuntimeError(f"{FAULT_MESSAGE}{call}")
+FAULT_MESSAGE = "fault injected at "  # tests/faultpoints.py raises RuntimeError(f"{FAULT_MESSAGE}{call}")
 
 
 class Faults:

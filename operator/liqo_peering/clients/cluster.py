@@ -24,7 +24,7 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from liqo_peering.clients import answers, bounds, faults
+from liqo_peering.clients import answers, bounds
 from liqo_peering.clients.connect import refuse_redirects
 from liqo_peering.clients.interrupt import Connections, Deadline
 from liqo_peering.errors import (
@@ -202,7 +202,6 @@ class ClusterClient:
 
     # -- reads ----------------------------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        faults.at(self.side, "get", res.plural)
         self._raise_failed(res, namespace)
         for informer in self._covering(res, namespace):
             hit = informer.cached(namespace if res.namespaced else None, name)
@@ -221,7 +220,6 @@ class ClusterClient:
     def find(
         self, res: Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
     ) -> list[dict[str, Any]]:
-        faults.at(self.side, "list", res.plural)
         self._raise_failed(res, namespace)
         for informer in self._covering(res, namespace, labels, fields, by_name=False):
             return informer.cached_items(
@@ -252,7 +250,6 @@ class ClusterClient:
         A credential that may create and update but not patch (Liqo's peering-user role on a provider)
         gets the same result through create, or get and update: see ``_create_or_update``.
         """
-        faults.at(self.side, "apply", res.plural)
         if res.plural in self._no_patch:
             return self._create_or_update(res, body)
         meta = body["metadata"]
@@ -302,7 +299,6 @@ class ClusterClient:
 
     def create_if_absent(self, res: Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Create, or return the existing object untouched (for objects that must not be rewritten)."""
-        faults.at(self.side, "create", res.plural)
         meta = body["metadata"]
         found = self.get(res, meta["name"], meta.get("namespace"))
         if found is not None:
@@ -354,7 +350,6 @@ class ClusterClient:
     def merge_patch(
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], subresource: str | None = None
     ) -> dict[str, Any] | None:
-        faults.at(self.side, "patch", res.plural + (f"/{subresource}" if subresource else ""))
         if subresource is None and res.plural in self._no_patch:
             return self._update(res, name, namespace, patch)
         try:
@@ -412,7 +407,6 @@ class ClusterClient:
         """Set an object's finalizers to ``edit(live metadata)`` (None: leave them). The live object, not a
         cache, with its resourceVersion as a precondition: another writer's finalizer is never lost (409:
         read again). False when the object is absent."""
-        faults.at(self.side, "patch", res.plural)
         path = res.path(namespace, name)
 
         def write(live: dict[str, Any]) -> dict[str, Any] | None:
@@ -434,7 +428,6 @@ class ClusterClient:
         ``with_dependents``: foreground deletion, so the object stays until the garbage collector has
         removed what it owns, and "gone" means its dependents are gone too.
         """
-        faults.at(self.side, "delete", res.plural)
         for informer in self._covering(res, namespace):
             informer.forget(namespace if res.namespaced else None, name)  # it may linger (finalizers): ask
         policy = "Foreground" if with_dependents else "Background"
@@ -447,20 +440,17 @@ class ClusterClient:
         return lingering(answer)
 
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        faults.at(self.side, "create", res.plural)
         return self._remember(res, self._call("POST", res.path(namespace), body=body))
 
     def replace_subresource(
         self, res: Resource, name: str, namespace: str | None, subresource: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         """PUT a subresource with the whole object (a CSR's approval)."""
-        faults.at(self.side, "update", f"{res.plural}/{subresource}")
         return dict(self._call("PUT", res.path(namespace, name, subresource), body=body))
 
     def replace(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
         """PUT the whole object: fields others set and ``body`` lacks are gone. Its resourceVersion is a
         precondition (ApiError 409 when the object changed meanwhile)."""
-        faults.at(self.side, "update", res.plural)
         meta = body["metadata"]
         return self._remember(res, self._call("PUT", res.path(meta.get("namespace"), meta["name"]), body=body))
 
