@@ -426,6 +426,12 @@ def as_peering_error(exc: Exception, where: str) -> PeeringError:
     return exc if isinstance(exc, PeeringError) else InternalError(exc, where)
 
 
+def unexpected(exc: Exception) -> Exception | None:
+    """What a log line's traceback shows for ``exc``: a typed error is data, reported without one; anything
+    else is a bug, logged with its traceback."""
+    return None if isinstance(exc, PeeringError) else exc
+
+
 def own_cluster_unavailable(exc: PeeringError) -> bool:
     """The operator's own API server is down, restarting or overloaded: nothing the peering did. Such a pass
     is retried and never reported in the status, which it could not write anyway, or would make flap."""

@@ -35,6 +35,7 @@ from liqo_peering.errors import (
     PeeringError,
     as_peering_error,
     own_cluster_unavailable,
+    unexpected,
 )
 from liqo_peering.health import TrackedPool
 from liqo_peering.liqo import naming
@@ -195,8 +196,9 @@ class Runner:
                 error = as_peering_error(raised, "the pass")
                 if own_cluster_unavailable(error):
                     raise error from None
-                trace = None if error is raised else raised  # a traceback for the unexpected only
-                log.error("pass failed; reporting it", object=str(key), reason=error.reason, exc_info=trace)
+                log.error(
+                    "pass failed; reporting it", object=str(key), reason=error.reason, exc_info=unexpected(raised)
+                )
                 return kind.report(key, error)  # its routes stay: they still say what concerns the object
             if not outcome.gone:
                 self.hub.set_routes(key, kind.routes(key, outcome))
@@ -304,8 +306,9 @@ class Runner:
                 except Exception as exc:  # the operator's own API server (or the report of a failure) failed
                     failures += 1
                     error = as_peering_error(exc, "the report of a failed pass")
-                    trace = None if error is exc else exc  # a traceback for the unexpected only
-                    log.warning("pass put off: " + error.message, reason=error.reason, object=str(key), exc_info=trace)
+                    log.warning(
+                        "pass put off: " + error.message, reason=error.reason, object=str(key), exc_info=unexpected(exc)
+                    )
                     await wait(trigger, stopped, min(2.0**failures, 30.0))
                     continue
                 if outcome.gone:
