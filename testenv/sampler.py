@@ -20,6 +20,11 @@ def ready_condition(status: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
 
 
+def is_ready(status: dict[str, Any]) -> bool:
+    """The status's Ready condition is True."""
+    return ready_condition(status).get("status") == "True"
+
+
 class ReadySampler:
     def __init__(self, read_status: Callable[[], dict[str, Any]], what: str = "the peering") -> None:
         self.read_status = read_status
@@ -34,7 +39,7 @@ class ReadySampler:
             cond = ready_condition(self.read_status())
         except Exception as exc:
             return f"status not read: {exc!r}"
-        if cond.get("status") == "True":
+        if cond.get("status") == "True":  # is_ready, with the condition kept for the message
             return None
         return f"Ready {cond.get('status', 'missing')} ({cond.get('reason', '')}): {cond.get('message', '')}"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from testenv.sampler import ReadySampler
+from testenv.sampler import ReadySampler, is_ready
 
 READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
 WAITING = {"conditions": [{"type": "Ready", "status": "False", "reason": "Reconciling", "message": "networking"}]}
@@ -57,3 +57,7 @@ def test_an_error_in_the_block_is_not_hidden_by_the_check() -> None:
     read, _ = reads(WAITING)
     with pytest.raises(KeyError), ReadySampler(read):
         raise KeyError("the block's own failure")
+
+
+def test_is_ready_reads_the_ready_condition() -> None:
+    assert is_ready(READY) and not is_ready(WAITING) and not is_ready({})

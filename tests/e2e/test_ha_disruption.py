@@ -44,7 +44,7 @@ from testenv.operator_release import (
     standing_by,
 )
 from testenv.operator_support import SECRET, Peerings, api_client, wait_for
-from testenv.sampler import ReadySampler
+from testenv.sampler import ReadySampler, is_ready
 
 PEERING_NS = "e2e-ha-disruption"
 NAME = "provider"
@@ -73,7 +73,7 @@ class Env:
         def observed() -> bool:
             peering = self.peerings.get(PEERING_NS, NAME) or {}
             status = peering.get("status") or {}
-            return status.get("observedGeneration") == peering["metadata"]["generation"] and _is_ready(status)
+            return status.get("observedGeneration") == peering["metadata"]["generation"] and is_ready(status)
 
         wait_for(f"the spec change (timeout {timeout}) reconciled", observed, timeout=90)
         writes = audit.writes(self.release.cluster.audit_log, since, user_agent_prefix="liqo-peering-operator")
@@ -85,10 +85,6 @@ class Env:
         names = list(self.release.running_pods(2) or {})
         peers = wait_for("both replicas live in the peering object", partial(self.release.live_peers, names))
         return max(names, key=lambda n: peers[n])
-
-
-def _is_ready(status: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ from testenv.operator_release import (
 )
 from testenv.operator_support import SECRET, Peerings, api_client, partitioned, tenant_ns, wait_for
 from testenv.prometheus import Prometheus, grant_discovery, namespaces, revoke_discovery, rule_file, scrape_configs
-from testenv.sampler import ReadySampler
+from testenv.sampler import ReadySampler, is_ready
 
 PEERING_NS = "e2e-operator-pod"
 NAME = "provider"
@@ -118,13 +118,9 @@ class Suite(Release):
         def observed() -> bool:
             peering = self.peerings.get(PEERING_NS, NAME) or {}
             status = peering.get("status") or {}
-            return status.get("observedGeneration") == peering["metadata"]["generation"] and _is_ready(status)
+            return status.get("observedGeneration") == peering["metadata"]["generation"] and is_ready(status)
 
         wait_for(f"the operator to reconcile the spec change (timeout {timeout})", observed, timeout=90)
-
-
-def _is_ready(status: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, tool_path
 from testenv.operator_release import RELEASE, RELEASE_NS, Release
 from testenv.operator_support import SECRET, Peerings, api_client, wait_for
-from testenv.sampler import ReadySampler
+from testenv.sampler import ReadySampler, is_ready
 
 PEERING_NS = "e2e-release"
 NAME = "provider"
@@ -131,10 +131,6 @@ def distributions(archive: Path) -> dict[str, str]:
             name, version = path.rsplit("/", 1)[1].removesuffix(".dist-info").rsplit("-", 1)
             found[normalized(name)] = version
     return found
-
-
-def is_ready(status: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
 
 
 @pytest.fixture
