@@ -54,10 +54,6 @@ TENANT_LABEL = "liqo.io/tenant-namespace"
 COMMON_LABELS = {"cost-centre": "chart-identity"}
 
 
-def helm_binary() -> Path:
-    return tool_path("helm")
-
-
 def adopt_crd(api: k8s.ApiClient) -> None:
     """An earlier test may have applied the CRDs by hand: hand them to this release (Helm's ownership metadata)."""
     ext = k8s.ApiextensionsV1Api(api)
@@ -107,7 +103,7 @@ def chart_operator(
         ("replicaCount=0", "crds.enabled=true", f"watchNamespaces={{{PEERING_NS}}}"),
         release=RELEASE,
         namespace=RELEASE_NS,
-        binary=helm_binary(),
+        binary=tool_path("helm"),
         skip_crds=False,
     )
     assert chart.service_account() == SERVICE_ACCOUNT

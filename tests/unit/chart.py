@@ -17,19 +17,15 @@ NAMESPACE = "lpo-system"
 FULLNAME = f"{RELEASE}-liqo-peering-operator"
 
 
-def tool(name: str) -> Path:
-    return tool_path(name)  # ToolMissingError says how to build it
-
-
 def promtool(*args: str, cwd: Path) -> str:
     """promtool's output; the test fails with it unless promtool succeeds."""
-    proc = subprocess.run([str(tool("promtool")), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    proc = subprocess.run([str(tool_path("promtool")), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
     assert proc.returncode == 0, f"promtool {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
 
 def helm(*args: str, check: bool = True) -> str:
-    return run_helm(*args, check=check, binary=tool("helm"))
+    return run_helm(*args, check=check, binary=tool_path("helm"))
 
 
 def template_args(*sets: str, chart: Path = CHART) -> list[str]:

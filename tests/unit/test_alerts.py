@@ -11,7 +11,8 @@ from typing import Any
 import yaml
 
 from testenv.helm import CHART, run_helm
-from unit.chart import promtool, tool
+from testenv.localk8s import tool_path
+from unit.chart import promtool
 
 CASES = Path(__file__).parent / "alerts" / "liqo-peering-operator.test.yaml"
 ALERTS = {
@@ -29,7 +30,7 @@ def render(*sets: str) -> list[dict[str, Any]]:
     args = ["template", "lpo", str(CHART), "--set", "fullnameOverride=lpo"]
     for s in sets:
         args += ["--set", s]
-    return [d for d in yaml.safe_load_all(run_helm(*args, binary=tool("helm"))) if d]
+    return [d for d in yaml.safe_load_all(run_helm(*args, binary=tool_path("helm"))) if d]
 
 
 def rule_groups(*sets: str) -> list[dict[str, Any]]:
