@@ -12,9 +12,9 @@ import yaml
 
 from testenv.dashboard import Series, legend, promql, rate_interval, series, short_names
 from testenv.helm import CHART, run_helm
+from testenv.localk8s import tool_path
 from testenv.localk8s.ports import free_port
 from testenv.prometheus import Prometheus, namespaces, rule_file, scrape_configs
-from unit.chart import tool
 
 MONITOR: dict[str, Any] = {
     "kind": "ServiceMonitor",
@@ -121,12 +121,12 @@ def test_prometheus_loads_the_configuration_made_from_the_chart(tmp_path: Path) 
         "metrics.serviceMonitor.enabled=true",
         "--set",
         "prometheusRule.enabled=true",
-        binary=tool("helm"),
+        binary=tool_path("helm"),
     )
     docs = {
         d["kind"]: d for d in yaml.safe_load_all(rendered) if d and d["kind"] in ("ServiceMonitor", "PrometheusRule")
     }
-    tool("prometheus")
+    tool_path("prometheus")
     # Ready only once it has loaded the configuration and the rules; it exits on an error in either. Its
     # discovery has no kubeconfig here: Prometheus logs that and serves on.
     prometheus = Prometheus(None, "127.0.0.1", tmp_path, free_port())
