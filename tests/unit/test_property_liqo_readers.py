@@ -135,6 +135,7 @@ secrets = liqo_object(
 @example({"consumer_configuration": {"metadata": {"name": "c"}, "spec": {"remote": {"cidr": "10.0.0.0/8"}}}})
 @example({"gateway_client": {"metadata": {"name": "g"}, "spec": {"endpoint": ["x"]}}})
 @example({"nodes": {"n": {"metadata": {"name": "n"}, "status": {"conditions": "Ready"}}}})
+@example({"resource_slices": (("Consuming", {"metadata": {"name": "0"}, "status": {"conditions": [{"type": "R"}]}}),)})
 def test_the_status_detail_of_any_liqo_objects_fits_the_crd(objects: dict[str, Any]) -> None:
     found = status_detail.detail(status_detail.LiqoObjects(**objects))
     status = {k: v for k, v in found.items() if v is not None}

@@ -382,3 +382,9 @@ def test_both_conditions_denied_give_both_fixes_and_an_accepted_slice_none() -> 
     assert "Resources Denied (no reason given): ask for fewer resources" in (
         offloading.denial_message(no_reason, WHERE) or ""
     )
+
+
+def test_a_slice_condition_without_a_status_says_unknown_and_is_not_accepted() -> None:
+    obj = {"metadata": {"name": "p"}, "status": {"conditions": [{"type": "Resources"}]}}
+    (shown,) = detail.resource_slices(detail.LiqoObjects(resource_slices=(("Consuming", obj),))) or []
+    assert shown["conditions"] == [{"type": "Resources", "status": "Unknown"}] and shown["accepted"] is False

@@ -100,9 +100,10 @@ def _quantities(value: Any) -> dict[str, str]:
 
 
 def slice_conditions(obj: dict[str, Any]) -> list[dict[str, str]]:
-    """A ResourceSlice's conditions as Liqo wrote them (type, status, reason, message), by type."""
+    """A ResourceSlice's conditions as Liqo wrote them (type, status, reason, message), by type. One without a
+    status says Unknown, as Kubernetes conditions do: the status requires one, and it is not Accepted."""
     out = [
-        {k: c[k] for k in SLICE_CONDITION_KEYS if isinstance(c.get(k), str) and c[k]}
+        {"status": "Unknown"} | {k: c[k] for k in SLICE_CONDITION_KEYS if isinstance(c.get(k), str) and c[k]}
         for c in mappings_at(obj, "status", "conditions")
         if isinstance(c.get("type"), str) and c["type"]
     ]
