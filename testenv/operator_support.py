@@ -154,8 +154,6 @@ class OperatorProcess:
             str(self.metrics_port),
             "--health-port",
             str(self.health_port),
-            "--resync-interval",
-            "5",
             *self.extra_args,
         ]
 
