@@ -17,12 +17,18 @@ if (($#)); then
   exec "${PYTEST[@]}" --junitxml=.local/junit.xml "$@"
 fi
 
-# Lanes are separated by spaces, the tiers of a lane by commas. The default balances the lanes: main; liqo;
-# nodes (once the operator image is built) then standin; matrix (the other Liqo versions), solo, then gitops
-# (last, so that its controllers have the longest to build) take about as long (each tier's time is in its
-# log's last line). The lanes share two cores: a lane more, a Liqo pair more, or the heavy solo tier in the
-# busy first half makes every lane slower. Rebalance with TEST_LANES.
-LANES=${TEST_LANES:-main liqo nodes,standin matrix,solo,gitops}
+# Lanes are separated by spaces, the tiers of a lane by commas. How many run side by side follows the machine
+# (testenv/lanes.py: the cores the load leaves free, the memory): on two idle cores main; liqo; nodes (once
+# the operator image is built) then standin; matrix (the other Liqo versions), solo, then gitops (last, so
+# that its controllers have the longest to build), which take about as long (each tier's time is in its
+# log's last line). A lane more than the machine carries makes every lane's waits longer. TEST_LANES sets
+# them instead.
+if [[ -n ${TEST_LANES:-} ]]; then
+  LANES=$TEST_LANES
+  echo "--> lanes: TEST_LANES"
+else
+  LANES=$(.venv/bin/python -m testenv.lanes) || exit 1
+fi
 # shellcheck source=build-lib.sh
 source hack/build-lib.sh  # cpu_seconds
 mkdir -p .local
@@ -38,7 +44,7 @@ build_images() {
   cpu=$(cpu_seconds "$me")
   echo "--> operator image: started (log: .local/build-images.log)"
   # The lock is this function's: nothing the build leaves running may hold it.
-  if ! hack/build-images.sh 9>&- >.local/build-images.log 2>&1; then
+  if ! nice -n 10 hack/build-images.sh 9>&- >.local/build-images.log 2>&1; then
     touch .local/build-images.failed
     echo "--> operator image: the build failed (.local/build-images.log)"
     return 1
@@ -57,7 +63,7 @@ build_matrix() {
   cpu=$(cpu_seconds "$me")
   echo "--> matrix builds: started (log: .local/build-matrix.log)"
   for v in $(source hack/versions.env && echo "$LIQO_MATRIX"); do
-    if ! { env -u GOGC LIQO_VERSION="$v" hack/build-liqo.sh && LIQO_VERSION=$v hack/build-liqo-images.sh; } \
+    if ! { env -u GOGC LIQO_VERSION="$v" nice -n 10 hack/build-liqo.sh && LIQO_VERSION=$v nice -n 10 hack/build-liqo-images.sh; } \
       >>.local/build-matrix.log 2>&1; then
       touch .local/build-matrix.failed
       return 1
@@ -73,7 +79,7 @@ build_floor() {
   local start=$SECONDS me=$BASHPID cpu
   cpu=$(cpu_seconds "$me")
   echo "--> the oldest Kubernetes: started (log: .local/build-floor.log)"
-  if ! env -u GOGC hack/build-tools.sh --floor >.local/build-floor.log 2>&1; then
+  if ! env -u GOGC nice -n 10 hack/build-tools.sh --floor >.local/build-floor.log 2>&1; then
     touch .local/build-floor.failed
     return 1
   fi
@@ -90,7 +96,7 @@ build_gitops() {
   echo "--> GitOps tools: started (log: .local/build-gitops.log)"
   # Without the tests' GOGC: the builds keep their own (hack/build-lib.sh).
   # Every GitOps tool: those `make test` built already (Flux's source- and helm-controller) are cached.
-  if ! env -u GOGC hack/build-gitops.sh >.local/build-gitops.log 2>&1; then
+  if ! env -u GOGC nice -n 10 hack/build-gitops.sh >.local/build-gitops.log 2>&1; then
     touch .local/build-gitops.failed
     return 1
   fi
@@ -107,7 +113,7 @@ verify_image() {
   start=$SECONDS
   cpu=$(cpu_seconds "$me")
   echo "--> image rebuilt to compare: started (log: .local/verify-image.log)"
-  if ! hack/build-images.sh --verify >.local/verify-image.log 2>&1; then
+  if ! nice -n 10 hack/build-images.sh --verify >.local/verify-image.log 2>&1; then
     echo "--> image rebuilt to compare: it differs, or the build failed (.local/verify-image.log)"
     touch .local/verify-image.failed
     return 1

@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property, partial
@@ -28,6 +28,7 @@ from testenv.leakscan import LeakScan
 from testenv.localk8s import LocalCluster
 from testenv.localk8s.images import Image, ctr_binary
 from testenv.operator_support import wait_for
+from testenv.wait import wait_progressing
 
 RELEASE = "lpo"
 RELEASE_NS = "lpo-system"
@@ -110,6 +111,23 @@ class Release:
         ready = [p for p in pods if pod_ready(p) and not p["metadata"].get("deletionTimestamp")]
         templates = {(p["metadata"].get("labels") or {}).get("pod-template-hash") for p in pods}
         return ready if settled and len(ready) == count == len(pods) and len(templates) == 1 else None
+
+    def progress(self) -> Hashable:
+        """What changes while the operator's Pods come up: each Pod's phase, and each container's state, reason,
+        readiness and restarts (a Pod scheduled, its image pulled, started, restarted, ready)."""
+        out = []
+        for pod in self.kc.list(k.POD, RELEASE_NS, SELECTOR):
+            status = pod.get("status") or {}
+            containers = tuple(
+                (c["name"], _state(c), c.get("ready"), c.get("restartCount"))
+                for c in status.get("containerStatuses") or []
+            )
+            out.append((pod["metadata"]["name"], status.get("phase"), containers))
+        return tuple(sorted(out, key=str))
+
+    def wait_ready(self, count: int, what: str, timeout: float) -> list[dict[str, Any]]:
+        """ready_pods(count), waited for as long as the Pods make progress (testenv.wait_progressing)."""
+        return wait_progressing(what, lambda: self.ready_pods(count), self.progress, timeout)
 
     def running_pods(self, count: int) -> dict[str, dict[str, Any]] | None:
         """The operator's Pods by name once there are `count`, each with its container running (ready or not)."""
@@ -382,3 +400,7 @@ class Handover:
             wait_for(f"{standby} to act", lambda: release.pod_log(standby).count(RESUMED) > self.resumed_before)
         self.assert_writes_while_acting(restarted=True, elsewhere=elsewhere)
         return leader
+
+
+def _state(container: dict[str, Any]) -> tuple[tuple[str, str | None], ...]:
+    return tuple((kind, (detail or {}).get("reason")) for kind, detail in (container.get("state") or {}).items())

@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from testenv.crashwatch import ProcessWatch
 from testenv.localk8s.ports import free_port
 from testenv.reactions import OPERATOR_AGENT
 from testenv.wait import wait_for as poll
+from testenv.wait import wait_progressing
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "crds" / "peering.liqo-operator.io_liqopeerings.yaml"
@@ -154,8 +156,6 @@ class OperatorProcess:
             str(self.metrics_port),
             "--health-port",
             str(self.health_port),
-            "--resync-interval",
-            "5",
             *self.extra_args,
         ]
 
@@ -290,13 +290,29 @@ class Peerings:
                 return dict(cond)
         return None
 
+    def progress(self, namespace: str, name: str) -> Hashable:
+        """What changes while a LiqoPeering moves on: each condition's status, reason and message (without its
+        numbers, which count time), and whether it is being deleted."""
+        obj = self.get(namespace, name)
+        if obj is None:
+            return None
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return bool(obj["metadata"].get("deletionTimestamp")), tuple(
+            (c.get("type"), c.get("status"), c.get("reason"), re.sub(r"\d+", "#", str(c.get("message"))))
+            for c in conditions
+        )
+
     def wait_status(self, namespace: str, name: str, peer_status: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Until its peerStatus is ``peer_status``, for as long as its conditions move on (testenv.wait_progressing):
+        ``timeout`` seconds without a change is a verdict."""
+
         def probe() -> dict[str, Any] | None:
             status = self.status(namespace, name)
             return status if status.get("peerStatus") == peer_status else None
 
+        what = f"LiqoPeering {namespace}/{name} peerStatus={peer_status}"
         try:
-            return wait_for(f"LiqoPeering {namespace}/{name} peerStatus={peer_status}", probe, timeout)
+            return wait_progressing(what, probe, lambda: self.progress(namespace, name), timeout)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus now: {self.status(namespace, name)}") from None
 
@@ -311,7 +327,13 @@ class Peerings:
             raise AssertionError(f"{exc}\nstatus now: {self.status(namespace, name)}") from None
 
     def wait_gone(self, namespace: str, name: str, timeout: float = 90.0) -> None:
-        wait_for(f"LiqoPeering {namespace}/{name} to be deleted", lambda: self.get(namespace, name) is None, timeout)
+        """Until it is deleted, for as long as its unpeering moves on (what it says is left changes)."""
+        wait_progressing(
+            f"LiqoPeering {namespace}/{name} to be deleted",
+            lambda: self.get(namespace, name) is None,
+            lambda: self.progress(namespace, name),
+            timeout,
+        )
 
     def events(self, namespace: str, name: str) -> list[k8s.CoreV1Event]:
         items = self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items

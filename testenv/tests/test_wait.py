@@ -1,42 +1,32 @@
-"""testenv.wait's probes against a real HTTP server on loopback."""
+"""testenv.wait.wait_progressing: progress extends the wait, up to its limit; no progress is a verdict."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import itertools
 
 import pytest
 
-from testenv.localk8s.ports import free_port
-from testenv.wait import answers_ok
+from testenv.wait import wait_progressing
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200 if self.path == "/ready" else 503)
-        self.end_headers()
+def test_progress_extends_the_wait_beyond_its_timeout() -> None:
+    ticks = itertools.count()
+    done = 0
 
-    def log_message(self, format: str, *args: object) -> None:  # quiet
-        pass
+    def probe() -> bool:
+        nonlocal done
+        done += 1
+        return done > 8  # about 0.8 s: past the 0.3 s timeout, each step a change
 
-
-@pytest.fixture
-def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    assert wait_progressing("steps", probe, lambda: next(ticks), timeout=0.3, limit=10, interval=0.1)
 
 
-def test_answers_ok_only_on_200(server: str) -> None:
-    assert answers_ok(f"{server}/ready")
-    assert not answers_ok(f"{server}/not-ready")
+def test_no_progress_gives_up_saying_what_it_saw_last() -> None:
+    with pytest.raises(AssertionError, match=r"gave up waiting for the Pod .* without progress.*'Pending'"):
+        wait_progressing("the Pod", lambda: None, lambda: "Pending", timeout=0.3, interval=0.05)
 
 
-def test_answers_ok_is_false_where_nothing_listens() -> None:
-    assert not answers_ok(f"http://127.0.0.1:{free_port()}/ready")
+def test_endless_progress_stops_at_the_limit() -> None:
+    ticks = itertools.count()
+    with pytest.raises(AssertionError, match=r"or 1s in all"):
+        wait_progressing("a flapping thing", lambda: None, lambda: next(ticks), timeout=0.25, limit=4, interval=0.05)

@@ -148,7 +148,7 @@ def test_two_replicas_spread_over_the_nodes_and_a_peering_turns_ready(env: Env) 
     release = env.release
     out = release.helm("install", RELEASE, *release.install_args(*ha_values(LIFETIME)), "--create-namespace")
     assert "STATUS: deployed" in out, out
-    pods = wait_for("two ready replicas", lambda: release.ready_pods(2), timeout=180)
+    pods = release.wait_ready(2, "two ready replicas", timeout=180)
     # The chart's soft anti-affinity: one replica per node while both nodes take Pods.
     assert len({p["spec"]["nodeName"] for p in pods}) == 2, [p["spec"]["nodeName"] for p in pods]
     env.leader()
@@ -185,7 +185,7 @@ def test_draining_the_acting_replicas_node_keeps_the_peering_ready(
         # other node and stands by: it started later, so it ranks below the former standby.
         wait_for(f"{standby} to act", lambda: not standing_by(release.pod_log(standby)), timeout=60, interval=0.2)
         took_over = time.monotonic() - started
-        pods = wait_for("two ready replicas again", lambda: release.ready_pods(2), timeout=180)
+        pods = release.wait_ready(2, "two ready replicas again", timeout=180)
         assert {p["spec"]["nodeName"] for p in pods} == {other}, "the cordoned node took a replica"
         assert env.leader() == standby
         assert env.reconciled_by("4m") == {standby}
@@ -205,7 +205,7 @@ def test_draining_the_acting_replicas_node_keeps_the_peering_ready(
         finally:
             _cordon(env, other, False)
             _cordon(env, drained, False)
-        wait_for("two ready replicas after the uncordon", lambda: release.ready_pods(2), timeout=180)
+        release.wait_ready(2, "two ready replicas after the uncordon", timeout=180)
         assert env.leader() == standby
     with capsys.disabled():
         print(
@@ -220,7 +220,7 @@ def test_a_rolling_upgrade_hands_over_to_the_new_replicas_and_keeps_the_peering_
     before = set(release.running_pods(2) or {})
     with ReadySampler(env.status, "the peering (handovers must never show through it)"):
         release.helm("upgrade", RELEASE, *release.install_args(*ha_values(LIFETIME), "logLevel=debug"))
-        pods = wait_for("two ready replicas of the new template", lambda: release.ready_pods(2), timeout=240)
+        pods = release.wait_ready(2, "two ready replicas of the new template", timeout=240)
         names = {p["metadata"]["name"] for p in pods}
         assert not names & before and all("--log-level=debug" in p["spec"]["containers"][0]["args"] for p in pods)
         leader = env.leader()

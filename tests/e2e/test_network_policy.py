@@ -101,7 +101,7 @@ class Suite(Release):
         return values
 
     def operator_pod(self) -> dict[str, Any]:
-        (pod,) = wait_for("the operator Pod to be ready", lambda: self.ready_pods(1), timeout=180)
+        (pod,) = self.wait_ready(1, "the operator Pod to be ready", timeout=180)
         return pod
 
     def enforced(self, pod: dict[str, Any]) -> None:

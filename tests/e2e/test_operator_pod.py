@@ -160,7 +160,7 @@ def scanned(suite: Suite, leak_scan: LeakScan) -> Iterator[None]:
 def test_helm_install_runs_the_operator_as_a_pod(suite: Suite) -> None:
     out = suite.helm("install", RELEASE, *suite.install_args(), "--create-namespace")
     assert "STATUS: deployed" in out, out
-    (pod,) = wait_for("the operator Pod to be ready (its readiness probe)", lambda: suite.ready_pods(1), timeout=60)
+    (pod,) = suite.wait_ready(1, "the operator Pod to be ready (its readiness probe)", timeout=60)
     spec = pod["spec"]
     assert spec["serviceAccountName"] == FULLNAME and spec["nodeName"] == "consumer-node-0"
     (container,) = spec["containers"]
@@ -443,7 +443,7 @@ def _assert_one_of_each(suite: Suite) -> None:
 def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.CaptureFixture[str]) -> None:
     # A short peering lifetime (the chart's default is 30 s) keeps the SIGKILL handover test below short.
     suite.helm("upgrade", RELEASE, *suite.install_args(*ha_values(LIFETIME)))
-    pods = wait_for("two ready replicas", lambda: suite.ready_pods(2), timeout=180)
+    pods = suite.wait_ready(2, "two ready replicas", timeout=180)
     names = [p["metadata"]["name"] for p in pods]
     # kopf peering: the replica of the lower priority (the later start) stands by. One that starts behind a
     # live higher one never resumes and logs nothing: the peering object and the logs together tell.
@@ -471,7 +471,7 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
         interval=0.2,
     )
     handover = time.monotonic() - deleted
-    pods = wait_for("two ready replicas again", lambda: suite.ready_pods(2), timeout=180)
+    pods = suite.wait_ready(2, "two ready replicas again", timeout=180)
     names = [p["metadata"]["name"] for p in pods]
     assert active not in names and standby in names, names
     # Which of the two acts is kopf peering's verdict: the live peer of the highest priority in the peering
@@ -554,7 +554,7 @@ def test_helm_uninstall_honours_crds_keep(suite: Suite) -> None:
     # Installed again (the release adopts the CRD it kept), now with crds.keep=false. The peering is
     # unpeered first, so that no finalizer outlives the operator; then uninstalling removes the CRD.
     suite.helm("install", RELEASE, *suite.install_args("crds.keep=false"))
-    wait_for("the operator Pod to be ready", lambda: suite.ready_pods(1), timeout=180)
+    suite.wait_ready(1, "the operator Pod to be ready", timeout=180)
     suite.peerings.delete(PEERING_NS, NAME)
     suite.peerings.wait_gone(PEERING_NS, NAME, timeout=120)
     suite.helm("uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait")

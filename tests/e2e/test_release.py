@@ -35,7 +35,7 @@ from testenv.localk8s.images import Image, archive_digests, image_files
 from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, tool_path
 from testenv.operator_release import RELEASE, RELEASE_NS, Release
-from testenv.operator_support import SECRET, Peerings, api_client, wait_for
+from testenv.operator_support import SECRET, Peerings, api_client
 from testenv.sampler import ReadySampler, is_ready
 
 PEERING_NS = "e2e-release"
@@ -225,7 +225,7 @@ def test_a_release_from_the_registry_installs_peers_and_upgrades(
         ), f"no pull of {digest} from {node_ip} in the registry's log"
 
     install("install", first)
-    (pod,) = wait_for("the operator Pod to be ready", lambda: operator.ready_pods(1), timeout=120)
+    (pod,) = operator.wait_ready(1, "the operator Pod to be ready", timeout=120)
     assert_pulled(pod, first)
 
     peerings.create(PEERING_NS, NAME, {"remoteKubeconfigSecretRef": {"name": SECRET}, "timeout": "3m"})
