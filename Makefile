@@ -48,8 +48,8 @@ docs-serve: venv ## The documentation site on http://127.0.0.1:8000, rebuilt as 
 lint: venv       ## ruff, mypy and the layer contract (.importlinter)
 	hack/lint.sh
 
-unit: venv
-	.venv/bin/pytest tests/unit testenv/tests -m "not e2e" -q
+unit: venv       ## The unit tests: the Python environment, and helm and promtool from `make tools`
+	.venv/bin/pytest tests/unit testenv/tests -m "not e2e and not image and not gitops" -q
 
 test:            ## The whole suite: tools, lint, unit and e2e tests
 	hack/test.sh

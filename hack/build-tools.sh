@@ -6,7 +6,8 @@
 #   ${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools/<tool>-<version>/<binary>
 # Idempotent: only missing binaries are built, so a warm run takes well under a second.
 # --no-floor: all but the oldest Kubernetes; --floor: that one alone (hack/run-tests.sh builds it beside the
-# first tiers, for the one test that runs it).
+# first tiers, for the one test that runs it); --demo: only what `make demo` runs (Kubernetes with its node
+# components, kubectl, etcd, helm, CoreDNS), not the tools only the tests use.
 # One build at a time: `make test` runs this beside hack/build-liqo.sh and hack/build-gitops.sh, since one
 # `go build` keeps about one core busy.
 set -euo pipefail
@@ -18,8 +19,8 @@ script_start=$SECONDS
 source hack/versions.env
 what=${1:-all}
 case $what in
-    all | --no-floor | --floor) ;;
-    *) echo "usage: $0 [--no-floor | --floor]" >&2; exit 2 ;;
+    all | --no-floor | --floor | --demo) ;;
+    *) echo "usage: $0 [--no-floor | --floor | --demo]" >&2; exit 2 ;;
 esac
 cache_dir=${LPO_CACHE_DIR:-$HOME/.cache/liqo-peering-operator}/tools
 
@@ -101,6 +102,10 @@ done
 build hack/tools/helm helm.sh/helm/v3/cmd/helm "$cache_dir/helm-$HELM_VERSION/helm" "$helm_ldflags"
 # Cluster DNS for local clusters with nodes; the version it reports comes from the module itself.
 build hack/tools/coredns . "$cache_dir/coredns-$COREDNS_VERSION/coredns" ""
+if [[ $what == --demo ]]; then
+    echo "the demo's tools ready in $((SECONDS - script_start))s"
+    exit 0
+fi
 # Prometheus (the nodes tier scrapes the operator's Pod with it through the chart's ServiceMonitor and
 # evaluates the chart's alerts and dashboard, tests/e2e/test_operator_pod.py): its server only, with
 # Kubernetes service discovery alone of the discoveries (hack/tools/prometheus/build-tags), which

@@ -11,13 +11,26 @@ export PYTHONPATH="$PWD:$PWD/operator"
 if [[ ${1:-} == down ]]; then
     exec .venv/bin/python hack/demo.py down
 fi
-hack/venv.sh
-hack/build-tools.sh
+# Each phase's time, printed as it ends and again at the end: a cold demo spends them building.
+declare -a TIMES=()
+phase() {
+    local name=$1 start=$SECONDS
+    shift
+    echo "==> [$name] $*"
+    "$@"
+    TIMES+=("$(printf '%-12s %5ds' "$name" $((SECONDS - start)))")
+    echo "==> [$name] done in $((SECONDS - start))s"
+}
+phase venv hack/venv.sh
+# Only what the demo runs: the tools only the tests use are built by `make test`.
+phase tools hack/build-tools.sh --demo
 mode=${DEMO_LIQO:-chart}
-if [[ $mode != standin ]]; then hack/build-liqo.sh; fi
-hack/build-images.sh
-if [[ $mode == chart ]]; then hack/build-liqo-images.sh; fi
-.venv/bin/python hack/demo.py
+if [[ $mode != standin ]]; then phase liqo hack/build-liqo.sh; fi
+phase image hack/build-images.sh
+if [[ $mode == chart ]]; then phase liqo-images hack/build-liqo-images.sh; fi
+phase clusters .venv/bin/python hack/demo.py
+echo "==> phase times:"
+printf '    %s\n' "${TIMES[@]}"
 kubectl=$(hack/tool-path.sh kubectl 2>/dev/null || command -v kubectl || true)
 export KUBECONFIG=$PWD/.local/clusters/consumer.kubeconfig
 if [[ -n $kubectl ]]; then

@@ -7,7 +7,6 @@ effect on kopf's global registry.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -72,7 +71,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration"
     )
-    settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's would be noise
+    # Our own Events tell the story. kopf's would post an Error Event ("Handler 'unpeer' failed temporarily",
+    # reason Logging) for each normal wait of an unpeering, which is no error.
+    settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
     asyncio.get_running_loop().set_exception_handler(known_kopf_errors(memo))

@@ -314,7 +314,8 @@ class CredentialsSpec(_Model):
         description="Mint a least-privilege identity for this consumer on the provider, as `liqoctl generate"
         " peering-user` does (a client certificate through a CSR, bound to Liqo's peering-user roles), with the"
         " kubeconfig in remoteKubeconfigSecretRef (the bootstrap); keep its kubeconfig in a Secret owned by"
-        " this LiqoPeering and use only that one. Deleting the LiqoPeering revokes it.",
+        " this LiqoPeering and use only that one. Deleting the LiqoPeering revokes it. Needs the operator's chart"
+        " installed with credentialsMinting=true.",
     )
     delete_bootstrap_secret: bool = Field(
         default=False,
