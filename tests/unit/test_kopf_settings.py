@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import kopf
 
-from liqo_peering.handlers import configure
+from liqo_peering import handlers
 
 
 def test_kopf_posts_no_events_of_its_own() -> None:
@@ -15,7 +16,8 @@ def test_kopf_posts_no_events_of_its_own() -> None:
     settings = kopf.OperatorSettings()
 
     async def run() -> None:
-        await configure(settings=settings, memo=kopf.Memo())
+        startup: Any = handlers.configure  # kopf's decorator types it as its handler protocol
+        await startup(settings=settings, memo=kopf.Memo())
 
     asyncio.run(run())
     assert settings.posting.enabled is False
