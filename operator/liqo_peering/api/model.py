@@ -270,7 +270,9 @@ class OffloadingSpec(_Model):
         json_schema_extra={"x-kubernetes-validations": [VIRTUAL_NODE_RULE, SLICES_FORM_RULE, SLICE_NAMES_RULE]}
     )
     create_resource_slice: bool = Field(
-        default=True, description="Ask the provider for resources with a ResourceSlice."
+        default=True,
+        description="Ask the cluster that offers resources (the provider; in reverse.offloading, the consumer)"
+        " for them with a ResourceSlice.",
     )
     resource_slice_class: str = Field(
         default="default", min_length=1, max_length=63, description="Class of the ResourceSlice."
@@ -283,7 +285,7 @@ class OffloadingSpec(_Model):
         default=None,
         min_length=1,
         max_length=MAX_RESOURCE_SLICES,
-        description="Several ResourceSlices from the same provider, each with its own virtual node, instead of"
+        description="Several ResourceSlices from the same cluster, each with its own virtual node, instead of"
         " the one that createResourceSlice, resourceSliceClass, createVirtualNode and resources describe (leave"
         " those unset). A slice dropped from the list is removed alone, with its virtual node.",
     )
