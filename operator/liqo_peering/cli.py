@@ -23,11 +23,12 @@ from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMarkers
 from liqo_peering.engine.peeringset import SetService
-from liqo_peering.engine.runner import Runner, Wakeups
-from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.reconcile import Reconciler
+from liqo_peering.engine.runner import MAX_CALLS, Runner, Wakeups
 from liqo_peering.engine.sweep import ProtectionSweep
+from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.engine.watches import WatchHub
-from liqo_peering.health import DEFAULT_STALL_SECONDS, Health
+from liqo_peering.health import DEFAULT_STALL_SECONDS, Health, TrackedPool
 from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
 from liqo_peering.metrics import Metrics
 from liqo_peering.redact import redact
@@ -266,26 +267,33 @@ def run(args: argparse.Namespace) -> None:
     # One watch hub for LiqoPeerings and LiqoPeeringSets: a namespace's Secrets are watched once for both.
     wakeups = Wakeups()
     hub = WatchHub(wakeups)
-    service = PeeringService(
-        local,
-        EventRecorder(local),
-        metrics,
-        policy,
-        tenant_access=tenant_access,
-        remotes=RemoteClients(on_close=hub.forget_client),  # no informer outlives its provider client
-        protect_secrets=args.kubeconfig_secret_protection,
+    # The passes wait on their sub-calls in a pool of their own: none waits for a thread another pass holds.
+    calls = TrackedPool(MAX_CALLS, "calls")
+    remotes = RemoteClients(on_close=hub.forget_client)  # no informer outlives its provider client
+    events = EventRecorder(local)
+    peerings = Peerings(
+        Reconciler(
+            local,
+            events,
+            metrics,
+            policy,
+            tenant_access=tenant_access,
+            remotes=remotes,
+            protect_secrets=args.kubeconfig_secret_protection,
+            calls=calls,
+        ),
+        Unpeerer(local, events, metrics, policy, remotes=remotes, calls=calls),
+        args.resync_interval,
+        namespaced_tenant_reads=tenant_access is not None,
     )
-    kinds = (
-        Peerings(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None),
-        PeeringSets(SetService(local, EventRecorder(local), metrics=metrics), args.resync_interval),
-    )
+    kinds = (peerings, PeeringSets(SetService(local, events, metrics=metrics), args.resync_interval))
     markers = PassMarkers(args.pass_markers_dir, on_aside=metrics.set_put_aside, first_backoff=args.put_aside_backoff)
     markers.recover()  # before any pass: the markers left in flight are the deaths of the last run
-    runner = Runner(kinds, hub, wakeups, markers)
+    runner = Runner(kinds, hub, wakeups, markers, calls)
     # Releases the protection of the Secrets no LiqoPeering needs any more, at start and as LiqoPeerings go.
     sweep = ProtectionSweep(local, args.namespaces) if args.kubeconfig_secret_protection else None
     health = Health(args.stall_timeout)
-    health.pools.append(runner.pool)
+    health.pools.extend((runner.pool, calls))
     health.readiness.append(lambda: hub.unsynced(local.side))
     if sweep is not None:
         health.readiness.append(sweep.unsynced)
@@ -303,7 +311,7 @@ def run(args: argparse.Namespace) -> None:
         priority=args.priority if args.priority is not None else start_priority(),
         ready_flag=health.started,
         memo=kopf.Memo(
-            service=service,
+            peerings=peerings,
             runner=runner,
             metrics=metrics,
             health=health,

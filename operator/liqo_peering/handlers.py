@@ -16,12 +16,10 @@ import structlog
 
 from liqo_peering.api import peeringset
 from liqo_peering.api.model import GROUP, PLURAL, VERSION
-from liqo_peering.engine.runner import ObjectKey, Runner
-from liqo_peering.engine.service import PeeringService
-from liqo_peering.errors import PassCrashed, PeeringError
+from liqo_peering.engine.kinds import Peerings
+from liqo_peering.engine.runner import ObjectKey, Runner, TeardownOutcome
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
-from liqo_peering.redact import redact
 
 PREFIX = "peering.liqo-operator.io"
 TEARDOWN_RETRY_SECONDS = 3
@@ -118,31 +116,23 @@ async def spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> 
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec.remoteKubeconfigSecretRef.name", registry=registry)  # type: ignore[arg-type]
 async def secret_switched(namespace: str, old: Any, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    service: PeeringService = memo.service
-    await runner.in_thread(service.release_secret, namespace, old)
+    peerings: Peerings = memo.peerings
+    await runner.in_thread(peerings.secret_switched, namespace, old)
+
+
+def still_deleting(outcome: TeardownOutcome, waiting: str) -> None:
+    """kopf calls the delete handler again while a teardown failed or something remains."""
+    if outcome.failure is not None:
+        raise kopf.TemporaryError(outcome.failure, delay=TEARDOWN_RETRY_SECONDS)
+    if outcome.remaining:
+        raise kopf.TemporaryError(waiting, delay=1)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
 async def unpeer(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    service: PeeringService = memo.service
-    raw = dict(body)
-    memo.metrics.track(raw["metadata"], raw.get("status") or {})  # its deletion time, until it is forgotten
-    try:
-        remaining = await runner.unpeer(peering(namespace, name), raw)
-        if not remaining:
-            await runner.in_thread(service.unpeered, raw)
-    except PeeringError as exc:
-        message = (
-            f"cannot unpeer: {redact(exc.message)}. Deletion keeps retrying; to release it and clean only"
-            f' this cluster, annotate it with {naming.FORCE_DELETE}="true"'
-        )
-        await runner.in_thread(service.report_teardown, raw, exc.reason, message)
-        raise kopf.TemporaryError(message, delay=TEARDOWN_RETRY_SECONDS) from None
-    if remaining:
-        raise kopf.TemporaryError(f"unpeering: waiting for {', '.join(remaining)} to go", delay=1)
-    memo.metrics.forget(namespace, name)
-    service.events.emit(raw, "Normal", "Unpeered", "every object of this peering is gone")
+    outcome = await runner.unpeer(peering(namespace, name), dict(body))
+    still_deleting(outcome, f"unpeering: waiting for {', '.join(outcome.remaining)} to go")
 
 
 # -- LiqoPeeringSets ---------------------------------------------------------------------------------
@@ -163,10 +153,5 @@ async def set_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any)
 @kopf.on.delete(GROUP, VERSION, SET_PLURAL, registry=registry)  # type: ignore[arg-type]
 async def set_deleted(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     runner: Runner = memo.runner
-    try:
-        remaining = await runner.unpeer(peering_set(namespace, name), dict(body))
-    except PassCrashed as exc:  # put aside: retried until its backoff ends or the force-delete annotation
-        raise kopf.TemporaryError(f"cannot delete: {redact(exc.message)}", delay=TEARDOWN_RETRY_SECONDS) from None
-    if remaining:
-        raise kopf.TemporaryError(f"waiting for LiqoPeerings {', '.join(remaining[:5])}", delay=1)
-    memo.metrics.forget_set(body["metadata"]["namespace"], body["metadata"]["name"])
+    outcome = await runner.unpeer(peering_set(namespace, name), dict(body))
+    still_deleting(outcome, f"waiting for LiqoPeerings {', '.join(outcome.remaining[:5])}")

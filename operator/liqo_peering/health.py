@@ -35,15 +35,28 @@ class TrackedPool(ThreadPoolExecutor):
         self._count_lock = threading.Lock()
         self._pending = 0
         self._progress = clock()  # the last completion, or when work arrived at an idle pool
+        self._worker = threading.local()  # set on the pool's own threads while they run its work
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         with self._count_lock:
             if self._pending == 0:
                 self._progress = self._clock()
             self._pending += 1
-        future = super().submit(fn, *args, **kwargs)
+        future = super().submit(self._run, fn, *args, **kwargs)
         future.add_done_callback(self._done)
         return future
+
+    def _run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        self._worker.active = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._worker.active = False
+
+    def in_worker(self) -> bool:
+        """Whether this thread is one of the pool's, running its work: what it submits then could wait for a
+        thread that it holds itself."""
+        return bool(getattr(self._worker, "active", False))
 
     def _done(self, _: Future[Any]) -> None:
         with self._count_lock:

@@ -11,7 +11,8 @@ import pytest
 
 from liqo_peering.engine import reverse, teardown
 from liqo_peering.engine.direction import PeeringRun
-from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.stagerunner import run_stages
+from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.engine.watches import peering_routes
 from liqo_peering.errors import PEERING_USER_FIX, ClusterForbidden, Request, ResourceSliceDenied
 from liqo_peering.liqo import naming
@@ -298,7 +299,7 @@ class Remotes:
         return self.client
 
 
-def unpeering_service(p: PeeringRun) -> PeeringService:
+def unpeering_service(p: PeeringRun) -> Unpeerer:
     consumer, provider = fakes(p)
     for cluster, peer, name in ((consumer, "provider-id", C_NS), (provider, "consumer-id", P_NS)):
         labels = {naming.REMOTE_CLUSTER_ID: peer, naming.TENANT_NAMESPACE_LABEL: "true"}
@@ -306,9 +307,7 @@ def unpeering_service(p: PeeringRun) -> PeeringService:
     consumer.add(
         r.SECRET, {"metadata": {"name": "provider-kubeconfig", "namespace": "team-a"}, "data": {"kubeconfig": "eA=="}}
     )
-    svc = PeeringService(
-        consumer, cast(Any, None), cast(Any, None), cast(Any, None), remotes=cast(Any, Remotes(provider))
-    )
+    svc = Unpeerer(consumer, cast(Any, None), cast(Any, None), cast(Any, None), remotes=cast(Any, Remotes(provider)))
     svc._teardown_client = lambda *_: provider  # type: ignore[method-assign]
     return svc
 
@@ -328,10 +327,10 @@ def test_deleting_a_bidirectional_peering_unpeers_the_reverse_direction_then_the
     conditions = [{"type": "ReverseAuthenticationReady", "status": "False"}] if how == "status" else []
     body = body_of(p, conditions)
 
-    assert svc.teardown(body) == [f"ResourceSlice {P_NS}/consumer-id on the provider"]
+    assert svc.unpeer(body).remaining == (f"ResourceSlice {P_NS}/consumer-id on the provider",)
     assert consumer.deleted == []  # the forward direction waits for the reverse one
     provider.finish_deletions()
-    assert svc.teardown(body) == []
+    assert svc.unpeer(body).remaining == ()
     # The reverse direction went before the forward one, and the network with the forward one's Identity
     # (authentication out of band: nothing of its removal needs the tunnel).
     assert consumer.deleted.index(("tenants", C_NS, "provider-id")) < consumer.deleted.index(
@@ -353,7 +352,7 @@ def test_deleting_a_one_way_peering_keeps_the_network_of_a_reverse_direction_mad
     for side, res, name, ns in teardown.networking_objects(CTX):
         (consumer if side == "consumer" else provider).put(res, name, ns, labels=dict(OWNER))
     consumer.put(r.TENANT, "provider-id", C_NS, labels={naming.REMOTE_CLUSTER_ID: "provider-id"})
-    assert unpeering_service(p).teardown(body_of(p, [])) == []
+    assert unpeering_service(p).unpeer(body_of(p, [])).remaining == ()
     assert consumer.kinds() == {
         "GatewayClient",
         "GatewayServer",
@@ -488,10 +487,10 @@ def test_the_reverse_directions_objects_wake_the_peering_only_while_it_has_one()
 @pytest.fixture
 def forward_ready(monkeypatch: pytest.MonkeyPatch) -> None:
     """The forward stages are ready (their passes are tested in test_stage_steps)."""
-    from liqo_peering.engine import service as service_module
+    from liqo_peering.engine import stagerunner
 
     for stage in STAGES:
-        module = getattr(service_module, stage)
+        module = getattr(stagerunner, stage)
 
         def forward_only(run: PeeringRun, *args: Any, stage: str = stage, real: Any = module.reconcile) -> StageResult:
             return real(run, *args) if run.reverse else StageResult.ready(stage, "ok")
@@ -500,8 +499,7 @@ def forward_ready(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def one_pass(p: PeeringRun, removing: bool = False) -> dict[str, StageResult]:
-    svc = PeeringService(p.consumer, cast(Any, None), cast(Any, None), cast(Any, None))
-    return svc._run_stages(p, removing)
+    return run_stages(p, None, removing)
 
 
 @pytest.mark.usefixtures("forward_ready")
@@ -592,8 +590,31 @@ def test_an_unpeering_finds_the_tenant_namespaces_once() -> None:
             return _plain(res, *args, **kwargs)
 
         cluster.find = counted  # type: ignore[method-assign]
-    assert svc.teardown(body_of(p, []))  # the slice lingers
+    assert svc.unpeer(body_of(p, [])).remaining  # the slice lingers
     assert listed.count("Namespace") == 2
     consumer.finish_deletions()
-    svc.teardown(body_of(p, []))
+    svc.unpeer(body_of(p, []))
     assert listed.count("Namespace") == 2
+
+
+def test_an_unpeering_pass_says_what_is_left_and_what_wakes_the_next_one() -> None:
+    """Its value carries the routes of what it deleted and waits for, in both tenant namespaces; the last
+    pass leaves nothing and watches nothing."""
+    p = make_run()
+    consumer, provider = fakes(p)
+    populate_both(p)
+    consumer.obj(r.RESOURCE_SLICE, "provider-id", C_NS)["metadata"]["finalizers"] = ["liqo.io/x"]
+    svc = unpeering_service(p)
+    waiting = svc.unpeer(body_of(p, []))
+    assert len(waiting.remaining) == 1 and "ResourceSlice" in waiting.remaining[0]
+    watched = {(route.client.side, route.scope.res.kind, route.namespace) for route in waiting.routes}
+    assert {("consumer", "ResourceSlice", C_NS), ("consumer", "Identity", C_NS)} <= watched
+    assert ("provider", "Tenant", P_NS) in watched
+    assert waiting.failure is None
+    for _ in range(10):
+        consumer.finish_deletions()
+        provider.finish_deletions()
+        done = svc.unpeer(body_of(p, []))
+        if not done.remaining:
+            break
+    assert (done.remaining, done.routes) == ((), ())

@@ -4,6 +4,7 @@ no stage thread outlives its pass."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -14,15 +15,20 @@ from prometheus_client import CollectorRegistry
 
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.events import EventRecorder
-from liqo_peering.engine import service as service_module
+from liqo_peering.engine import stagerunner
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.engine.kinds import Peerings, PeeringSets
+from liqo_peering.engine.passmarkers import PassMarkers
 from liqo_peering.engine.peeringset import SetService
+from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
-from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.stagerunner import run_stages, side_by_side
+from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.engine.watches import WatchHub
-from liqo_peering.errors import ApiError, InternalError
+from liqo_peering.errors import ApiError, ClusterUnreachable
+from liqo_peering.health import TrackedPool
+from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.metrics import Metrics
@@ -62,7 +68,7 @@ def boom(*_: Any) -> StageResult:
     raise RuntimeError(f"boom with token {TOKEN}")
 
 
-def service(monkeypatch: pytest.MonkeyPatch, **stages: Any) -> tuple[PeeringService, FakeClusterClient, Events]:
+def service(monkeypatch: pytest.MonkeyPatch, **stages: Any) -> tuple[Reconciler, FakeClusterClient, Events]:
     """A service whose discovery and stages are replaced (``stages``: by module name, ready unless given)."""
     local, provider, events = FakeClusterClient("consumer"), FakeClusterClient("provider"), Events()
     local.add(
@@ -72,7 +78,7 @@ def service(monkeypatch: pytest.MonkeyPatch, **stages: Any) -> tuple[PeeringServ
             "spec": {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}},
         },
     )
-    svc = PeeringService(
+    svc = Reconciler(
         local,
         cast(EventRecorder, events),
         Metrics(CollectorRegistry()),
@@ -84,11 +90,9 @@ def service(monkeypatch: pytest.MonkeyPatch, **stages: Any) -> tuple[PeeringServ
     monkeypatch.setattr(svc, "_remote_client", lambda body, spec, *_: (provider, Credentials()))
     monkeypatch.setattr(svc, "_discover", lambda *_: CTX)
     monkeypatch.setattr(svc, "_tenancy", lambda found, remote: found)
-    monkeypatch.setattr(service_module.networking, "reconcile", stages.get("networking", ready("networking")))
-    monkeypatch.setattr(
-        service_module.authentication, "reconcile", stages.get("authentication", ready("authentication"))
-    )
-    monkeypatch.setattr(service_module.offloading, "reconcile", stages.get("offloading", ready("offloading")))
+    monkeypatch.setattr(stagerunner.networking, "reconcile", stages.get("networking", ready("networking")))
+    monkeypatch.setattr(stagerunner.authentication, "reconcile", stages.get("authentication", ready("authentication")))
+    monkeypatch.setattr(stagerunner.offloading, "reconcile", stages.get("offloading", ready("offloading")))
     return svc, local, events
 
 
@@ -97,7 +101,7 @@ def conditions(local: FakeClusterClient) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in status["conditions"]}
 
 
-def errors_counted(svc: PeeringService, reason: str) -> float:
+def errors_counted(svc: Reconciler, reason: str) -> float:
     return svc.metrics.registry.get_sample_value("liqo_peering_reconcile_errors_total", {"reason": reason}) or 0.0
 
 
@@ -132,9 +136,10 @@ def test_a_pass_raising_outside_the_stages_is_an_internal_error(monkeypatch: pyt
     assert ("Warning", "InternalError") in [(t, reason) for t, reason, _ in events.sent]
 
 
-def test_stage_threads_are_joined_even_when_the_stage_on_the_passs_thread_raises() -> None:
-    """``_concurrently`` with a guard that lets the main stage's exception through: the authentication thread
-    has finished by the time the exception leaves, so no thread of a pass outlives it (nor its lock)."""
+def test_stage_jobs_have_ended_even_when_the_stage_on_the_passs_thread_raises() -> None:
+    """``side_by_side`` with a guard that lets the main stage's exception through: the authentication job (in
+    the pool of sub-calls) has finished by the time the exception leaves, so no job of a pass outlives it (nor
+    its lock)."""
     order: list[str] = []
     started, release = threading.Event(), threading.Event()
 
@@ -152,17 +157,20 @@ def test_stage_threads_are_joined_even_when_the_stage_on_the_passs_thread_raises
     def passthrough(stage: str, fn: Any) -> StageResult:
         return cast(StageResult, fn())
 
-    with pytest.raises(KeyboardInterrupt):
-        PeeringService._concurrently(passthrough, {"authentication": authentication}, main=("networking", networking))
-    assert order == ["authentication done"]
-    assert not [t for t in threading.enumerate() if t.name.startswith("stage-")]
+    pool = TrackedPool(2, "calls")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            side_by_side(pool, passthrough, {"authentication": authentication}, main=("networking", networking))
+        assert order == ["authentication done"]
+    finally:
+        pool.shutdown()
 
 
 def test_run_stages_reports_a_raising_authentication_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """It used to end the thread: the stage was missing and the status said it had not started."""
     svc, _, _ = service(monkeypatch, authentication=boom)
     spec = LiqoPeeringSpec.model_validate({"remoteKubeconfigSecretRef": {"name": "k"}})
-    results = svc._run_stages(PeeringRun(spec, svc.local, FakeClusterClient("provider"), CTX))
+    results = run_stages(PeeringRun(spec, svc.local, FakeClusterClient("provider"), CTX), None)
     assert (results["authentication"].state, results["authentication"].reason) == ("error", "InternalError")
     assert "offloading" not in results
 
@@ -173,7 +181,13 @@ def test_run_stages_reports_a_raising_authentication_thread(monkeypatch: pytest.
 KEY = ObjectKey("LiqoPeering", NS, NAME)
 
 
-def count_discoveries(monkeypatch: pytest.MonkeyPatch, svc: PeeringService) -> list[str]:
+def peering_runner(svc: Reconciler, events: Events, markers: PassMarkers | None = None) -> Runner:
+    """A runner of LiqoPeerings with ``svc`` as their reconcile pass and a real unpeering pass."""
+    unpeerer = Unpeerer(svc.local, cast(EventRecorder, events), svc.metrics, KubeconfigPolicy(), now=lambda: NOW)
+    return Runner([Peerings(svc, unpeerer, 60.0)], cast(WatchHub, Hub()), Wakeups(), markers)
+
+
+def count_discoveries(monkeypatch: pytest.MonkeyPatch, svc: Reconciler) -> list[str]:
     """Discovery stubbed to find CTX; the list grows by one entry per discovery."""
     discoveries: list[str] = []
 
@@ -190,7 +204,7 @@ def test_a_pass_raising_is_reported_and_the_next_one_discovers_again(monkeypatch
     InternalError, not Ready=True with a current observedGeneration; the next pass starts from discovery."""
     svc, local, events = service(monkeypatch)
     discoveries = count_discoveries(monkeypatch, svc)
-    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    run = peering_runner(svc, events)
     assert not run.one_pass(KEY).transient_error
     assert conditions(local)["Ready"]["status"] == "True"
 
@@ -215,7 +229,7 @@ def test_a_pass_raising_is_reported_and_the_next_one_discovers_again(monkeypatch
 
 
 def test_a_status_write_that_raises_is_reported_by_the_next_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    svc, local, _ = service(monkeypatch)
+    svc, local, events = service(monkeypatch)
     real = local.merge_patch
     failing = [True]
 
@@ -226,7 +240,7 @@ def test_a_status_write_that_raises_is_reported_by_the_next_write(monkeypatch: p
         return real(*args, **kwargs)
 
     monkeypatch.setattr(local, "merge_patch", merge_patch)
-    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    run = peering_runner(svc, events)
     run.one_pass(KEY)
     ready_cond = conditions(local)["Ready"]
     assert (ready_cond["reason"], "ValueError" in ready_cond["message"]) == ("InternalError", True)
@@ -242,13 +256,13 @@ def test_a_failed_pass_logs_a_traceback_for_the_unexpected_only(
     monkeypatch: pytest.MonkeyPatch, raised: Exception, traceback: bool
 ) -> None:
     """A typed error is data, reported in the status; only an untyped one (a bug) logs its traceback."""
-    svc, _, _ = service(monkeypatch)
+    svc, _, events = service(monkeypatch)
 
     def failing(*_: Any) -> None:
         raise raised
 
     monkeypatch.setattr(svc, "reconcile", failing)
-    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    run = peering_runner(svc, events)
     with structlog.testing.capture_logs() as logs:
         run.one_pass(KEY)
     (failed,) = [entry for entry in logs if entry["event"] == "pass failed; reporting it"]
@@ -262,7 +276,7 @@ def test_the_operators_own_cluster_unavailable_is_put_off_not_reported(monkeypat
         raise ApiError("etcd is restarting", status=503, side="consumer")
 
     monkeypatch.setattr(svc, "reconcile", down)
-    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    run = peering_runner(svc, events)
     with pytest.raises(ApiError):
         run.one_pass(KEY)
     assert "status" not in local.obj(r.LIQOPEERING, NAME, NS) and events.sent == []
@@ -321,25 +335,103 @@ def test_a_set_pass_raising_is_reported_in_the_sets_status(monkeypatch: pytest.M
     assert set_conditions(local)["Ready"]["status"] == "True"
 
 
-def test_a_teardown_raising_anything_is_an_internal_error_the_delete_handler_reports(
+# == unpeering: the same boundary ========================================================================
+
+
+def deleted(local: FakeClusterClient, peered: bool = True) -> dict[str, Any]:
+    """The LiqoPeering being deleted, as the delete handler gets it (``peered``: its status names both clusters)."""
+    body = local.obj(r.LIQOPEERING, NAME, NS)
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    body["metadata"]["finalizers"] = [naming.OPERATOR_FINALIZER]  # kept until the delete handler is done
+    body["status"] = {"localClusterID": "consumer-id", "remoteClusterID": "provider-id"} if peered else {}
+    return body
+
+
+def series_of(svc: Reconciler) -> list[Any]:
+    """The metrics' samples of the peering."""
+    return [x for m in svc.metrics.registry.collect() for x in m.samples if x.labels.get("name") == NAME]
+
+
+def unpeering_of(run: Runner) -> Unpeerer:
+    return cast(Peerings, run.kinds["LiqoPeering"]).unpeerer
+
+
+@pytest.mark.parametrize(
+    ("raised", "reason", "traceback"),
+    [
+        (RuntimeError(f"boom with token {TOKEN}"), "InternalError", True),
+        (ClusterUnreachable("provider", "https://198.18.0.2:6443", "connection refused"), "ProviderUnreachable", False),
+    ],
+)
+def test_an_unpeering_failure_is_reported_by_the_runners_boundary_like_a_reconcile_failure(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, reason: str, traceback: bool
+) -> None:
+    """Whatever an unpeering pass raises, the runner reports it through the kind: the status says why deletion
+    does not finish and how to force it, scrubbed; a traceback is logged for the unexpected only; the delete
+    handler gets the message to retry with, and the peering's state stays for the next pass."""
+    svc, local, events = service(monkeypatch)
+    run = peering_runner(svc, events)
+
+    def failing(*_: Any) -> None:
+        raise raised
+
+    monkeypatch.setattr(unpeering_of(run), "_unpeer", failing)
+    with structlog.testing.capture_logs() as logs:
+        outcome = asyncio.run(run.unpeer(KEY, deleted(local)))
+    assert outcome.failure is not None and outcome.remaining == ()
+    conds = conditions(local)
+    for condition in (conds["Ready"], conds["Stalled"]):
+        assert condition["reason"] == reason
+        assert condition["message"] == outcome.failure
+    assert conds["Ready"]["status"] == "False" and conds["Stalled"]["status"] == "True"
+    assert outcome.failure.startswith("cannot unpeer: ") and f'{naming.FORCE_DELETE}="true"' in outcome.failure
+    assert TOKEN not in outcome.failure
+    assert local.obj(r.LIQOPEERING, NAME, NS)["status"]["peerStatus"] == "error"
+    (failed,) = [entry for entry in logs if entry["event"] == "teardown failed; reporting it"]
+    assert (failed.get("exc_info") is not None) is traceback
+    assert KEY in run._locks  # not forgotten: kopf calls again
+    assert not [e for e in events.sent if e[1] == "Unpeered"]
+
+
+def test_the_operators_own_cluster_unavailable_during_unpeering_is_raised_not_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    svc, local, _ = service(monkeypatch)
-    monkeypatch.setattr(svc, "teardown", boom)
-    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
-    with pytest.raises(InternalError) as raised:
-        run.teardown(KEY, local.obj(r.LIQOPEERING, NAME, NS))
-    assert isinstance(raised.value.failed, RuntimeError) and raised.value.where == "the teardown"
+    svc, local, events = service(monkeypatch)
+    run = peering_runner(svc, events)
+
+    def down(*_: Any) -> None:
+        raise ApiError("etcd is restarting", status=503, side="consumer")
+
+    monkeypatch.setattr(unpeering_of(run), "_unpeer", down)
+    body = deleted(local)
+    with pytest.raises(ApiError):
+        run.teardown(KEY, body)
+    assert "conditions" not in local.obj(r.LIQOPEERING, NAME, NS)["status"] and events.sent == []
+
+
+def test_an_unpeering_that_ends_says_so_and_forgets_the_peering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing was made for a peering never peered: one pass ends it, with the Unpeered Event, its metrics
+    forgotten, and nothing of it kept."""
+    svc, local, events = service(monkeypatch)
+    run = peering_runner(svc, events)
+    run.one_pass(KEY)
+    assert series_of(svc)
+    body = deleted(local, peered=False)
+    outcome = asyncio.run(run.unpeer(KEY, body))
+    assert (outcome.remaining, outcome.failure) == ((), None)
+    assert ("Normal", "Unpeered") in [(t, reason) for t, reason, _ in events.sent]
+    assert series_of(svc) == []
+    assert run._locks == {} and unpeering_of(run)._found == {}
 
 
 def test_after_a_stage_raised_the_next_pass_discovers_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Even when only Liqo's ForeignCluster changed: no fast path onto the failed pass, no reused discovery."""
-    svc, local, _ = service(monkeypatch, offloading=boom)
+    svc, local, events = service(monkeypatch, offloading=boom)
     discoveries = count_discoveries(monkeypatch, svc)
-    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups())
+    run = peering_runner(svc, events)
     run.one_pass(KEY)
     assert conditions(local)["OffloadingReady"]["reason"] == "InternalError"
-    monkeypatch.setattr(service_module.offloading, "reconcile", ready("offloading"))
+    monkeypatch.setattr(stagerunner.offloading, "reconcile", ready("offloading"))
     run.one_pass(KEY, frozenset({"ForeignCluster"}))
     assert discoveries == ["discover", "discover"]
     assert conditions(local)["Ready"]["status"] == "True"

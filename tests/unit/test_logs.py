@@ -17,12 +17,14 @@ import yaml
 from liqo_peering import logs
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
-from liqo_peering.engine import service as service_module
+from liqo_peering.engine import stagerunner
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.engine.kinds import Peerings
+from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
-from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.unpeering import Unpeerer
+from liqo_peering.health import TrackedPool
 from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
@@ -148,7 +150,7 @@ def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outliv
     from a thread of its own) names that pass's peering and its provider, the one in between none, and no
     line of the second names the first."""
     for stage in ("networking", "authentication", "offloading"):
-        monkeypatch.setattr(getattr(service_module, stage), "reconcile", _stage(stage))
+        monkeypatch.setattr(getattr(stagerunner, stage), "reconcile", _stage(stage))
     local = FakeClusterClient("consumer")
     liqo_installed(local, "consumer-id", pod_cidrs=("10.0.0.0/16",), external="10.1.0.0/16")
     for name, port in PORTS.items():
@@ -156,14 +158,10 @@ def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outliv
         local.add(r.SECRET, secret)
         spec = {"remoteKubeconfigSecretRef": {"name": f"kc-{name}"}}
         local.add(r.LIQOPEERING, {"metadata": {"name": name, "namespace": "team-a"}, "spec": spec})
-    svc = PeeringService(
-        local,
-        EventRecorder(cast(ClusterClient, _Events())),
-        Metrics(),
-        KubeconfigPolicy(),
-        remotes=cast(Any, _Providers()),
-    )
-    runner = Runner([Peerings(svc, resync_interval=60.0)], cast(Any, Hub()), Wakeups())
+    events, metrics, calls = EventRecorder(cast(ClusterClient, _Events())), Metrics(), TrackedPool(2, "calls")
+    svc = Reconciler(local, events, metrics, KubeconfigPolicy(), remotes=cast(Any, _Providers()), calls=calls)
+    unpeerer = Unpeerer(local, events, metrics, KubeconfigPolicy())
+    runner = Runner([Peerings(svc, unpeerer, resync_interval=60.0)], cast(Any, Hub()), Wakeups(), calls=calls)
     runner.pool.shutdown()
     runner.pool = cast(Any, ThreadPoolExecutor(max_workers=1))  # one pool thread: both passes run on it
     other = structlog.get_logger("liqo_peering.other")
@@ -178,6 +176,7 @@ def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outliv
         asyncio.run(scenario())
     finally:
         runner.pool.shutdown()
+        calls.shutdown()
     lines = log.lines()
     between = next(i for i, line in enumerate(lines) if line["event"] == "between the passes")
     assert "peering" not in lines[between] and "remote_cluster_id" not in lines[between]

@@ -11,12 +11,13 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from liqo_peering.api.model import parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
-from liqo_peering.engine import credentials
-from liqo_peering.engine import service as service_module
+from liqo_peering.engine import credentials, discovery
 from liqo_peering.engine.discovery import KubeconfigPolicy
-from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.reconcile import Reconciler
+from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.errors import ClusterForbidden, PeeringError
 from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import naming
@@ -68,12 +69,12 @@ def _peering(name: str, created: str, *, mint: bool, status: dict[str, Any] | No
     return {"metadata": meta, "spec": spec, "status": status or {}}
 
 
-def _clusters() -> tuple[FakeClusterClient, FakeClusterClient, PeeringService]:
+def _clusters() -> tuple[FakeClusterClient, FakeClusterClient, Reconciler]:
     local, provider = FakeClusterClient("consumer"), FakeClusterClient("provider")
     liqo_installed(local, CONSUMER_ID, pod_cidrs=("10.0.0.0/16",), external="10.1.0.0/16")
     liqo_installed(provider, PROVIDER_ID, pod_cidrs=("10.2.0.0/16",), external="10.3.0.0/16")
     local.add(r.SECRET, {"metadata": {"name": BOOTSTRAP, "namespace": NS}, "data": {"kubeconfig": _b64(KUBECONFIG)}})
-    svc = PeeringService(
+    svc = Reconciler(
         local,
         EventRecorder(cast(ClusterClient, _Events())),
         Metrics(),
@@ -84,6 +85,13 @@ def _clusters() -> tuple[FakeClusterClient, FakeClusterClient, PeeringService]:
     return local, provider, svc
 
 
+def _unpeerer(local: FakeClusterClient, provider: FakeClusterClient) -> Unpeerer:
+    events = EventRecorder(cast(ClusterClient, _Events()))
+    return Unpeerer(
+        local, events, Metrics(), KubeconfigPolicy(), now=lambda: NOW, remotes=cast(Any, _Remotes(provider))
+    )
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -92,7 +100,7 @@ def _b64(data: bytes) -> str:
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The order of discovery's and the credential step's calls; the credential step ends the pass."""
     seen: list[str] = []
-    cluster_info = service_module.discovery.cluster_info
+    cluster_info = discovery.cluster_info
 
     def discovering(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
         seen.append(f"discover {client.side}")
@@ -102,8 +110,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append("mint")
         raise PeeringError("stop here", reason="Stop")
 
-    monkeypatch.setattr(service_module.discovery, "cluster_info", discovering)
-    monkeypatch.setattr(service_module.credentials, "provider_credentials", minting)
+    monkeypatch.setattr(discovery, "cluster_info", discovering)
+    monkeypatch.setattr(credentials, "provider_credentials", minting)
     return seen
 
 
@@ -170,7 +178,7 @@ def test_teardown_without_cluster_ids_revokes_the_minted_identity_and_releases_i
 ) -> None:
     """Deleted after minting but before a pass wrote the cluster IDs: the identity goes from the provider and
     the minted Secret is released (not left Terminating on its finalizer)."""
-    local, provider, svc = _clusters()
+    local, provider, _ = _clusters()
     body = local.add(r.LIQOPEERING, _peering("first", "2026-01-01T00:00:00Z", mint=True, status=status))
     _minting_begun(local, body)
     _identity(provider, "first")
@@ -181,9 +189,9 @@ def test_teardown_without_cluster_ids_revokes_the_minted_identity_and_releases_i
     ) -> list[str]:  # the provider reached through the fake
         return revoke(local, peering, spec, policy, consumer_id, connect=lambda _: provider)
 
-    monkeypatch.setattr(service_module.credentials, "revoke", revoking)
+    monkeypatch.setattr(credentials, "revoke", revoking)
 
-    assert svc.teardown(body) == []
+    assert _unpeerer(local, provider).unpeer(body).remaining == ()
 
     assert provider.get(r.CLUSTER_ROLE, pu.revoke_role_name(CONSUMER_ID)) is None
     assert provider.get(r.CSR, pu.user_name(CONSUMER_ID)) is None
@@ -191,11 +199,11 @@ def test_teardown_without_cluster_ids_revokes_the_minted_identity_and_releases_i
 
 
 def test_teardown_of_a_peering_that_never_minted_touches_nothing() -> None:
-    local, provider, svc = _clusters()
+    local, provider, _ = _clusters()
     body = local.add(r.LIQOPEERING, _peering("second", "2026-01-02T00:00:00Z", mint=True))
     local.writes.clear()
     provider.writes.clear()
-    assert svc.teardown(body) == []
+    assert _unpeerer(local, provider).unpeer(body).remaining == ()
     assert local.writes == [] and provider.writes == []
 
 
@@ -205,7 +213,7 @@ def test_revoking_leaves_another_peerings_identity_of_the_same_names() -> None:
     body = local.add(r.LIQOPEERING, _peering("second", "2026-01-02T00:00:00Z", mint=True))
     _minting_begun(local, body)
     _identity(provider, "first")
-    spec = service_module.parse_spec(body["spec"])
+    spec = parse_spec(body["spec"])
 
     assert credentials.revoke(local, body, spec, KubeconfigPolicy(), CONSUMER_ID, connect=lambda _: provider) == []
 
@@ -261,13 +269,13 @@ def test_the_key_algorithm_follows_the_spec_or_the_providers_liqo(
                 "spec": {"template": {"spec": {"containers": [container]}}},
             },
         )
-    spec = service_module.parse_spec(
+    spec = parse_spec(
         {"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": True, "keyAlgorithm": setting}}
     )
     assert credentials._key_algorithm(provider, spec) == algorithm
 
 
 def test_auto_takes_ed25519_when_the_bootstrap_may_not_read_liqos_deployment() -> None:
-    spec = service_module.parse_spec({"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": True}})
+    spec = parse_spec({"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": True}})
     assert spec.credentials.key_algorithm == "Auto"
     assert credentials._key_algorithm(_MayNotList("provider"), spec) == "Ed25519"

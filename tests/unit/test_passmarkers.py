@@ -13,7 +13,6 @@ from typing import Any, cast
 
 import pytest
 
-from liqo_peering.engine.kinds import Peerings
 from liqo_peering.engine.passmarkers import (
     FORCED_TEARDOWN,
     MAX_BACKOFF,
@@ -29,6 +28,7 @@ from liqo_peering.engine.passmarkers import (
     recovered,
 )
 from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
+from liqo_peering.engine.unpeering import Teardown
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import PassCrashed, PeeringError
 from liqo_peering.liqo import naming
@@ -219,12 +219,13 @@ class Kind:
     def restart_backoff(self, woken_by: frozenset[str]) -> bool:
         return False
 
-    def teardown(self, body: dict[str, Any]) -> list[str]:
+    def teardown(self, key: ObjectKey, body: dict[str, Any]) -> Teardown:
         self.calls.append(f"teardown {body['metadata']['name']}")
-        return []
+        return Teardown()
 
-    def teardown_routes(self, key: ObjectKey) -> list[Route]:
-        return []
+    def report_teardown(self, key: ObjectKey, body: dict[str, Any], error: PeeringError) -> Teardown:
+        self.reported.append(error)
+        return Teardown(failure=error.message)
 
     def forget(self, key: ObjectKey) -> None:
         pass
@@ -272,11 +273,12 @@ def test_a_put_aside_object_gets_its_status_written_and_no_pass_until_its_spec_c
 
 def test_a_put_aside_object_is_deleted_by_a_forced_teardown_only(tmp_path: Path) -> None:
     run, kind = put_aside_runner(tmp_path)
-    assert run.teardown(OTHER, body("fine")) == []
-    with pytest.raises(PassCrashed):
-        run.teardown(KEY, body("poison"))
+    assert run.teardown(OTHER, body("fine")) == Teardown()
+    assert run.teardown(KEY, body("poison")).failure is not None  # reported by the kind, as a failed teardown
+    [error] = kind.reported
+    assert isinstance(error, PassCrashed) and error.phase == RECONCILE
     assert kind.calls == ["teardown fine"]
-    assert run.teardown(KEY, body("poison", force=True)) == []
+    assert run.teardown(KEY, body("poison", force=True)) == Teardown()
     assert kind.calls == ["teardown fine", "teardown poison"]
     assert list(tmp_path.iterdir()) == []  # forgotten with the object
 
@@ -318,7 +320,7 @@ def test_the_put_aside_status_is_written_by_the_status_writer_without_a_pass(
         die_in_pass(started(tmp_path), key)
     markers = PassMarkers(tmp_path, on_aside=svc.metrics.set_put_aside)
     markers.recover()
-    run = Runner([Peerings(svc, 60.0)], cast(WatchHub, Hub()), Wakeups(), markers)
+    run = boundary.peering_runner(svc, events, markers)
     [deaths, _] = markers.aside(key.marker, UID, RECONCILE) or (None, 0)
     assert deaths is not None and not run.put_aside(key, deaths)
     ready = boundary.conditions(local)["Ready"]

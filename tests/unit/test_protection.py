@@ -12,8 +12,8 @@ import pytest
 from fakes import FakeClusterClient
 
 from liqo_peering.engine import protection
-from liqo_peering.engine.service import PeeringService
 from liqo_peering.engine.sweep import ProtectionSweep
+from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.errors import ClusterForbidden
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
@@ -258,11 +258,18 @@ class RefusingClient(FakeClusterClient):
         raise ClusterForbidden("secrets is forbidden", side="consumer")
 
 
+class Quiet:
+    """Events and metrics that take anything."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *_: None
+
+
 def test_a_refused_release_does_not_hold_the_deletion_back() -> None:
     """The LiqoPeering goes; the sweep retries the release once it is gone."""
     local = RefusingClient("consumer")
     local.add(r.SECRET, {"metadata": {"name": "kc", "namespace": "ns", "finalizers": [F]}})
     body = local.add(r.LIQOPEERING, peering("a", "kc", deleting=True))
-    svc = PeeringService(local, cast(Any, None), cast(Any, None), cast(Any, None))
-    svc.unpeered(body)  # raises nothing
+    unpeerer = Unpeerer(local, cast(Any, Quiet()), cast(Any, Quiet()), cast(Any, None))
+    unpeerer.finished(body)  # raises nothing
     assert protected(local, "kc")

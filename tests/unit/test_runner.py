@@ -1,5 +1,5 @@
 """The runner with LiqoPeerings: one pass per peering at a time, the ForeignCluster fast path, backoff, and the
-routes it gives the watch hub. The service is a stand-in object: these tests are about the runner's own jobs."""
+routes it gives the watch hub. The passes are a stand-in object: these tests are about the runner's own jobs."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from typing import Any, cast
 import pytest
 
 from liqo_peering.api.model import LiqoPeeringSpec
-from liqo_peering.engine import service as service_module
+from liqo_peering.engine import stagerunner
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.kinds import Peerings
-from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
-from liqo_peering.engine.service import Outcome, PeeringService
-from liqo_peering.engine.watches import HEALTH_CHANGED, LIQO_IDENTITY, RELISTED, WatchHub
+from liqo_peering.engine.reconcile import Outcome, Reconciler
+from liqo_peering.engine.runner import ObjectKey, Runner, TeardownOutcome, Wakeups
+from liqo_peering.engine.stagerunner import run_stages
+from liqo_peering.engine.unpeering import Teardown, Unpeerer
+from liqo_peering.engine.watches import HEALTH_CHANGED, LIQO_IDENTITY, RELISTED, WatchHub, teardown_routes
 from liqo_peering.errors import (
     AdmissionDenied,
     AnswerTooSlow,
@@ -33,13 +35,14 @@ from unit.fakes import FakeClusterClient, Hub, Stopped
 
 
 class Service:
-    """Records calls; ``reconcile`` and ``teardown`` can be replaced per test."""
+    """Both passes of a LiqoPeering, recording calls; ``reconcile`` and ``unpeer`` can be replaced per test."""
 
     def __init__(self) -> None:
         self.local = FakeClusterClient("consumer")
         self.calls: list[str] = []
         self.released: list[tuple[str, str]] = []
         self.mirror_result: Outcome | None = None
+        self.remotes = self  # its provider clients: ``release`` records them
 
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         self.calls.append(f"reconcile {name}" + (" reusing" if known is not None else ""))
@@ -49,12 +52,21 @@ class Service:
         self.calls.append(f"mirror {name}")
         return self.mirror_result
 
-    def teardown(self, body: dict[str, Any]) -> list[str]:
+    def unpeer(self, body: dict[str, Any]) -> Teardown:
         self.calls.append("teardown")
-        return []
+        return Teardown()
 
-    def release(self, namespace: str, name: str) -> None:
-        self.released.append((namespace, name))
+    def deleting(self, body: dict[str, Any]) -> None:
+        pass
+
+    def finished(self, body: dict[str, Any]) -> None:
+        pass
+
+    def release(self, key: tuple[str, str]) -> None:
+        self.released.append(key)
+
+    def forget(self, namespace: str, name: str) -> None:
+        pass
 
 
 KEY = ObjectKey("LiqoPeering", "ns", "p")
@@ -64,7 +76,7 @@ LIQO_ONLY = frozenset({"Connection"})  # one of Liqo's objects changed, nothing 
 
 def runner(service: Service | None = None) -> tuple[Runner, Service, Hub]:
     svc, hub = service or Service(), Hub()
-    kind = Peerings(cast(PeeringService, svc), 60.0)
+    kind = Peerings(cast(Reconciler, svc), cast(Unpeerer, svc), 60.0)
     return Runner([kind], cast(WatchHub, hub), Wakeups()), svc, hub
 
 
@@ -84,7 +96,7 @@ def test_teardown_waits_for_the_running_reconcile_of_the_same_peering() -> None:
         return Outcome()
 
     svc.reconcile = slow_reconcile  # type: ignore[method-assign]
-    svc.teardown = lambda body: order.append("teardown") or []  # type: ignore[method-assign,func-returns-value]
+    svc.unpeer = lambda body: order.append("teardown") or Teardown()  # type: ignore[method-assign,func-returns-value]
     worker = threading.Thread(target=run.one_pass, args=(KEY,))
     worker.start()
     assert reconciling.wait(10)
@@ -108,13 +120,13 @@ def test_other_peerings_are_not_blocked() -> None:
         return Outcome()
 
     svc.reconcile = slow_reconcile  # type: ignore[method-assign]
-    svc.teardown = lambda body: ["something"]  # type: ignore[method-assign]
+    svc.unpeer = lambda body: Teardown(("something",))  # type: ignore[method-assign]
     worker = threading.Thread(target=run.one_pass, args=(KEY,))
     worker.start()
     try:
         assert reconciling.wait(10)
         other = ObjectKey("LiqoPeering", "ns", "other")
-        assert run.teardown(other, {"metadata": {"namespace": "ns", "name": "other"}}) == ["something"]
+        assert run.teardown(other, {"metadata": {"namespace": "ns", "name": "other"}}).remaining == ("something",)
     finally:
         release.set()
         worker.join(10)
@@ -124,7 +136,7 @@ def test_the_foreign_cluster_fast_path_uses_the_last_outcome_and_falls_back() ->
     run, svc, _ = runner()
     run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)  # nothing observed yet: a full pass
     assert svc.calls == ["reconcile p"]
-    run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)  # the service says a reconcile is needed (None): it reuses discovery
+    run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)  # the fast path says a reconcile is needed (None): it reuses discovery
     assert svc.calls[1:] == ["mirror p", "reconcile p reusing"]
     svc.mirror_result = Outcome(secret=("ns", "kubeconfig"))
     run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)
@@ -256,17 +268,16 @@ def test_a_permanent_stage_error_is_not_retried_as_transient(monkeypatch: pytest
     def denied(_: PeeringRun) -> StageResult:
         raise ResourceSliceDenied("the provider Denied ResourceSlice t1/p-id")
 
-    monkeypatch.setattr(service_module.offloading, "reconcile", denied)
+    monkeypatch.setattr(stagerunner.offloading, "reconcile", denied)
     monkeypatch.setattr(
-        service_module.authentication, "reconcile", lambda run, proxy: StageResult.ready("authentication", "ok")
+        stagerunner.authentication, "reconcile", lambda run, proxy: StageResult.ready("authentication", "ok")
     )
-    svc = PeeringService(FakeClusterClient("consumer"), cast(Any, None), cast(Any, None), cast(Any, None))
     consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
     ctx = PeeringContext("ns", "p", consumer, provider, consumer_tenant_ns="t1", provider_tenant_ns="t2")
     spec = LiqoPeeringSpec.model_validate(
         {"remoteKubeconfigSecretRef": {"name": "k"}, "networking": {"enabled": False}}
     )
-    results = svc._run_stages(PeeringRun(spec, svc.local, FakeClusterClient("provider"), ctx))
+    results = run_stages(PeeringRun(spec, FakeClusterClient("consumer"), FakeClusterClient("provider"), ctx), None)
     assert (results["offloading"].state, results["offloading"].reason) == ("error", "ResourceSliceDenied")
     assert results["offloading"].transient is False
 
@@ -311,18 +322,17 @@ def test_the_operators_own_cluster_failing_is_raised_not_reported(
     def failing(_: PeeringRun, *__: Any) -> StageResult:
         raise error
 
-    monkeypatch.setattr(service_module.networking, "reconcile", failing)
-    monkeypatch.setattr(service_module.authentication, "reconcile", failing)
-    svc = PeeringService(FakeClusterClient("consumer"), cast(Any, None), cast(Any, None), cast(Any, None))
+    monkeypatch.setattr(stagerunner.networking, "reconcile", failing)
+    monkeypatch.setattr(stagerunner.authentication, "reconcile", failing)
     consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
     ctx = PeeringContext("ns", "p", consumer, provider, consumer_tenant_ns="t1", provider_tenant_ns="t2")
     spec = LiqoPeeringSpec.model_validate({"remoteKubeconfigSecretRef": {"name": "k"}})
-    run = PeeringRun(spec, svc.local, FakeClusterClient("provider"), ctx)
+    run = PeeringRun(spec, FakeClusterClient("consumer"), FakeClusterClient("provider"), ctx)
     if outage:
         with pytest.raises(type(error)):
-            svc._run_stages(run)
+            run_stages(run, None)
     else:
-        results = svc._run_stages(run)
+        results = run_stages(run, None)
         assert results["networking"].state == "error" and "offloading" not in results
     assert own_cluster_unavailable(error) is outage
 
@@ -332,21 +342,21 @@ BODY = {"metadata": {"namespace": "ns", "name": "p"}}
 
 
 def unpeering_runner(results: list[list[str]], watched: bool) -> tuple[Runner, Service, Hub]:
-    """A runner whose teardown passes return ``results`` in turn; ``watched``: the service knows the tenant
-    namespaces (an unpeering pass found them), so the teardown has objects to watch."""
+    """A runner whose teardown passes leave ``results`` in turn; ``watched``: each pass found the tenant
+    namespaces, so it has objects to watch (its routes)."""
     run, svc, hub = runner()
     passes = iter(results)
-
-    def teardown(body: dict[str, Any]) -> list[str]:
-        svc.calls.append("teardown")
-        return next(passes)
-
-    svc.teardown = teardown  # type: ignore[method-assign]
     ctx = PeeringContext(
         "ns", "p", ClusterInfo("consumer-id", (), ""), ClusterInfo("provider-id", (), ""), "tenant-c", "tenant-p"
     )
-    found = service_module.Unpeering(FakeClusterClient("provider"), ctx, reverse=False)
-    svc.unpeering = lambda namespace, name: found if watched else None  # type: ignore[attr-defined]
+    routes = tuple(teardown_routes(svc.local, FakeClusterClient("provider"), ctx)) if watched else ()
+
+    def unpeer(body: dict[str, Any]) -> Teardown:
+        svc.calls.append("teardown")
+        left = next(passes)
+        return Teardown(tuple(left), routes if left else ())
+
+    svc.unpeer = unpeer  # type: ignore[method-assign]
     return run, svc, hub
 
 
@@ -354,7 +364,7 @@ def test_an_unpeering_pass_follows_the_event_it_waits_for(monkeypatch: pytest.Mo
     monkeypatch.setattr("liqo_peering.engine.runner.UNPEER_SAFETY_NET", 3600.0)  # only an event can wake it
     run, svc, hub = unpeering_runner([["ResourceSlice t/p"], ["VirtualNode t/p"], []], watched=True)
 
-    async def scenario() -> list[str]:
+    async def scenario() -> TeardownOutcome:
         unpeering = asyncio.ensure_future(run.unpeer(KEY, BODY))
         for _ in range(2):
             while not hub.routes.get(KEY) or run.wakeups.pending(KEY):
@@ -365,17 +375,17 @@ def test_an_unpeering_pass_follows_the_event_it_waits_for(monkeypatch: pytest.Mo
                 await asyncio.sleep(0.01)
         return await asyncio.wait_for(unpeering, 30)
 
-    assert asyncio.run(scenario()) == []
+    assert asyncio.run(scenario()).remaining == ()
     assert svc.calls == ["teardown"] * 3
     assert KEY not in hub.routes and svc.released == [("ns", "p")]  # done: everything of it forgotten
 
 
 def test_unpeering_watches_what_each_phase_deletes_on_both_clusters() -> None:
     run, _, hub = unpeering_runner([["ResourceSlice t/p"]], watched=True)
-    assert asyncio.run(run.unpeer(KEY, BODY, window=0.0)) == ["ResourceSlice t/p"]  # one pass, then kopf again
+    assert asyncio.run(run.unpeer(KEY, BODY, window=0.0)).remaining == ("ResourceSlice t/p",)  # then kopf again
     assert not hub.routes.get(KEY)  # the window ended before any wait: nothing watched yet
     run, _, hub = unpeering_runner([["ResourceSlice t/p"], ["Tenant t/c"]], watched=True)
-    assert asyncio.run(run.unpeer(KEY, BODY, window=0.05)) == ["Tenant t/c"]
+    assert asyncio.run(run.unpeer(KEY, BODY, window=0.05)).remaining == ("Tenant t/c",)
     kinds = {(route.client.side, route.scope.res.kind) for route in hub.routes[KEY]}
     assert {("consumer", "ResourceSlice"), ("consumer", "VirtualNode"), ("consumer", "Identity")} <= kinds
     assert {("provider", "Tenant"), ("provider", "Configuration"), ("provider", "GatewayServer")} <= kinds
@@ -384,5 +394,5 @@ def test_unpeering_watches_what_each_phase_deletes_on_both_clusters() -> None:
 
 def test_an_unpeering_with_nothing_to_watch_passes_again_after_a_short_poll() -> None:
     run, svc, hub = unpeering_runner([["Tenant t/c"], ["Tenant t/c"], []], watched=False)
-    assert asyncio.run(asyncio.wait_for(run.unpeer(KEY, BODY), 30)) == []
+    assert asyncio.run(asyncio.wait_for(run.unpeer(KEY, BODY), 30)).remaining == ()
     assert svc.calls == ["teardown"] * 3 and not hub.routes.get(KEY)

@@ -16,7 +16,7 @@ import structlog
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine.discovery import KubeconfigPolicy
-from liqo_peering.engine.service import PeeringService
+from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
 from liqo_peering.status.conditions import get_condition
@@ -47,7 +47,7 @@ def _reconcile(local: FakeClusterClient, namespace: str, peering: str) -> tuple[
     """One pass; the status written, the Events' messages and the logged lines."""
     client = _EventsClient()
     events = EventRecorder(cast(ClusterClient, client))
-    svc = PeeringService(local, events, Metrics(), KubeconfigPolicy(), now=lambda: NOW)
+    svc = Reconciler(local, events, Metrics(), KubeconfigPolicy(), now=lambda: NOW)
     with structlog.testing.capture_logs() as logged:
         svc.reconcile(namespace, peering)
     status = local.obj(r.LIQOPEERING, peering, namespace)["status"]

@@ -9,6 +9,7 @@ import pytest
 
 from liqo_peering.engine import teardown
 from liqo_peering.errors import ClusterUnreachable
+from liqo_peering.health import TrackedPool
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
@@ -508,8 +509,12 @@ def test_a_phase_reads_its_objects_side_by_side(clusters: tuple[FakeClusterClien
         return waiting
 
     local.get, remote.get = get(local), get(remote)  # type: ignore[method-assign]
-    assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False) == []
-    assert not together.broken
+    calls = TrackedPool(16, "calls")
+    try:
+        left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False, calls=calls)
+    finally:
+        calls.shutdown()
+    assert left == [] and not together.broken
 
 
 def test_a_failed_read_fails_the_pass_once_the_others_have_ended(

@@ -2,7 +2,9 @@
 
 LiqoPeerings: the last pass's outcome, which the ForeignCluster fast path re-mirrors onto and which a pass
 woken only by Liqo's objects reuses the discovery of. A pass that failed leaves nothing to reuse, so the next
-one starts from full discovery. LiqoPeeringSets keep nothing.
+one starts from full discovery. Their teardown passes are engine/unpeering.py's, which keeps what the earlier
+ones of the same unpeering found; the kind adds what follows the last one (the Secret's release, the metrics
+forgotten, the Unpeered Event). LiqoPeeringSets keep nothing.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import threading
 from typing import Any
 
 from liqo_peering.engine.peeringset import SetOutcome, SetService
+from liqo_peering.engine.reconcile import Outcome, Reconciler
 from liqo_peering.engine.runner import ObjectKey
-from liqo_peering.engine.service import Outcome, PeeringService
+from liqo_peering.engine.unpeering import Teardown, Unpeerer
 from liqo_peering.engine.watches import (
     HEALTH_CHANGED,
     KUBECONFIG,
@@ -20,10 +23,10 @@ from liqo_peering.engine.watches import (
     Route,
     peering_routes,
     set_routes,
-    teardown_routes,
 )
 from liqo_peering.errors import InternalError, PeeringError
 from liqo_peering.liqo import resources as r
+from liqo_peering.redact import redact
 
 FOREIGN_CLUSTER = "ForeignCluster"  # what the watch hub says when Liqo's ForeignCluster changed
 
@@ -32,8 +35,15 @@ class Peerings:
     kind = r.LIQOPEERING.kind
     debounce = 0.05  # Liqo updates several objects at once
 
-    def __init__(self, service: PeeringService, resync_interval: float, namespaced_tenant_reads: bool = False) -> None:
-        self.service = service
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        unpeerer: Unpeerer,
+        resync_interval: float,
+        namespaced_tenant_reads: bool = False,
+    ) -> None:
+        self.reconciler = reconciler
+        self.unpeerer = unpeerer
         self.resync_interval = resync_interval
         self.namespaced_tenant_reads = namespaced_tenant_reads
         self._guard = threading.Lock()
@@ -50,11 +60,11 @@ class Peerings:
             last = None  # a failed pass leaves nothing to build on: no fast path, no reused discovery
         outcome = None
         if last is not None and woken_by == {FOREIGN_CLUSTER}:
-            outcome = self.service.refresh_mirror(key.namespace, key.name, last)
+            outcome = self.reconciler.refresh_mirror(key.namespace, key.name, last)
         if outcome is None:
             rediscover = {"spec", KUBECONFIG, LIQO_IDENTITY}  # what a pass must discover again after
             full = not woken_by or bool(woken_by & rediscover) or last is None or last.transient_error
-            outcome = self.service.reconcile(key.namespace, key.name, None if full else last)
+            outcome = self.reconciler.reconcile(key.namespace, key.name, None if full else last)
         with self._guard:
             if outcome.gone:
                 self._last.pop(key, None)
@@ -65,13 +75,13 @@ class Peerings:
     def report(self, key: ObjectKey, error: PeeringError) -> Outcome:
         with self._guard:
             self._last.pop(key, None)  # nothing of a failed pass is reused
-        return self.service.report_failure(key.namespace, key.name, error)
+        return self.reconciler.report_failure(key.namespace, key.name, error)
 
     def routes(self, key: ObjectKey, outcome: Outcome) -> list[Route]:
         if outcome.secret is None:
             return []
         return peering_routes(
-            self.service.local,
+            self.reconciler.local,
             outcome.remote,
             outcome.ctx,
             outcome.secret,
@@ -93,26 +103,25 @@ class Peerings:
     def restart_backoff(self, woken_by: frozenset[str]) -> bool:
         return HEALTH_CHANGED in woken_by
 
-    def teardown(self, body: dict[str, Any]) -> list[str]:
-        return self.service.teardown(body)
+    def teardown(self, key: ObjectKey, body: dict[str, Any]) -> Teardown:
+        self.unpeerer.deleting(body)
+        outcome = self.unpeerer.unpeer(body)
+        if not outcome.remaining:
+            self.unpeerer.finished(body)
+        return outcome
 
-    def teardown_routes(self, key: ObjectKey) -> list[Route]:
-        found = self.service.unpeering(key.namespace, key.name)
-        if found is None:
-            return []
-        return teardown_routes(
-            self.service.local,
-            found.remote,
-            found.ctx,
-            reverse=found.reverse,
-            namespaces=found.namespaces,
-            gateway_location=found.gateway_location,
-        )
+    def report_teardown(self, key: ObjectKey, body: dict[str, Any], error: PeeringError) -> Teardown:
+        return self.unpeerer.report(body, error)
 
     def forget(self, key: ObjectKey) -> None:
-        self.service.release(key.namespace, key.name)
+        self.reconciler.remotes.release((key.namespace, key.name))
+        self.unpeerer.forget(key.namespace, key.name)
         with self._guard:
             self._last.pop(key, None)
+
+    def secret_switched(self, namespace: str, old: str | None) -> None:
+        """The peering uses another Secret now: the old one's protection goes unless another one uses it."""
+        self.unpeerer.release_secret(namespace, old)
 
 
 class PeeringSets:
@@ -138,12 +147,15 @@ class PeeringSets:
     def restart_backoff(self, woken_by: frozenset[str]) -> bool:
         return False
 
-    def teardown(self, body: dict[str, Any]) -> list[str]:
-        return self.service.teardown(body)
+    def teardown(self, key: ObjectKey, body: dict[str, Any]) -> Teardown:
+        """What its LiqoPeerings' deletion leaves; their deletion wakes the next pass."""
+        remaining = self.service.teardown(body)
+        if not remaining and self.service.metrics is not None:
+            self.service.metrics.forget_set(key.namespace, key.name)
+        return Teardown(tuple(remaining), tuple(set_routes(self.service.local, key.namespace, key.name)))
 
-    def teardown_routes(self, key: ObjectKey) -> list[Route]:
-        """Its LiqoPeerings' deletion."""
-        return set_routes(self.service.local, key.namespace, key.name)
+    def report_teardown(self, key: ObjectKey, body: dict[str, Any], error: PeeringError) -> Teardown:
+        return Teardown(failure=f"cannot delete: {redact(error.message)}")
 
     def forget(self, key: ObjectKey) -> None:
         """A set keeps nothing between passes."""

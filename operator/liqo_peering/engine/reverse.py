@@ -17,6 +17,7 @@ import dataclasses
 from liqo_peering.engine import authentication, offloading, teardown
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import ApiError, PeeringError
+from liqo_peering.health import TrackedPool
 from liqo_peering.stages import REVERSE_OF, REVERSE_STAGES, StageResult
 
 
@@ -64,6 +65,8 @@ def removal(left: list[str]) -> dict[str, StageResult]:
     return {s: StageResult.waiting(s, "Unpeering", message) for s in REVERSE_STAGES}
 
 
-def remove(p: PeeringRun) -> dict[str, StageResult]:
-    """Unpeer the reverse direction only (spec.bidirectional turned off): the forward one keeps the network."""
-    return removal(teardown.run(p.consumer, p.provider, p.ctx, bidirectional=True, local_only=False, reverse=True))
+def remove(p: PeeringRun, calls: TrackedPool | None = None) -> dict[str, StageResult]:
+    """Unpeer the reverse direction only (spec.bidirectional turned off): the forward one keeps the network.
+    ``calls``: the pool of sub-calls its reads go to side by side."""
+    left = teardown.run(p.consumer, p.provider, p.ctx, bidirectional=True, local_only=False, reverse=True, calls=calls)
+    return removal(left)

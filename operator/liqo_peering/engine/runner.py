@@ -8,9 +8,9 @@ operator stops. What a pass of each kind does, and what it keeps between passes,
 daemon on deletion does not stop its worker thread, and a pass already past its deletionTimestamp check
 would otherwise write objects while, or after, the teardown deletes them.
 
-Whatever a pass raises, its kind reports it in the object's status (``report``), and the next pass starts
-afresh; only the operator's own API server being unavailable is retried without a word (the status could not
-be written anyway).
+Whatever a pass raises, reconcile or teardown, its kind reports it in the object's status (``report``,
+``report_teardown``), and the next pass starts afresh; only the operator's own API server being unavailable is
+retried without a word (the status could not be written anyway).
 
 The runner also marks each pass in flight (engine/passmarkers.py): an object whose passes killed the operator
 twice in a row is put aside after the restart, its status saying so, while the others go on.
@@ -30,7 +30,6 @@ import structlog
 from liqo_peering.engine.passmarkers import FORCED_TEARDOWN, RECONCILE, TEARDOWN, Deaths, Key, PassMarkers
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import (
-    InternalError,
     PassCrashed,
     PeeringError,
     as_peering_error,
@@ -42,6 +41,7 @@ from liqo_peering.liqo import naming
 
 log = structlog.get_logger("liqo_peering.runner")
 MAX_PASSES = 72  # concurrent passes (threads): a pass mostly waits on the API servers
+MAX_CALLS = 2 * MAX_PASSES  # sub-calls (threads): a pass's authentication stages, its reads side by side
 UNPEER_WINDOW = 30.0  # seconds of teardown passes per call of the delete handler
 UNPEER_POLL = 1.0  # between teardown passes while nothing is watched
 UNPEER_SAFETY_NET = 10.0  # between teardown passes without an event: a wake-up lost is late, never missed
@@ -70,6 +70,23 @@ class Outcome(Protocol):
 
     @property
     def transient_error(self) -> bool: ...
+
+
+class TeardownOutcome(Protocol):
+    @property
+    def remaining(self) -> tuple[str, ...]:
+        """What must still go (empty: done)."""
+        ...
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """What wakes the next teardown pass: what this one deleted and waits for."""
+        ...
+
+    @property
+    def failure(self) -> str | None:
+        """Why the pass failed, as its status says (None: it did not)."""
+        ...
 
 
 class Kind(Protocol):
@@ -101,10 +118,12 @@ class Kind(Protocol):
         """Whether what woke the object is a new situation the failures so far say nothing about."""
         ...
 
-    def teardown(self, body: dict[str, Any]) -> list[str]: ...
+    def teardown(self, key: ObjectKey, body: dict[str, Any]) -> TeardownOutcome:
+        """One teardown pass of the object being deleted (``body``: as the delete handler got it)."""
+        ...
 
-    def teardown_routes(self, key: ObjectKey) -> list[Route]:
-        """What wakes the object's next teardown pass: what the last one deleted and waits for."""
+    def report_teardown(self, key: ObjectKey, body: dict[str, Any], error: PeeringError) -> TeardownOutcome:
+        """The teardown pass raised ``error``: say so in the object's status; kopf calls again."""
         ...
 
     def forget(self, key: ObjectKey) -> None:
@@ -161,15 +180,22 @@ class Wakeups:
 
 class Runner:
     def __init__(
-        self, kinds: Iterable[Kind], hub: WatchHub, wakeups: Wakeups, markers: PassMarkers | None = None
+        self,
+        kinds: Iterable[Kind],
+        hub: WatchHub,
+        wakeups: Wakeups,
+        markers: PassMarkers | None = None,
+        calls: TrackedPool | None = None,
     ) -> None:
         """``hub`` wakes objects through ``wakeups`` (built with ``WatchHub(wakeups)``); ``markers``: the passes
-        in flight (recovered already), None: not recorded."""
+        in flight (recovered already), None: not recorded; ``calls``: the pool of sub-calls the kinds' passes
+        wait on (engine/together.py), stopped with the runner's own."""
         self.kinds = {k.kind: k for k in kinds}
         self.markers = markers if markers is not None else PassMarkers(None)
         self.hub = hub
         self.wakeups = wakeups
         self.pool = TrackedPool(MAX_PASSES, "pass")  # health.py: liveness fails when it stalls
+        self.calls = calls
         self._guard = threading.Lock()
         self._locks: dict[ObjectKey, threading.Lock] = {}
 
@@ -216,10 +242,13 @@ class Runner:
         self.markers.mark_aside(key.marker)
         return False
 
-    def teardown(self, key: ObjectKey, body: dict[str, Any]) -> list[str]:
-        """One teardown pass (synchronous); once nothing remains, the object's state is dropped. Raises a
-        PeeringError (an InternalError for anything else), which the delete handler reports and retries;
-        PassCrashed while the object is put aside (a forced teardown still runs: the way out)."""
+    def teardown(self, key: ObjectKey, body: dict[str, Any]) -> TeardownOutcome:
+        """One teardown pass (synchronous), under the object's lock: the error boundary of the deletion, as
+        ``one_pass`` is of the reconcile. Whatever it raises is reported by its kind (``report_teardown``);
+        raises only while the operator's own API server is unavailable. Once nothing remains, the object's state
+        is dropped. A put-aside object is reported as such (PassCrashed) without a pass; a forced teardown
+        still runs: the way out."""
+        kind = self.kinds[key.kind]
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         forced = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
@@ -228,41 +257,47 @@ class Runner:
             aside = self.markers.aside(key.marker, uid, phase)
             if aside is not None:
                 deaths = aside[0]
-                raise PassCrashed(deaths.count, deaths.phase, self.markers.backoff(deaths.count))
+                crashed = PassCrashed(deaths.count, deaths.phase, self.markers.backoff(deaths.count))
+                log.warning("teardown put aside: " + crashed.message, reason=crashed.reason, object=str(key))
+                return kind.report_teardown(key, body, crashed)
             with self.markers.in_flight(key.marker, uid, phase):
                 try:
-                    remaining = self.kinds[key.kind].teardown(body)
-                except PeeringError:
-                    raise
-                except Exception as exc:
-                    log.error("teardown failed", object=str(key), exc_info=exc)
-                    raise InternalError(exc, "the teardown") from exc
-        if not remaining:
+                    outcome = kind.teardown(key, body)
+                except Exception as raised:
+                    error = as_peering_error(raised, "the teardown")
+                    if own_cluster_unavailable(error):
+                        raise error from None
+                    log.error(
+                        "teardown failed; reporting it",
+                        object=str(key),
+                        reason=error.reason,
+                        exc_info=unexpected(raised),
+                    )
+                    return kind.report_teardown(key, body, error)  # its routes stay, as a reconcile's
+        if not outcome.remaining:
             self.forget(key)
-        return remaining
+        return outcome
 
-    async def unpeer(self, key: ObjectKey, body: dict[str, Any], window: float = UNPEER_WINDOW) -> list[str]:
-        """Teardown passes, each as soon as what the last one waits for changes (its informers' events), for up
-        to ``window`` seconds; what remains then (empty: done). The delete handler returns to kopf after each
-        window, so that a change of the object itself (a force-delete annotation) reaches the next one.
-        Without routes (nothing watched yet), a pass follows the last one after UNPEER_POLL seconds."""
-        kind = self.kinds[key.kind]
+    async def unpeer(self, key: ObjectKey, body: dict[str, Any], window: float = UNPEER_WINDOW) -> TeardownOutcome:
+        """Teardown passes, each as soon as what the last one waits for changes (the events of its routes), for
+        up to ``window`` seconds or until one fails; the last pass's value (nothing remaining: done). The delete
+        handler returns to kopf after each window, so that a change of the object itself (a force-delete
+        annotation) reaches the next one. Without routes (nothing watched), a pass follows the last one after
+        UNPEER_POLL seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + window
         trigger = self.wakeups.open(key)  # the object's loop, if it still runs, has been stopped by its deletion
-        remaining: list[str] = []
         try:
             while True:
                 trigger.clear()
                 self.wakeups.take(key)  # what woke it does not matter: the pass reads everything again
-                remaining = await self.in_thread(self.teardown, key, body)
+                outcome = await self.in_thread(self.teardown, key, body)
                 left = deadline - loop.time()
-                if not remaining or left <= 0:
-                    return remaining
-                routes = kind.teardown_routes(key)
-                self.hub.set_routes(key, routes)
-                await wait(trigger, _NEVER, min(UNPEER_SAFETY_NET if routes else UNPEER_POLL, left))
-                await asyncio.sleep(kind.debounce)
+                if outcome.failure is not None or not outcome.remaining or left <= 0:
+                    return outcome
+                self.hub.set_routes(key, list(outcome.routes))
+                await wait(trigger, _NEVER, min(UNPEER_SAFETY_NET if outcome.routes else UNPEER_POLL, left))
+                await asyncio.sleep(self.kinds[key.kind].debounce)
         finally:
             # Its routes stay while something remains (kopf calls again); the last pass forgets them.
             self.wakeups.close(key, trigger)
@@ -328,6 +363,8 @@ class Runner:
     def stop(self) -> None:
         self.hub.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.calls is not None:
+            self.calls.shutdown(wait=False, cancel_futures=True)
 
 
 async def wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.engine import offloading as offloading_stage
 from liqo_peering.engine.together import together
+from liqo_peering.health import TrackedPool
 from liqo_peering.liqo import naming, offloading, unpeering
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
@@ -137,11 +138,13 @@ def run(
     reverse: bool = False,
     in_band: bool = True,
     done: Progress | None = None,
+    calls: TrackedPool | None = None,
 ) -> list[str]:
     """Delete the next phase; return what still exists (empty when unpeering is complete).
 
     ``done``: what the earlier passes of the same unpeering found, added to as this one goes. The objects of a
-    phase are each read and deleted side by side, so that one slow read holds none of the others up.
+    phase are each read and deleted side by side (in ``calls``, the pool of sub-calls; without it, one after
+    another), so that one slow read holds none of the others up.
 
     Only objects labelled as this peering's are deleted (plus the VirtualNode Liqo derives from our
     ResourceSlice): a refused duplicate LiqoPeering, or one that never got that far, removes nothing
@@ -166,7 +169,7 @@ def run(
             for step, client in steps
             if step not in done.settled and not (step in later and step in done.deleted)
         ]
-        outcomes = together(*(partial(_step, client, ctx, step, step in done.absent) for step, client in todo))
+        outcomes = together(calls, *(partial(_step, client, ctx, step, step in done.absent) for step, client in todo))
         remaining: list[str] = []
         for (step, _), outcome in zip(todo, outcomes, strict=True):
             if outcome.absent:

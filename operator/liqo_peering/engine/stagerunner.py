@@ -1,0 +1,102 @@
+"""The stages of one reconcile pass, the independent ones side by side.
+
+Authentication (each direction's) runs in the pool of sub-calls (engine/together.py) while networking runs on
+the pass's own thread: liqoctl runs them one after the other, and no peering waits for another one's. Each
+stage has a boundary of its own: whatever it raises is its result, so that no stage goes missing from the
+status; only the operator's own cluster being unavailable leaves the pass, as the runner puts it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from concurrent.futures import wait
+from functools import partial
+
+import structlog
+
+from liqo_peering.engine import authentication, networking, offloading, reverse
+from liqo_peering.engine.direction import PeeringRun
+from liqo_peering.engine.together import start
+from liqo_peering.errors import InternalError, PeeringError, as_peering_error, own_cluster_unavailable
+from liqo_peering.health import TrackedPool
+from liqo_peering.redact import redact
+from liqo_peering.stages import REVERSE_STAGES, StageResult
+
+log = structlog.get_logger("liqo_peering")
+Guard = Callable[[str, Callable[[], StageResult]], StageResult]
+
+
+def run_stages(run: PeeringRun, calls: TrackedPool | None, removing_reverse: bool = False) -> dict[str, StageResult]:
+    """The stages of this pass: the forward ones, and the reverse direction's when spec.bidirectional is
+    true (``removing_reverse``: it was, and what it made may remain). ``calls``: the pool of sub-calls
+    (None: the stages run one after another)."""
+    spec = run.spec
+    rev = reverse.run_of(run) if spec.bidirectional else None
+    outage: list[PeeringError] = []
+
+    def guarded(stage: str, fn: Callable[[], StageResult]) -> StageResult:
+        """The stage's boundary: whatever it raises is its result, so that no stage goes missing."""
+        try:
+            return fn()
+        except Exception as raised:
+            exc = as_peering_error(raised, f"the {stage} stage")
+            if own_cluster_unavailable(exc):
+                outage.append(exc)  # raised below: the authentication stage runs in another thread
+            elif isinstance(exc, InternalError):
+                log.error("stage failed", stage=stage, exc_info=raised)
+            # Its message reaches the stage condition as it is: scrub it like the Ready one.
+            return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
+
+    proxy = spec.authentication.proxy_url
+    in_band = spec.authentication.in_band
+    results: dict[str, StageResult] = {}
+    auth_jobs: dict[str, Callable[[], StageResult]] = {
+        "authentication": (
+            (lambda: authentication.reconcile_in_band(run, proxy))
+            if in_band
+            else (lambda: authentication.reconcile(run, proxy))
+        )
+    }
+    if rev is not None:
+        auth_jobs["reverse-authentication"] = lambda: reverse.authenticate(rev, in_band)
+    if in_band:
+        # In-band authentication reaches the other cluster through the tunnel: networking first.
+        results["networking"] = guarded("networking", lambda: networking.reconcile(run))
+        if results["networking"].state == "ready":
+            results.update(side_by_side(calls, guarded, auth_jobs))
+    else:
+        results.update(side_by_side(calls, guarded, auth_jobs, main=("networking", lambda: networking.reconcile(run))))
+    if results.get("authentication") and results["authentication"].state == "ready" and not outage:
+        results["offloading"] = guarded("offloading", lambda: offloading.reconcile(run))
+    if rev is not None and not outage:
+        back = results.get("reverse-authentication")
+        if back is not None and back.state == "ready":
+            results["reverse-offloading"] = guarded("reverse-offloading", lambda: reverse.offload(rev))
+    elif removing_reverse and not outage:
+        # One unpeering of the reverse direction: its result (still removing, gone, or an error) is both
+        # reverse stages'.
+        gone = guarded(REVERSE_STAGES[0], lambda: reverse.remove(run, calls)[REVERSE_STAGES[0]])
+        results.update({stage: dataclasses.replace(gone, stage=stage) for stage in REVERSE_STAGES})
+    if outage:
+        raise outage[0]
+    return results
+
+
+def side_by_side(
+    calls: TrackedPool | None,
+    guarded: Guard,
+    jobs: dict[str, Callable[[], StageResult]],
+    main: tuple[str, Callable[[], StageResult]] | None = None,
+) -> dict[str, StageResult]:
+    """Each job in the pool of sub-calls (and ``main`` on this thread meanwhile); their results by stage."""
+    futures = {stage: start(calls, partial(guarded, stage, fn)) for stage, fn in jobs.items()}
+    results: dict[str, StageResult] = {}
+    try:
+        if main is not None:
+            results[main[0]] = guarded(*main)
+    finally:
+        # Whatever the main stage does, no job outlives the pass (nor the peering's lock).
+        wait(futures.values())
+    results.update({stage: future.result() for stage, future in futures.items()})
+    return results
