@@ -313,7 +313,6 @@ def run(args: argparse.Namespace) -> None:
         memo=kopf.Memo(
             peerings=peerings,
             runner=runner,
-            metrics=metrics,
             health=health,
             sweep=sweep,
             connection=None if in_cluster else connection_info(cfg),

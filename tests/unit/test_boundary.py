@@ -22,9 +22,10 @@ from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.passmarkers import PassMarkers
 from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.reconcile import Reconciler
-from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
+from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.stagerunner import run_stages, side_by_side
 from liqo_peering.engine.unpeering import Unpeerer
+from liqo_peering.engine.wakeups import Wakeups
 from liqo_peering.engine.watches import WatchHub
 from liqo_peering.errors import ApiError, ClusterUnreachable
 from liqo_peering.health import TrackedPool

@@ -22,8 +22,9 @@ from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.engine.kinds import Peerings
 from liqo_peering.engine.reconcile import Reconciler
-from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
+from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.unpeering import Unpeerer
+from liqo_peering.engine.wakeups import Wakeups
 from liqo_peering.health import TrackedPool
 from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import resources as r

@@ -27,8 +27,9 @@ from liqo_peering.engine.passmarkers import (
     parse,
     recovered,
 )
-from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
+from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.unpeering import Teardown
+from liqo_peering.engine.wakeups import Wakeups
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import PassCrashed, PeeringError
 from liqo_peering.liqo import naming

@@ -14,7 +14,8 @@ from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.informer import Scope
 from liqo_peering.engine.kinds import PeeringSets
 from liqo_peering.engine.peeringset import SetOutcome, SetService
-from liqo_peering.engine.runner import ObjectKey, Runner, Wakeups
+from liqo_peering.engine.runner import ObjectKey, Runner
+from liqo_peering.engine.wakeups import Wakeups
 from liqo_peering.engine.watches import WatchHub, peering_routes, set_routes
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r

@@ -14,9 +14,10 @@ from liqo_peering.engine import stagerunner
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.kinds import Peerings
 from liqo_peering.engine.reconcile import Outcome, Reconciler
-from liqo_peering.engine.runner import ObjectKey, Runner, TeardownOutcome, Wakeups
+from liqo_peering.engine.runner import ObjectKey, Runner, TeardownOutcome
 from liqo_peering.engine.stagerunner import run_stages
 from liqo_peering.engine.unpeering import Teardown, Unpeerer
+from liqo_peering.engine.wakeups import Wakeups
 from liqo_peering.engine.watches import HEALTH_CHANGED, LIQO_IDENTITY, RELISTED, WatchHub, teardown_routes
 from liqo_peering.errors import (
     AdmissionDenied,

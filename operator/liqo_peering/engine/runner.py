@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
 from liqo_peering.engine.passmarkers import FORCED_TEARDOWN, RECONCILE, TEARDOWN, Deaths, Key, PassMarkers
+from liqo_peering.engine.wakeups import NEVER, Wakeups, wait
 from liqo_peering.engine.watches import Route, WatchHub
 from liqo_peering.errors import (
     PassCrashed,
@@ -129,53 +130,6 @@ class Kind(Protocol):
     def forget(self, key: ObjectKey) -> None:
         """The object is gone: drop what its kind keeps for it."""
         ...
-
-
-class Wakeups:
-    """Each object's trigger and what woke it; the watch hub's callback, from any thread."""
-
-    def __init__(self) -> None:
-        self._triggers: dict[Hashable, asyncio.Event] = {}
-        self._causes: dict[Hashable, set[str]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def __call__(self, key: Hashable, cause: str) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.wake, key, cause)
-
-    def wake(self, key: Hashable, cause: str) -> None:
-        """On the event loop: wake the object's loop, if it runs."""
-        trigger = self._triggers.get(key)
-        if trigger is not None:
-            self._causes.setdefault(key, set()).add(cause)
-            trigger.set()
-
-    def open(self, key: Hashable) -> asyncio.Event:
-        self._loop = asyncio.get_running_loop()
-        trigger = self._triggers[key] = asyncio.Event()
-        self._causes[key] = set()
-        return trigger
-
-    def take(self, key: Hashable) -> frozenset[str]:
-        """What woke the object since the last take, and forget it."""
-        causes = self._causes.get(key)
-        if causes is None:
-            return frozenset()
-        taken = frozenset(causes)
-        causes.clear()
-        return taken
-
-    def pending(self, key: Hashable) -> frozenset[str]:
-        return frozenset(self._causes.get(key) or ())
-
-    def close(self, key: Hashable, trigger: asyncio.Event) -> bool:
-        """Unless a new object of the same name already runs its own loop; whether it was this one's."""
-        if self._triggers.get(key) is not trigger:
-            return False
-        self._triggers.pop(key, None)
-        self._causes.pop(key, None)
-        return True
 
 
 class Runner:
@@ -296,7 +250,7 @@ class Runner:
                 if outcome.failure is not None or not outcome.remaining or left <= 0:
                     return outcome
                 self.hub.set_routes(key, list(outcome.routes))
-                await wait(trigger, _NEVER, min(UNPEER_SAFETY_NET if outcome.routes else UNPEER_POLL, left))
+                await wait(trigger, NEVER, min(UNPEER_SAFETY_NET if outcome.routes else UNPEER_POLL, left))
                 await asyncio.sleep(self.kinds[key.kind].debounce)
         finally:
             # Its routes stay while something remains (kopf calls again); the last pass forgets them.
@@ -365,24 +319,3 @@ class Runner:
         self.pool.shutdown(wait=False, cancel_futures=True)
         if self.calls is not None:
             self.calls.shutdown(wait=False, cancel_futures=True)
-
-
-async def wait(trigger: asyncio.Event, stopped: Any, timeout: float) -> None:
-    """Until the trigger is set, the operator stops, or ``timeout`` seconds."""
-    waiter = asyncio.ensure_future(trigger.wait())
-    stopper = asyncio.ensure_future(stopped.wait())
-    try:
-        await asyncio.wait({waiter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        stopper.cancel()
-
-
-class _Never:
-    """A ``stopped`` flag that is never set."""
-
-    async def wait(self) -> None:
-        await asyncio.Event().wait()
-
-
-_NEVER = _Never()
