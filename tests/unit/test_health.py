@@ -10,7 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from liqo_peering.engine.stagerunner import side_by_side
 from liqo_peering.health import Health, TrackedPool
+from liqo_peering.stages import StageResult
 
 
 class Clock:
@@ -108,3 +110,31 @@ def test_probe_endpoints_answer_over_http(clock: Clock) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_stage_stuck_in_the_pool_of_sub_calls_fails_liveness(clock: Clock) -> None:
+    """The stages a pass runs side by side (and its reads) run in a tracked pool of their own: one stuck there
+    is a stall liveness reports, as a stuck pass is."""
+    health = Health(stall_seconds=60, clock=clock)
+    calls = TrackedPool(1, "calls", clock=clock)
+    health.pools.append(calls)
+    started, release = threading.Event(), threading.Event()
+
+    def authentication() -> StageResult:
+        started.set()
+        release.wait(10)
+        return StageResult.ready("authentication", "ok")
+
+    jobs = {"authentication": authentication}
+    a_pass = threading.Thread(target=side_by_side, args=(calls, lambda stage, fn: fn(), jobs))
+    a_pass.start()
+    try:
+        assert started.wait(10)
+        clock.now += 61
+        health.tick()
+        assert health.liveness() == ["thread pool calls has finished no work for 61 s"]
+    finally:
+        release.set()
+        a_pass.join(10)
+        calls.shutdown(wait=True)
+    assert health.liveness() == []
