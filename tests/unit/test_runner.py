@@ -43,7 +43,6 @@ class Service:
         self.calls: list[str] = []
         self.released: list[tuple[str, str]] = []
         self.mirror_result: Outcome | None = None
-        self.remotes = self  # its provider clients: ``release`` records them
 
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         self.calls.append(f"reconcile {name}" + (" reusing" if known is not None else ""))
@@ -63,11 +62,10 @@ class Service:
     def finished(self, body: dict[str, Any]) -> None:
         pass
 
-    def release(self, key: tuple[str, str]) -> None:
-        self.released.append(key)
-
     def forget(self, namespace: str, name: str) -> None:
-        pass
+        """Either pass forgetting the peering releases it."""
+        if (namespace, name) not in self.released:
+            self.released.append((namespace, name))
 
 
 KEY = ObjectKey("LiqoPeering", "ns", "p")

@@ -114,7 +114,7 @@ class Peerings:
         return self.unpeerer.report(body, error)
 
     def forget(self, key: ObjectKey) -> None:
-        self.reconciler.remotes.release((key.namespace, key.name))
+        self.reconciler.forget(key.namespace, key.name)
         self.unpeerer.forget(key.namespace, key.name)
         with self._guard:
             self._last.pop(key, None)

@@ -115,6 +115,10 @@ class Reconciler:
         )
         return self.remotes.get((meta["namespace"], meta["name"]), found.kubeconfig), found
 
+    def forget(self, namespace: str, name: str) -> None:
+        """The peering is gone: let go of its provider client."""
+        self.remotes.release((namespace, name))
+
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         with logs.peering_pass(namespace, name):
             return self._reconcile(namespace, name, known)

@@ -211,9 +211,10 @@ class Unpeerer:
         return consumer_ns, provider_ns
 
     def forget(self, namespace: str, name: str) -> None:
-        """The peering is gone: drop what its unpeering found."""
+        """The peering is gone: drop what its unpeering found, and let go of its provider client."""
         with self._guard:
             self._found.pop((namespace, name), None)
+        self.remotes.release((namespace, name))
 
     # -- around the passes (engine/kinds.py) ------------------------------------------------------------
     def deleting(self, body: dict[str, Any]) -> None:
