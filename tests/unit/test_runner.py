@@ -341,10 +341,9 @@ BODY = {"metadata": {"namespace": "ns", "name": "p"}}
 
 
 def unpeering_runner(results: list[list[str]], watched: bool) -> tuple[Runner, Service, Hub]:
-    """A runner whose teardown passes leave ``results`` in turn; ``watched``: each pass found the tenant
-    namespaces, so it has objects to watch (its routes)."""
+    """A runner whose teardown passes leave ``results`` in turn, then the last one again; ``watched``: each
+    pass found the tenant namespaces, so it has objects to watch (its routes)."""
     run, svc, hub = runner()
-    passes = iter(results)
     ctx = PeeringContext(
         "ns", "p", ClusterInfo("consumer-id", (), ""), ClusterInfo("provider-id", (), ""), "tenant-c", "tenant-p"
     )
@@ -352,7 +351,7 @@ def unpeering_runner(results: list[list[str]], watched: bool) -> tuple[Runner, S
 
     def unpeer(body: dict[str, Any]) -> Teardown:
         svc.calls.append("teardown")
-        left = next(passes)
+        left = results[min(svc.calls.count("teardown"), len(results)) - 1]
         return Teardown(tuple(left), routes if left else ())
 
     svc.unpeer = unpeer  # type: ignore[method-assign]
@@ -384,7 +383,7 @@ def test_unpeering_watches_what_each_phase_deletes_on_both_clusters() -> None:
     assert asyncio.run(run.unpeer(KEY, BODY, window=0.0)).remaining == ("ResourceSlice t/p",)  # then kopf again
     assert not hub.routes.get(KEY)  # the window ended before any wait: nothing watched yet
     run, _, hub = unpeering_runner([["ResourceSlice t/p"], ["Tenant t/c"]], watched=True)
-    assert asyncio.run(run.unpeer(KEY, BODY, window=0.05)).remaining == ("Tenant t/c",)
+    assert asyncio.run(run.unpeer(KEY, BODY, window=1.0)).remaining == ("Tenant t/c",)
     kinds = {(route.client.side, route.scope.res.kind) for route in hub.routes[KEY]}
     assert {("consumer", "ResourceSlice"), ("consumer", "VirtualNode"), ("consumer", "Identity")} <= kinds
     assert {("provider", "Tenant"), ("provider", "Configuration"), ("provider", "GatewayServer")} <= kinds
