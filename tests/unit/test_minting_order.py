@@ -100,7 +100,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     def minting(*_: Any, **__: Any) -> credentials.Credentials:
         seen.append("mint")
-        raise PeeringError("stop here", reason="Stop")
+        raise PeeringError("stop here")
 
     monkeypatch.setattr(service_module.discovery, "cluster_info", discovering)
     monkeypatch.setattr(service_module.credentials, "provider_credentials", minting)

@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.errors import BadAnswer, ClusterForbidden, PeeringError
+from liqo_peering.errors import AccessRefused, BadAnswer, PeeringError
 from liqo_peering.liqo.resources import HEALTH, Resource
 
 log = structlog.get_logger("liqo_peering.informer")
@@ -120,7 +120,7 @@ class Informer:
                 watching = True
                 while version and not self._stop.is_set():
                     version = self._watch(version)
-            except ClusterForbidden as exc:
+            except AccessRefused as exc:
                 if watching:  # may list, may not watch
                     with contextlib.suppress(PeeringError):  # a list failed: list (and try watching) again
                         self._poll(items, exc)
@@ -180,7 +180,7 @@ class Informer:
         self.lists += 1
         self.on_list(items)
 
-    def _poll(self, items: list[dict[str, Any]], refused: ClusterForbidden) -> None:
+    def _poll(self, items: list[dict[str, Any]], refused: AccessRefused) -> None:
         """List every POLL_SECONDS until stopped or a list fails; a list that differs is a relist."""
         if not self.polling:
             log.info(

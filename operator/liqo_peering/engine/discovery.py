@@ -17,7 +17,6 @@ from liqo_peering.errors import (
     LiqoNotInstalled,
     LiqoNotReady,
     LiqoVersionSkew,
-    LiqoVersionUnsupported,
     SecretKeyMissing,
     SecretNotFound,
 )
@@ -95,9 +94,7 @@ def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
     version = liqo_version(client, configmap)
     refusal = versions.unsupported(client.side, client.describe, version)
     if refusal is not None:
-        raise LiqoVersionUnsupported(
-            refusal.message, side=refusal.side, found=refusal.found, supported=refusal.supported
-        )
+        raise refusal
     pods = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=pod-cidr")
     external = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=external-cidr")
     pod_cidrs = tuple(str(n["status"]["cidr"]) for n in pods if (n.get("status") or {}).get("cidr"))
@@ -139,7 +136,7 @@ def kubernetes_version(client: ClusterClient) -> str | None:
     def read() -> str | None:
         try:
             answer = client.read_path("/version")
-        except (ClusterForbidden, ApiError):
+        except ApiError:
             return None
         return str(answer["gitVersion"]) if isinstance(answer, dict) and answer.get("gitVersion") else None
 
@@ -236,13 +233,7 @@ def check_versions(ctx: PeeringContext, spec: LiqoPeeringSpec, status: dict[str,
         skew_field=SKEW_FIELD,
     )
     notices = tuple(status_compute.VersionNotice(n.type, n.reason, n.message, n.warn) for n in verdict.notices)
-    found = verdict.refusal
-    refusal = (
-        LiqoVersionSkew(found.message, side=found.side, found=found.found, supported=found.supported)
-        if found is not None
-        else None
-    )
-    return VersionCheck(version_block(ctx.consumer, ctx.provider), notices, refusal)
+    return VersionCheck(version_block(ctx.consumer, ctx.provider), notices, verdict.refusal)
 
 
 def version_block(consumer: ClusterInfo, provider: ClusterInfo) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from liqo_peering.engine.together import together
 from liqo_peering.errors import (
     DuplicatePeering,
     InternalError,
+    InvalidSpec,
     PeeringError,
     as_peering_error,
     own_cluster_unavailable,
@@ -206,9 +207,7 @@ class PeeringService:
             try:
                 spec = parse_spec(body.get("spec") or {})
             except ValidationError as exc:
-                raise PeeringError(
-                    f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
-                ) from None
+                raise InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}") from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             outcome.gateway_location = spec.networking.gateway_server.location
@@ -240,14 +239,14 @@ class PeeringService:
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
-                error = PeeringError(failed.message, reason=failed.reason, transient=failed.transient)
+                error = failed.error
         except credentials.MintingFailed as exc:
             error, minted = (
-                exc,
-                dataclasses.replace(exc.observation, error_reason=exc.reason, error_message=exc.message),
+                exc.error,
+                dataclasses.replace(exc.observation, error_reason=exc.error.reason, error_message=exc.error.message),
             )
         except KubeconfigError as exc:  # its rules name fields only: say whose kubeconfig it is
-            error = PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
+            error = exc.restated(f"LiqoPeering {namespace}/{name}: {exc.message}")
         except PeeringError as exc:
             error = exc
         except Exception as exc:  # a bug or an unexpected failure: reported like any other error
@@ -391,7 +390,7 @@ class PeeringService:
                 elif isinstance(exc, InternalError):
                     log.error("stage failed", stage=stage, exc_info=raised)
                 # Its message reaches the stage condition as it is: scrub it like the Ready one.
-                return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
+                return StageResult.failed(stage, exc, redact(exc.message))
 
         proxy = spec.authentication.proxy_url
         in_band = spec.authentication.in_band
