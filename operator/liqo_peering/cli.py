@@ -19,7 +19,7 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, with_user_agent
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.remotes import RemoteClients
-from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
+from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess, VersionCache
 from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMarkers
 from liqo_peering.engine.peeringset import SetService
@@ -250,7 +250,8 @@ def run(args: argparse.Namespace) -> None:
             raise SystemExit(f"{TENANT_ACCESS_FLAG} needs {SERVICE_ACCOUNT_FLAG} NAMESPACE/NAME")
         tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
     settings = kopf_settings(args)
-    logs.configure(args.log_format, getattr(logging, args.log_level.upper()), scrub=redact)
+    remote_ids = logs.RemoteClusterIds()  # the engine learns them, kopf's lines about a peering carry them
+    logs.configure(args.log_format, getattr(logging, args.log_level.upper()), scrub=redact, remote_ids=remote_ids)
     cfg = local_configuration(args.kubeconfig, args.context)
     in_cluster = not (args.kubeconfig or args.context)
     local = ClusterClient(with_user_agent(k8s_client.ApiClient(cfg)), "consumer", cfg.host)
@@ -274,6 +275,8 @@ def run(args: argparse.Namespace) -> None:
         tenant_access=tenant_access,
         remotes=RemoteClients(on_close=hub.forget_client),  # no informer outlives its provider client
         protect_secrets=args.kubeconfig_secret_protection,
+        remote_ids=remote_ids,
+        versions=VersionCache(),
     )
     kinds = (
         Peerings(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None),

@@ -9,6 +9,7 @@ Bottom layer: every other layer spells the stages through here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from liqo_peering.errors import PeeringError
@@ -16,19 +17,23 @@ from liqo_peering.errors import PeeringError
 StageState = Literal["disabled", "progressing", "ready", "error"]
 STAGES = ("networking", "authentication", "offloading")
 # The LiqoPeering condition type of each stage.
-STAGE_CONDITIONS = {
-    "networking": "NetworkReady",
-    "authentication": "AuthenticationReady",
-    "offloading": "OffloadingReady",
-}
+STAGE_CONDITIONS = MappingProxyType(
+    {
+        "networking": "NetworkReady",
+        "authentication": "AuthenticationReady",
+        "offloading": "OffloadingReady",
+    }
+)
 # The reverse direction: the provider authenticates with the consumer and asks it for resources.
 REVERSE_STAGES = ("reverse-authentication", "reverse-offloading")
-REVERSE_STAGE_CONDITIONS = {
-    "reverse-authentication": "ReverseAuthenticationReady",
-    "reverse-offloading": "ReverseOffloadingReady",
-}
+REVERSE_STAGE_CONDITIONS = MappingProxyType(
+    {
+        "reverse-authentication": "ReverseAuthenticationReady",
+        "reverse-offloading": "ReverseOffloadingReady",
+    }
+)
 # The forward stage each reverse stage runs, with the clusters swapped.
-REVERSE_OF = {"authentication": "reverse-authentication", "offloading": "reverse-offloading"}
+REVERSE_OF = MappingProxyType({"authentication": "reverse-authentication", "offloading": "reverse-offloading"})
 
 
 @dataclass(frozen=True)

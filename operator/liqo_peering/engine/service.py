@@ -117,8 +117,13 @@ class PeeringService:
         tenant_access: TenantAccess | None = None,
         remotes: RemoteClients | None = None,
         protect_secrets: bool = True,
+        remote_ids: logs.RemoteClusterIds | None = None,
+        versions: discovery.VersionCache | None = None,
     ) -> None:
         self.local = local
+        # Shared with the log setup (cli.py), whose kopf lines name a peering's remote cluster ID.
+        self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
+        self.versions = versions if versions is not None else discovery.VersionCache()
         self.protect_secrets = protect_secrets
         self.releases = protection.Releases()
         self.events = events
@@ -155,6 +160,7 @@ class PeeringService:
     def release(self, namespace: str, name: str) -> None:
         """The peering is gone: let go of its provider client."""
         self.remotes.release((namespace, name))
+        self.remote_ids.forget(namespace, name)
         with self._guard:
             self._unpeering.pop((namespace, name), None)
             self._progress.pop((namespace, name), None)
@@ -180,7 +186,7 @@ class PeeringService:
 
     # -- reconcile ---------------------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
-        with logs.peering_pass(namespace, name):
+        with self.remote_ids.peering_pass(namespace, name):
             return self._reconcile(namespace, name, known)
 
     def _reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
@@ -192,7 +198,7 @@ class PeeringService:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
         meta, status = body["metadata"], dict(body.get("status") or {})
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         outcome = Outcome()
         stages: dict[str, StageResult] = {}
         error: PeeringError | None = None
@@ -229,7 +235,7 @@ class PeeringService:
             outcome.remote = remote
             minted = found.observation
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
-            logs.bind_peering(namespace, name, ctx.provider.cluster_id)
+            self.remote_ids.bind(namespace, name, ctx.provider.cluster_id)
             created_anything = True
             outcome.ctx = ctx
             removing = not spec.bidirectional and status_compute.has_reverse(status)
@@ -292,7 +298,7 @@ class PeeringService:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
         meta, status = body["metadata"], dict(body.get("status") or {})
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         try:
             timeout = float(parse_spec(body.get("spec") or {}).timeout_seconds)
         except ValidationError:
@@ -318,9 +324,9 @@ class PeeringService:
         self, namespace: str, name: str, meta: dict[str, Any], spec: LiqoPeeringSpec, remote: ClusterClient
     ) -> PeeringContext:
         """Both clusters' IDs, CIDRs and versions, and the duplicate check (no tenant namespaces yet)."""
-        consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
-        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
-        logs.bind_peering(namespace, name, provider.cluster_id)
+        consumer = discovery.cluster_info(self.local, spec.liqo_namespace, self.versions)
+        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace, self.versions)
+        self.remote_ids.bind(namespace, name, provider.cluster_id)
         self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
         return PeeringContext(namespace, name, consumer, provider, common=Common.of(spec.common_metadata))
 
@@ -343,7 +349,7 @@ class PeeringService:
         return ctx
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
-        with logs.peering_pass(namespace, name):
+        with self.remote_ids.peering_pass(namespace, name):
             return self._refresh_mirror(namespace, name, last)
 
     def _refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
@@ -361,7 +367,7 @@ class PeeringService:
         remote_id = previous.remote_cluster_id
         if remote_id is None:
             return None
-        logs.bind_peering(namespace, name, remote_id)
+        self.remote_ids.bind(namespace, name, remote_id)
         fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
         obs = dataclasses.replace(previous, now=self.now(), mirror=mirror_foreign_cluster(fc))
         new_status = self._write_status(body, dict(body.get("status") or {}), obs)
@@ -476,14 +482,14 @@ class PeeringService:
 
     # -- teardown ---------------------------------------------------------------------------------
     def teardown(self, body: dict[str, Any]) -> list[str]:
-        with logs.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
+        with self.remote_ids.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
             return self._teardown(body)
 
     def _teardown(self, body: dict[str, Any]) -> list[str]:
         """One unpeering pass; returns what remains. Raises PeeringError while the provider is unreachable."""
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         force = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
         local_id, remote_id = status.get("localClusterID"), status.get("remoteClusterID")
         if not local_id or not remote_id:
