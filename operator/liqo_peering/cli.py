@@ -18,6 +18,7 @@ from liqo_peering import __version__, handlers, logs
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, with_user_agent
 from liqo_peering.clients.events import EventRecorder
+from liqo_peering.clients.informer import Scope, SharedInformers
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess, VersionCache
 from liqo_peering.engine.kinds import Peerings, PeeringSets
@@ -29,6 +30,7 @@ from liqo_peering.engine.sweep import ProtectionSweep
 from liqo_peering.engine.watches import WatchHub
 from liqo_peering.health import DEFAULT_STALL_SECONDS, Health
 from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
+from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
 from liqo_peering.redact import redact
 
@@ -267,6 +269,10 @@ def run(args: argparse.Namespace) -> None:
     # One watch hub for LiqoPeerings and LiqoPeeringSets: a namespace's Secrets are watched once for both.
     wakeups = Wakeups()
     hub = WatchHub(wakeups)
+    # One informer per cluster, resource and namespace: watching all namespaces, the sweep's LiqoPeerings are
+    # those the duplicate check reads (cluster-wide in any case: a duplicate may be in any namespace).
+    informers = SharedInformers()
+    informers.of(local, Scope(r.LIQOPEERING)).start()
     service = PeeringService(
         local,
         EventRecorder(local),
@@ -277,6 +283,7 @@ def run(args: argparse.Namespace) -> None:
         protect_secrets=args.kubeconfig_secret_protection,
         remote_ids=remote_ids,
         versions=VersionCache(),
+        informers=informers,
     )
     kinds = (
         Peerings(service, args.resync_interval, namespaced_tenant_reads=tenant_access is not None),
@@ -286,7 +293,7 @@ def run(args: argparse.Namespace) -> None:
     markers.recover()  # before any pass: the markers left in flight are the deaths of the last run
     runner = Runner(kinds, hub, wakeups, markers)
     # Releases the protection of the Secrets no LiqoPeering needs any more, at start and as LiqoPeerings go.
-    sweep = ProtectionSweep(local, args.namespaces) if args.kubeconfig_secret_protection else None
+    sweep = ProtectionSweep(local, args.namespaces, informers) if args.kubeconfig_secret_protection else None
     health = Health(args.stall_timeout)
     health.pools.append(runner.pool)
     health.readiness.append(lambda: hub.unsynced(local.side))
