@@ -29,6 +29,8 @@ CONSUMER_FIX = "grant it to the operator's ServiceAccount (the Helm chart's RBAC
 class PeeringError(Exception):
     """A failure that the LiqoPeering status shows as peerStatus=error.
 
+    ``reason`` is the class's, never given where the error is raised: each reason the status shows is one
+    class's (one that names its cluster is a subclass per side, which the base picks when made for a side).
     ``transient`` errors are retried with backoff (unreachable cluster, Liqo not ready yet); the others
     wait for the user to change something (the Secret, the spec), which triggers a new reconcile.
     ``side`` is the cluster the failure is about, when it is about one.
