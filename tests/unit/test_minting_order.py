@@ -15,7 +15,7 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine import credentials
 from liqo_peering.engine import service as service_module
-from liqo_peering.engine.discovery import KubeconfigPolicy
+from liqo_peering.engine.discovery import KubeconfigPolicy, VersionCache
 from liqo_peering.engine.service import PeeringService
 from liqo_peering.errors import ClusterForbidden, PeeringError
 from liqo_peering.kubeconfig import RemoteKubeconfig
@@ -94,13 +94,13 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     cluster_info = service_module.discovery.cluster_info
 
-    def discovering(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
+    def discovering(client: ClusterClient, liqo_namespace: str, cache: VersionCache) -> ClusterInfo:
         seen.append(f"discover {client.side}")
-        return cluster_info(client, liqo_namespace)
+        return cluster_info(client, liqo_namespace, cache)
 
     def minting(*_: Any, **__: Any) -> credentials.Credentials:
         seen.append("mint")
-        raise PeeringError("stop here", reason="Stop")
+        raise PeeringError("stop here")
 
     monkeypatch.setattr(service_module.discovery, "cluster_info", discovering)
     monkeypatch.setattr(service_module.credentials, "provider_credentials", minting)

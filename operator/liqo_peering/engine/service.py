@@ -25,6 +25,7 @@ from liqo_peering import logs
 from liqo_peering.api.model import GatewayLocation, LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
+from liqo_peering.clients.informer import Scope, SharedInformers
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine import (
     authentication,
@@ -43,6 +44,7 @@ from liqo_peering.engine.together import together
 from liqo_peering.errors import (
     DuplicatePeering,
     InternalError,
+    InvalidSpec,
     PeeringError,
     as_peering_error,
     own_cluster_unavailable,
@@ -116,8 +118,15 @@ class PeeringService:
         tenant_access: TenantAccess | None = None,
         remotes: RemoteClients | None = None,
         protect_secrets: bool = True,
+        remote_ids: logs.RemoteClusterIds | None = None,
+        versions: discovery.VersionCache | None = None,
+        informers: SharedInformers | None = None,
     ) -> None:
         self.local = local
+        # Shared with the log setup (cli.py), whose kopf lines name a peering's remote cluster ID.
+        self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
+        self.versions = versions if versions is not None else discovery.VersionCache()
+        self.informers = informers if informers is not None else SharedInformers()
         self.protect_secrets = protect_secrets
         self.releases = protection.Releases()
         self.events = events
@@ -154,6 +163,7 @@ class PeeringService:
     def release(self, namespace: str, name: str) -> None:
         """The peering is gone: let go of its provider client."""
         self.remotes.release((namespace, name))
+        self.remote_ids.forget(namespace, name)
         with self._guard:
             self._unpeering.pop((namespace, name), None)
             self._progress.pop((namespace, name), None)
@@ -164,8 +174,14 @@ class PeeringService:
             return self._unpeering.get((namespace, name))
 
     def _check_duplicate(self, namespace: str, name: str, created: str, remote_id: str) -> None:
+        """No other LiqoPeering, in any namespace, made before this one peers with the same provider. Read from
+        the shared informer of every LiqoPeering, by its index of remote cluster IDs: a pass costs the same
+        with 1 or 500 LiqoPeerings. Until it has listed (the first passes after a start), from a list."""
         mine = (created, namespace, name)
-        for other in self.local.find(r.LIQOPEERING):
+        peerings = self.informers.of(self.local, Scope(r.LIQOPEERING))  # started by the CLI
+        peerings.add_index("remoteClusterID", lambda obj: (obj.get("status") or {}).get("remoteClusterID"))
+        found = peerings.indexed("remoteClusterID", remote_id) if peerings.synced else self.local.find(r.LIQOPEERING)
+        for other in found:
             meta = other["metadata"]
             if (meta["namespace"], meta["name"]) == (namespace, name):
                 continue
@@ -179,7 +195,7 @@ class PeeringService:
 
     # -- reconcile ---------------------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
-        with logs.peering_pass(namespace, name):
+        with self.remote_ids.peering_pass(namespace, name):
             return self._reconcile(namespace, name, known)
 
     def _reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
@@ -191,7 +207,7 @@ class PeeringService:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
         meta, status = body["metadata"], dict(body.get("status") or {})
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         outcome = Outcome()
         stages: dict[str, StageResult] = {}
         error: PeeringError | None = None
@@ -206,9 +222,7 @@ class PeeringService:
             try:
                 spec = parse_spec(body.get("spec") or {})
             except ValidationError as exc:
-                raise PeeringError(
-                    f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
-                ) from None
+                raise InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}") from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             outcome.gateway_location = spec.networking.gateway_server.location
@@ -230,7 +244,7 @@ class PeeringService:
             outcome.remote = remote
             minted = found.observation
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
-            logs.bind_peering(namespace, name, ctx.provider.cluster_id)
+            self.remote_ids.bind(namespace, name, ctx.provider.cluster_id)
             created_anything = True
             outcome.ctx = ctx
             removing = not spec.bidirectional and status_compute.has_reverse(status)
@@ -240,14 +254,14 @@ class PeeringService:
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
-                error = PeeringError(failed.message, reason=failed.reason, transient=failed.transient)
+                error = failed.error
         except credentials.MintingFailed as exc:
             error, minted = (
-                exc,
-                dataclasses.replace(exc.observation, error_reason=exc.reason, error_message=exc.message),
+                exc.error,
+                dataclasses.replace(exc.observation, error_reason=exc.error.reason, error_message=exc.error.message),
             )
         except KubeconfigError as exc:  # its rules name fields only: say whose kubeconfig it is
-            error = PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
+            error = exc.restated(f"LiqoPeering {namespace}/{name}: {exc.message}")
         except PeeringError as exc:
             error = exc
         except Exception as exc:  # a bug or an unexpected failure: reported like any other error
@@ -293,7 +307,7 @@ class PeeringService:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
         meta, status = body["metadata"], dict(body.get("status") or {})
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         try:
             timeout = float(parse_spec(body.get("spec") or {}).timeout_seconds)
         except ValidationError:
@@ -319,9 +333,9 @@ class PeeringService:
         self, namespace: str, name: str, meta: dict[str, Any], spec: LiqoPeeringSpec, remote: ClusterClient
     ) -> PeeringContext:
         """Both clusters' IDs, CIDRs and versions, and the duplicate check (no tenant namespaces yet)."""
-        consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
-        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
-        logs.bind_peering(namespace, name, provider.cluster_id)
+        consumer = discovery.cluster_info(self.local, spec.liqo_namespace, self.versions)
+        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace, self.versions)
+        self.remote_ids.bind(namespace, name, provider.cluster_id)
         self._check_duplicate(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
         return PeeringContext(namespace, name, consumer, provider, common=Common.of(spec.common_metadata))
 
@@ -344,7 +358,7 @@ class PeeringService:
         return ctx
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
-        with logs.peering_pass(namespace, name):
+        with self.remote_ids.peering_pass(namespace, name):
             return self._refresh_mirror(namespace, name, last)
 
     def _refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
@@ -362,7 +376,7 @@ class PeeringService:
         remote_id = previous.remote_cluster_id
         if remote_id is None:
             return None
-        logs.bind_peering(namespace, name, remote_id)
+        self.remote_ids.bind(namespace, name, remote_id)
         fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
         obs = dataclasses.replace(previous, now=self.now(), mirror=mirror_foreign_cluster(fc))
         new_status = self._write_status(body, dict(body.get("status") or {}), obs)
@@ -391,7 +405,7 @@ class PeeringService:
                 elif isinstance(exc, InternalError):
                     log.error("stage failed", stage=stage, exc_info=raised)
                 # Its message reaches the stage condition as it is: scrub it like the Ready one.
-                return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
+                return StageResult.failed(stage, exc, redact(exc.message))
 
         proxy = spec.authentication.proxy_url
         in_band = spec.authentication.in_band
@@ -477,14 +491,14 @@ class PeeringService:
 
     # -- teardown ---------------------------------------------------------------------------------
     def teardown(self, body: dict[str, Any]) -> list[str]:
-        with logs.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
+        with self.remote_ids.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
             return self._teardown(body)
 
     def _teardown(self, body: dict[str, Any]) -> list[str]:
         """One unpeering pass; returns what remains. Raises PeeringError while the provider is unreachable."""
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         force = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
         local_id, remote_id = status.get("localClusterID"), status.get("remoteClusterID")
         if not local_id or not remote_id:
