@@ -36,7 +36,7 @@ PACKAGE = REPO / "operator" / "liqo_peering"
 PAGE = REPO / "docs" / "troubleshooting.md"
 REASON = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 # Documented reasons no class has any more, kept on the page for a status written by an older operator.
-LEGACY = {"Forbidden": "the consumer's 403 before ConsumerForbidden named its side"}
+LEGACY: dict[str, str] = {}
 
 
 def _strings(node: ast.expr) -> bool:
@@ -133,6 +133,23 @@ def test_every_documented_error_reason_is_one_class() -> None:
 
 
 ASKED = Request(server="https://p:6443", verb="get", resource="namespaces", name="t")
+
+
+# Where a user page or the chart says what a peering "reports": each such reason is one the code writes.
+SAID = re.compile(r"reports `?([A-Z][A-Za-z0-9]+)`?")
+USER_PAGES = [
+    REPO / "README.md",
+    REPO / "deploy" / "helm" / "liqo-peering-operator" / "values.yaml",
+    REPO / "deploy" / "helm" / "liqo-peering-operator" / "README.md",
+    *sorted((REPO / "docs").rglob("*.md")),
+]
+
+
+def test_every_reason_a_page_says_a_peering_reports_is_written_by_the_code() -> None:
+    by_reason = classes_by_reason()
+    said = {(str(p.relative_to(REPO)), m) for p in USER_PAGES for m in SAID.findall(p.read_text())}
+    assert said, "no page says what a peering reports: the pattern no longer matches"
+    assert not {(page, reason) for page, reason in said if reason not in by_reason}
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,14 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from liqo_peering.api.model import parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine import credentials
 from liqo_peering.engine import service as service_module
 from liqo_peering.engine.discovery import KubeconfigPolicy, VersionCache
 from liqo_peering.engine.service import PeeringService
-from liqo_peering.errors import ClusterForbidden, PeeringError
+from liqo_peering.errors import ClusterForbidden, PeeringError, Request
 from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
@@ -271,3 +272,27 @@ def test_auto_takes_ed25519_when_the_bootstrap_may_not_read_liqos_deployment() -
     spec = service_module.parse_spec({"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": True}})
     assert spec.credentials.key_algorithm == "Auto"
     assert credentials._key_algorithm(_MayNotList("provider"), spec) == "Ed25519"
+
+
+class _NoSecretWrites(FakeClusterClient):
+    """The consumer of a chart installed without credentialsMinting: its RBAC lets the operator write no Secret."""
+
+    def create_if_absent(self, res: r.Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        if res == r.SECRET:
+            request = Request(server="https://consumer", verb="create", resource="secrets", namespace=NS)
+            raise ClusterForbidden(side="consumer", request=request)
+        return super().create_if_absent(res, body)
+
+
+def test_minting_refused_by_this_cluster_names_the_chart_value_and_not_the_kubeconfig() -> None:
+    local, provider = _NoSecretWrites("consumer"), FakeClusterClient("provider")
+    body = _peering("first", "2026-01-01T00:00:00Z", mint=True)
+    spec = parse_spec(body["spec"])
+    bootstrap = cast(RemoteKubeconfig, object())
+    with pytest.raises(ClusterForbidden) as refused:
+        credentials._mint(local, body, spec, bootstrap, pu.MintState(), NOW, lambda _: provider, CONSUMER_ID)
+    error = refused.value
+    assert error.reason == "ConsumerForbidden"
+    assert "credentialsMinting=true" in error.message
+    assert "bootstrap kubeconfig" not in error.message and BOOTSTRAP not in error.message
+    assert error.transient  # the chart's new RBAC takes effect without a change to the LiqoPeering

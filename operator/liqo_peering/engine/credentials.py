@@ -27,6 +27,7 @@ from liqo_peering.errors import (
     AccessRefused,
     CertificateNotIssued,
     CertificateRefused,
+    ConsumerForbidden,
     LiqoNotInstalled,
     PeeringError,
     SecretNotFound,
@@ -214,6 +215,12 @@ def _mint(
                 state = pu.MintState.of(
                     local.merge_patch(r.SECRET, naming.minted_secret(name), namespace, pu.retired_patch())
                 )
+    except ConsumerForbidden as exc:  # this cluster's RBAC: the kubeconfig is not to blame
+        raise exc.restated(
+            f"minting: {exc.refused}; the operator may write the minted kubeconfig's Secret only when its chart"
+            f" is installed with credentialsMinting=true (helm upgrade --reuse-values --set"
+            f" credentialsMinting=true), or set spec.credentials.mint to false"
+        ) from None  # retried: the chart's new RBAC takes effect without a change to the LiqoPeering
     except AccessRefused as exc:
         raise exc.restated(
             f"minting with the bootstrap kubeconfig of Secret {namespace}/{spec.remote_kubeconfig_secret_ref.name}:"
