@@ -147,7 +147,7 @@ def _crd(
     kind: str,
     plural: str,
     singular: str,
-    short_names: list[str],
+    short_names: tuple[str, ...],
     columns: list[dict[str, Any]],
     root: dict[str, Any],
 ) -> dict[str, Any]:
@@ -162,8 +162,8 @@ def _crd(
                 "listKind": f"{kind}List",
                 "plural": plural,
                 "singular": singular,
-                "shortNames": short_names,
-                "categories": model.CATEGORIES,
+                "shortNames": list(short_names),
+                "categories": list(model.CATEGORIES),
             },
             "scope": "Namespaced",
             "versions": [

@@ -18,8 +18,9 @@ from liqo_peering import __version__, handlers, logs
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, with_user_agent
 from liqo_peering.clients.events import EventRecorder
+from liqo_peering.clients.informer import Scope, SharedInformers
 from liqo_peering.clients.remotes import RemoteClients
-from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
+from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess, VersionCache
 from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMarkers
 from liqo_peering.engine.peeringset import SetService
@@ -30,6 +31,7 @@ from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.engine.watches import WatchHub
 from liqo_peering.health import DEFAULT_STALL_SECONDS, Health, TrackedPool
 from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
+from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
 from liqo_peering.redact import redact
 
@@ -251,7 +253,8 @@ def run(args: argparse.Namespace) -> None:
             raise SystemExit(f"{TENANT_ACCESS_FLAG} needs {SERVICE_ACCOUNT_FLAG} NAMESPACE/NAME")
         tenant_access = TenantAccess(args.tenant_access_role, sa_namespace, sa_name)
     settings = kopf_settings(args)
-    logs.configure(args.log_format, getattr(logging, args.log_level.upper()), scrub=redact)
+    remote_ids = logs.RemoteClusterIds()  # the engine learns them, kopf's lines about a peering carry them
+    logs.configure(args.log_format, getattr(logging, args.log_level.upper()), scrub=redact, remote_ids=remote_ids)
     cfg = local_configuration(args.kubeconfig, args.context)
     in_cluster = not (args.kubeconfig or args.context)
     local = ClusterClient(with_user_agent(k8s_client.ApiClient(cfg)), "consumer", cfg.host)
@@ -271,6 +274,10 @@ def run(args: argparse.Namespace) -> None:
     calls = TrackedPool(MAX_CALLS, "calls")
     remotes = RemoteClients(on_close=hub.forget_client)  # no informer outlives its provider client
     events = EventRecorder(local)
+    # One informer per cluster, resource and namespace: watching all namespaces, the sweep's LiqoPeerings are
+    # those the duplicate check reads (cluster-wide in any case: a duplicate may be in any namespace).
+    informers = SharedInformers()
+    informers.of(local, Scope(r.LIQOPEERING)).start()
     peerings = Peerings(
         Reconciler(
             local,
@@ -281,8 +288,11 @@ def run(args: argparse.Namespace) -> None:
             remotes=remotes,
             protect_secrets=args.kubeconfig_secret_protection,
             calls=calls,
+            remote_ids=remote_ids,
+            versions=VersionCache(),
+            informers=informers,
         ),
-        Unpeerer(local, events, metrics, policy, remotes=remotes, calls=calls),
+        Unpeerer(local, events, metrics, policy, remotes=remotes, calls=calls, remote_ids=remote_ids),
         args.resync_interval,
         namespaced_tenant_reads=tenant_access is not None,
     )
@@ -291,7 +301,7 @@ def run(args: argparse.Namespace) -> None:
     markers.recover()  # before any pass: the markers left in flight are the deaths of the last run
     runner = Runner(kinds, hub, wakeups, markers, calls)
     # Releases the protection of the Secrets no LiqoPeering needs any more, at start and as LiqoPeerings go.
-    sweep = ProtectionSweep(local, args.namespaces) if args.kubeconfig_secret_protection else None
+    sweep = ProtectionSweep(local, args.namespaces, informers) if args.kubeconfig_secret_protection else None
     health = Health(args.stall_timeout)
     health.pools.extend((runner.pool, calls))
     health.readiness.append(lambda: hub.unsynced(local.side))

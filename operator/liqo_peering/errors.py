@@ -8,7 +8,7 @@ transient, is it the operator's own cluster, may apply fall back from patch) rea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self, TypeVar
 
 CONSUMER = "consumer"  # the cluster the operator runs in
 PROVIDER = "provider"  # the cluster the Secret's kubeconfig reaches
@@ -29,6 +29,8 @@ CONSUMER_FIX = "grant it to the operator's ServiceAccount (the Helm chart's RBAC
 class PeeringError(Exception):
     """A failure that the LiqoPeering status shows as peerStatus=error.
 
+    ``reason`` is the class's, never given where the error is raised: each reason the status shows is one
+    class's (one that names its cluster is a subclass per side, which the base picks when made for a side).
     ``transient`` errors are retried with backoff (unreachable cluster, Liqo not ready yet); the others
     wait for the user to change something (the Secret, the spec), which triggers a new reconcile.
     ``side`` is the cluster the failure is about, when it is about one.
@@ -38,13 +40,39 @@ class PeeringError(Exception):
     transient = True
     side: str | None = None
 
-    def __init__(self, message: str, *, reason: str | None = None, transient: bool | None = None) -> None:
+    def __init__(self, message: str, *, transient: bool | None = None) -> None:
         super().__init__(message)
         self.message = message
-        if reason is not None:
-            self.reason = reason
         if transient is not None:
             self.transient = transient
+
+    def restated(self, message: str, *, transient: bool | None = None) -> Self:
+        """The same error told where it was met (whose kubeconfig, what minting needs): its class, hence its
+        reason, and its fields stay."""
+        other = type(self).__new__(type(self))
+        other.__dict__.update(vars(self), message=message)
+        other.args = (message,)
+        if transient is not None:
+            other.transient = transient
+        return other
+
+
+E = TypeVar("E", bound=PeeringError)
+
+
+def _of_side(cls: type[E], side: str | None, consumer: type[E], provider: type[E]) -> type[E]:
+    """The class of an error whose reason names its cluster: that side's subclass (any side but the
+    consumer is the provider's); a subclass made by name stays itself."""
+    if issubclass(cls, consumer | provider):
+        return cls
+    return consumer if side == CONSUMER else provider
+
+
+class InvalidSpec(PeeringError):
+    """The spec passes the CRD's schema but not the operator's model: only a new spec fixes it."""
+
+    reason = "InvalidSpec"
+    transient = False
 
 
 class SecretNotFound(PeeringError):
@@ -58,15 +86,26 @@ class SecretKeyMissing(PeeringError):
 
 
 class ClusterUnreachable(PeeringError):
-    """No answer from a cluster's API server: ``why`` in a few words (no credentials in it)."""
+    """No answer from a cluster's API server: ``why`` in a few words (no credentials in it). Made for a side,
+    it is ConsumerUnreachable or ProviderUnreachable."""
+
+    def __new__(cls, side: str = "", *args: Any, **kwargs: Any) -> ClusterUnreachable:
+        return super().__new__(_of_side(cls, side, ConsumerUnreachable, ProviderUnreachable))
 
     def __init__(self, side: str, server: str, why: str) -> None:
         self.side, self.server, self.why = side, server, why
         super().__init__(
             f"cannot reach the {side} cluster at {server} ({why[:200]}); check that its API server is up and"
-            f" reachable from the operator",
-            reason="ConsumerUnreachable" if side == CONSUMER else "ProviderUnreachable",
+            f" reachable from the operator"
         )
+
+
+class ConsumerUnreachable(ClusterUnreachable):
+    reason = "ConsumerUnreachable"
+
+
+class ProviderUnreachable(ClusterUnreachable):
+    reason = "ProviderUnreachable"
 
 
 class LiqoNotInstalled(PeeringError):
@@ -108,6 +147,19 @@ class ResourceSliceDenied(PeeringError):
 
 class ConnectionFailed(PeeringError):
     reason = "ConnectionError"
+
+
+class CertificateRefused(PeeringError):
+    """The provider's signer denied or failed the minted user's CSR."""
+
+    reason = "CertificateRefused"
+    transient = False
+
+
+class CertificateNotIssued(PeeringError):
+    """The provider approved the minted user's CSR but its signer did not issue the certificate in time."""
+
+    reason = "CertificateNotIssued"
 
 
 @dataclass(frozen=True)
@@ -214,6 +266,11 @@ class ApiError(PeeringError):
     def describe(self) -> str:
         return self.refused
 
+    def restated(self, message: str, *, transient: bool | None = None) -> Self:
+        other = super().restated(message, transient=transient)
+        other.described = False  # told where it was met: no longer built from the fields
+        return other
+
     def in_reverse(self, liqo_namespace: str) -> ApiError:
         """The same answer met by the reverse direction, whose consumer (the provider) has Liqo in
         ``liqo_namespace``: only the fix it names changes."""
@@ -225,17 +282,25 @@ class ApiError(PeeringError):
         return other
 
 
-class ClusterForbidden(ApiError):
+class AccessRefused(ApiError):
+    """The cluster refuses the request's identity: its credentials (Unauthorized) or a right it lacks
+    (ClusterForbidden)."""
+
+    def _transient(self) -> bool:
+        return True  # a right granted on the cluster takes effect without any change to the LiqoPeering
+
+
+class ClusterForbidden(AccessRefused):
     """403 from the authorizer (RBAC): the identity lacks a right. Only this refusal makes ``apply`` fall
-    back from patch (server-side apply) to create and update."""
+    back from patch (server-side apply) to create and update. Made for a side, it is ConsumerForbidden or
+    ProviderForbidden."""
+
+    def __new__(cls, message: str | None = None, *, side: str | None = None, **fields: Any) -> ClusterForbidden:
+        return super().__new__(_of_side(cls, side, ConsumerForbidden, ProviderForbidden))
 
     def __init__(self, message: str | None = None, **fields: Any) -> None:
         fields.setdefault("status", 403)
         super().__init__(message, **fields)
-        self.reason = "ConsumerForbidden" if self.side == CONSUMER else "ProviderForbidden"
-
-    def _transient(self) -> bool:
-        return True  # a right granted on the cluster takes effect without any change to the LiqoPeering
 
     @property
     def fix(self) -> str:
@@ -253,13 +318,24 @@ class ClusterForbidden(ApiError):
         return f"{self.refused}; {self.fix}"
 
 
-class Unauthorized(ClusterForbidden):
-    """401: the server does not accept the credentials at all (expired, revoked, another cluster's)."""
+class ConsumerForbidden(ClusterForbidden):
+    reason = "ConsumerForbidden"
+
+
+class ProviderForbidden(ClusterForbidden):
+    reason = "ProviderForbidden"
+
+
+class Unauthorized(AccessRefused):
+    """401: the server does not accept the credentials at all (expired, revoked, another cluster's). Made for
+    a side, it is ConsumerUnauthorized or ProviderUnauthorized."""
+
+    def __new__(cls, message: str | None = None, *, side: str | None = None, **fields: Any) -> Unauthorized:
+        return super().__new__(_of_side(cls, side, ConsumerUnauthorized, ProviderUnauthorized))
 
     def __init__(self, message: str | None = None, **fields: Any) -> None:
         fields.setdefault("status", 401)
         super().__init__(message, **fields)
-        self.reason = "Unauthorized" if self.side == CONSUMER else "ProviderUnauthorized"
 
     @property
     def refused(self) -> str:
@@ -268,6 +344,14 @@ class Unauthorized(ClusterForbidden):
 
     def describe(self) -> str:
         return f"{self.refused}; put a valid, unexpired one in the Secret"
+
+
+class ConsumerUnauthorized(Unauthorized):
+    reason = "Unauthorized"  # the operator's own ServiceAccount: the name it had before the provider's
+
+
+class ProviderUnauthorized(Unauthorized):
+    reason = "ProviderUnauthorized"
 
 
 class Refusal(ApiError):
@@ -359,9 +443,16 @@ class AnswerTooLarge(BadAnswer):
 
     problem = "sent too large an answer"
 
-    def __init__(self, side: str, request: Request, found: str, limit: str = "") -> None:
-        super().__init__(side, request, found, limit)
-        self.reason = "ConsumerAnswerTooLarge" if side == CONSUMER else "ProviderAnswerTooLarge"
+    def __new__(cls, side: str = "", *args: Any, **kwargs: Any) -> AnswerTooLarge:
+        return super().__new__(_of_side(cls, side, ConsumerAnswerTooLarge, ProviderAnswerTooLarge))
+
+
+class ConsumerAnswerTooLarge(AnswerTooLarge):
+    reason = "ConsumerAnswerTooLarge"
+
+
+class ProviderAnswerTooLarge(AnswerTooLarge):
+    reason = "ProviderAnswerTooLarge"
 
 
 class AnswerTooSlow(BadAnswer):
@@ -369,9 +460,16 @@ class AnswerTooSlow(BadAnswer):
 
     problem = "did not finish its answer in time"
 
-    def __init__(self, side: str, request: Request, found: str, limit: str = "") -> None:
-        super().__init__(side, request, found, limit)
-        self.reason = "ConsumerAnswerTooSlow" if side == CONSUMER else "ProviderAnswerTooSlow"
+    def __new__(cls, side: str = "", *args: Any, **kwargs: Any) -> AnswerTooSlow:
+        return super().__new__(_of_side(cls, side, ConsumerAnswerTooSlow, ProviderAnswerTooSlow))
+
+
+class ConsumerAnswerTooSlow(AnswerTooSlow):
+    reason = "ConsumerAnswerTooSlow"
+
+
+class ProviderAnswerTooSlow(AnswerTooSlow):
+    reason = "ProviderAnswerTooSlow"
 
 
 class AnswerInvalid(BadAnswer):
@@ -380,9 +478,16 @@ class AnswerInvalid(BadAnswer):
 
     problem = "sent an invalid answer"
 
-    def __init__(self, side: str, request: Request, found: str, limit: str = "") -> None:
-        super().__init__(side, request, found, limit)
-        self.reason = "ConsumerAnswerInvalid" if side == CONSUMER else "ProviderAnswerInvalid"
+    def __new__(cls, side: str = "", *args: Any, **kwargs: Any) -> AnswerInvalid:
+        return super().__new__(_of_side(cls, side, ConsumerAnswerInvalid, ProviderAnswerInvalid))
+
+
+class ConsumerAnswerInvalid(AnswerInvalid):
+    reason = "ConsumerAnswerInvalid"
+
+
+class ProviderAnswerInvalid(AnswerInvalid):
+    reason = "ProviderAnswerInvalid"
 
 
 class InternalError(PeeringError):

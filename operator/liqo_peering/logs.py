@@ -4,52 +4,80 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import structlog
 
-# Remote cluster ID per peering ("namespace/name"), as the engine learns it. kopf's own lines about a
-# peering carry only the object's reference; this lets them carry the remote cluster ID too. Entries are
-# kept after deletion (kopf logs after the last handler returns): one short string per peering name.
-_remote_cluster_ids: dict[str, str] = {}
 
+class RemoteClusterIds:
+    """Remote cluster ID per peering ("namespace/name"), as the engine learns it, and the log context of a
+    peering's pass. kopf's own lines about a peering carry only the object's reference; ``kopf_object`` adds
+    the remote cluster ID to them. Passes of different peerings run on different threads, hence the lock.
 
-@contextmanager
-def peering_pass(namespace: str, name: str, remote_cluster_id: str | None = None) -> Iterator[None]:
-    """One pass of a peering: its lines carry the peering (and its remote cluster ID, once known, see
-    ``bind_peering``); after it, both fields are as they were, so no later line on this thread carries them.
-    Threads the pass starts get a copy of this context (``contextvars.copy_context().run``)."""
-    with structlog.contextvars.bound_contextvars(peering=f"{namespace}/{name}", remote_cluster_id=None):
-        bind_peering(namespace, name, remote_cluster_id)
-        yield
+    kopf logs a deleted peering's last lines after its last handler returns: a forgotten peering's entry is
+    kept until ``kept`` later ones are forgotten, so memory stays bounded and those lines still carry it.
+    """
 
+    def __init__(self, kept: int = 256) -> None:
+        self.kept = kept
+        self._lock = threading.Lock()
+        self._ids: dict[str, str] = {}
+        self._forgotten: deque[str] = deque()
 
-def bind_peering(namespace: str, name: str, remote_cluster_id: str | None = None) -> None:
-    """Put the peering (and its remote cluster ID, once known) on every line logged from this context; within
-    a pass (``peering_pass``), until it ends."""
-    peering = f"{namespace}/{name}"
-    if remote_cluster_id:
-        _remote_cluster_ids[peering] = remote_cluster_id
-    known = _remote_cluster_ids.get(peering)
-    if known:
-        structlog.contextvars.bind_contextvars(peering=peering, remote_cluster_id=known)
-    else:
-        structlog.contextvars.bind_contextvars(peering=peering)
-        structlog.contextvars.unbind_contextvars("remote_cluster_id")
+    def get(self, peering: str) -> str | None:
+        with self._lock:
+            return self._ids.get(peering)
 
+    def forget(self, namespace: str, name: str) -> None:
+        """The peering is gone: its entry goes once ``kept`` more are forgotten."""
+        peering = f"{namespace}/{name}"
+        with self._lock:
+            if peering not in self._ids or peering in self._forgotten:
+                return
+            self._forgotten.append(peering)
+            while len(self._forgotten) > self.kept:
+                self._ids.pop(self._forgotten.popleft(), None)
 
-def _kopf_object(_: Any, __: str, event_dict: structlog.typing.EventDict) -> structlog.typing.EventDict:
-    """kopf logs per-object lines with a `k8s_ref` extra: name the peering (and its remote cluster ID)."""
-    ref = getattr(event_dict.get("_record"), "k8s_ref", None)
-    if isinstance(ref, dict) and ref.get("name"):
-        peering = f"{ref.get('namespace')}/{ref['name']}"
-        event_dict["peering"] = peering
-        event_dict.pop("remote_cluster_id", None)  # the thread's context may be another peering's
-        if peering in _remote_cluster_ids:
-            event_dict["remote_cluster_id"] = _remote_cluster_ids[peering]
-    return event_dict
+    @contextmanager
+    def peering_pass(self, namespace: str, name: str, remote_cluster_id: str | None = None) -> Iterator[None]:
+        """One pass of a peering: its lines carry the peering (and its remote cluster ID, once known, see
+        ``bind``); after it, both fields are as they were, so no later line on this thread carries them.
+        Threads the pass starts get a copy of this context (``contextvars.copy_context().run``)."""
+        with structlog.contextvars.bound_contextvars(peering=f"{namespace}/{name}", remote_cluster_id=None):
+            self.bind(namespace, name, remote_cluster_id)
+            yield
+
+    def bind(self, namespace: str, name: str, remote_cluster_id: str | None = None) -> None:
+        """Put the peering (and its remote cluster ID, once known) on every line logged from this context;
+        within a pass (``peering_pass``), until it ends."""
+        peering = f"{namespace}/{name}"
+        with self._lock:
+            if remote_cluster_id:
+                self._ids[peering] = remote_cluster_id
+                if peering in self._forgotten:  # made again under the same name
+                    self._forgotten.remove(peering)
+            known = self._ids.get(peering)
+        if known:
+            structlog.contextvars.bind_contextvars(peering=peering, remote_cluster_id=known)
+        else:
+            structlog.contextvars.bind_contextvars(peering=peering)
+            structlog.contextvars.unbind_contextvars("remote_cluster_id")
+
+    def kopf_object(self, _: Any, __: str, event_dict: structlog.typing.EventDict) -> structlog.typing.EventDict:
+        """kopf logs per-object lines with a `k8s_ref` extra: name the peering (and its remote cluster ID)."""
+        ref = getattr(event_dict.get("_record"), "k8s_ref", None)
+        if isinstance(ref, dict) and ref.get("name"):
+            peering = f"{ref.get('namespace')}/{ref['name']}"
+            event_dict["peering"] = peering
+            event_dict.pop("remote_cluster_id", None)  # the thread's context may be another peering's
+            known = self.get(peering)
+            if known:
+                event_dict["remote_cluster_id"] = known
+        return event_dict
 
 
 def _scrubbing(scrub: Callable[[str], str]) -> structlog.typing.Processor:
@@ -63,8 +91,14 @@ def _scrubbing(scrub: Callable[[str], str]) -> structlog.typing.Processor:
     return processor
 
 
-def configure(fmt: str = "json", level: int = logging.INFO, scrub: Callable[[str], str] = str) -> None:
-    """``scrub``: what removes credentials from text (redact.redact; logs may not import it)."""
+def configure(
+    fmt: str = "json",
+    level: int = logging.INFO,
+    scrub: Callable[[str], str] = str,
+    remote_ids: RemoteClusterIds | None = None,
+) -> None:
+    """``scrub``: what removes credentials from text (redact.redact; logs may not import it). ``remote_ids``:
+    the engine's, whose remote cluster IDs kopf's lines about a peering carry."""
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
     )
@@ -85,7 +119,7 @@ def configure(fmt: str = "json", level: int = logging.INFO, scrub: Callable[[str
     # kopf and the kubernetes client log through stdlib logging; render them the same way.
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[*shared, _kopf_object],
+            foreign_pre_chain=[*shared, (remote_ids or RemoteClusterIds()).kopf_object],
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
         )
     )

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -20,7 +21,9 @@ from prometheus_client.registry import Collector
 
 from liqo_peering.stages import REVERSE_STAGE_CONDITIONS, STAGE_CONDITIONS
 
-_CONDITION_STAGES = {cond: stage for stage, cond in (STAGE_CONDITIONS | REVERSE_STAGE_CONDITIONS).items()}
+_CONDITION_STAGES = MappingProxyType(
+    {cond: stage for stage, cond in (STAGE_CONDITIONS | REVERSE_STAGE_CONDITIONS).items()}
+)
 BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 PEERING_LABELS = ("namespace", "name", "remote_cluster_id")
 SET_LABELS = ("namespace", "name")

@@ -8,25 +8,32 @@ Bottom layer: every other layer spells the stages through here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
+
+from liqo_peering.errors import PeeringError
 
 StageState = Literal["disabled", "progressing", "ready", "error"]
 STAGES = ("networking", "authentication", "offloading")
 # The LiqoPeering condition type of each stage.
-STAGE_CONDITIONS = {
-    "networking": "NetworkReady",
-    "authentication": "AuthenticationReady",
-    "offloading": "OffloadingReady",
-}
+STAGE_CONDITIONS = MappingProxyType(
+    {
+        "networking": "NetworkReady",
+        "authentication": "AuthenticationReady",
+        "offloading": "OffloadingReady",
+    }
+)
 # The reverse direction: the provider authenticates with the consumer and asks it for resources.
 REVERSE_STAGES = ("reverse-authentication", "reverse-offloading")
-REVERSE_STAGE_CONDITIONS = {
-    "reverse-authentication": "ReverseAuthenticationReady",
-    "reverse-offloading": "ReverseOffloadingReady",
-}
+REVERSE_STAGE_CONDITIONS = MappingProxyType(
+    {
+        "reverse-authentication": "ReverseAuthenticationReady",
+        "reverse-offloading": "ReverseOffloadingReady",
+    }
+)
 # The forward stage each reverse stage runs, with the clusters swapped.
-REVERSE_OF = {"authentication": "reverse-authentication", "offloading": "reverse-offloading"}
+REVERSE_OF = MappingProxyType({"authentication": "reverse-authentication", "offloading": "reverse-offloading"})
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,8 @@ class StageResult:
     message: str
     # For errors: whether retrying can help (an unreachable cluster) or only a change can (a denial).
     transient: bool = True
+    # For errors: the error itself, which the Ready condition reports as it is (its class is its reason).
+    error: PeeringError | None = field(default=None, compare=False)
 
     @classmethod
     def ready(cls, stage: str, message: str) -> StageResult:
@@ -51,5 +60,6 @@ class StageResult:
         return cls(stage, "disabled", "Disabled", message)
 
     @classmethod
-    def failed(cls, stage: str, reason: str, message: str, transient: bool = True) -> StageResult:
-        return cls(stage, "error", reason, message, transient)
+    def failed(cls, stage: str, error: PeeringError, message: str) -> StageResult:
+        """``error`` as the stage's result; ``message``: its message as the condition shows it (redacted)."""
+        return cls(stage, "error", error.reason, message, error.transient, error)

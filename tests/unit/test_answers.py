@@ -19,8 +19,10 @@ from liqo_peering.errors import (
     PEERING_USER_FIX,
     AdmissionDenied,
     ApiError,
-    ClusterForbidden,
+    ConsumerForbidden,
     NamespaceTerminating,
+    ProviderForbidden,
+    ProviderUnauthorized,
     QuotaExceeded,
     Unauthorized,
 )
@@ -124,7 +126,7 @@ def read(text: str, code: int, method: str = "PATCH", path: str = f"{TENANTS}/c1
 
 def test_an_rbac_refusal_names_the_verb_the_resource_and_the_fix() -> None:
     error = read(RBAC, 403)
-    assert type(error) is ClusterForbidden and error.reason == "ProviderForbidden" and error.transient
+    assert type(error) is ProviderForbidden and error.reason == "ProviderForbidden" and error.transient
     assert (error.side, error.status, error.verb, error.group, error.resource) == (
         "provider",
         403,
@@ -141,7 +143,7 @@ def test_an_rbac_refusal_names_the_verb_the_resource_and_the_fix() -> None:
 
 def test_an_rbac_refusal_of_a_create_names_the_collection_as_a_role_does() -> None:
     error = read(RBAC, 403, method="POST", path=TENANTS)
-    assert type(error) is ClusterForbidden and error.name == "c1"  # the object sent, as data
+    assert type(error) is ProviderForbidden and error.name == "c1"  # the object sent, as data
     assert f"does not let the kubeconfig's identity create tenants.authentication.liqo.io in namespace {NS} (" in (
         error.message
     )
@@ -149,7 +151,7 @@ def test_an_rbac_refusal_of_a_create_names_the_collection_as_a_role_does() -> No
 
 def test_the_consumers_rbac_refusal_is_consumer_forbidden_and_asks_for_the_operators_rights() -> None:
     error = read(RBAC, 403, side="consumer")
-    assert type(error) is ClusterForbidden and error.reason == "ConsumerForbidden"
+    assert type(error) is ConsumerForbidden and error.reason == "ConsumerForbidden"
     assert error.message.endswith(CONSUMER_FIX) and "the operator patch" in error.message
 
 
@@ -213,7 +215,7 @@ def test_a_create_in_a_namespace_being_deleted_says_so() -> None:
 
 def test_a_401_asks_for_valid_credentials() -> None:
     error = read(status(401, "Unauthorized", "Unauthorized"), 401, method="GET", path=f"/api/v1/namespaces/{NS}")
-    assert type(error) is Unauthorized and error.reason == "ProviderUnauthorized"
+    assert type(error) is ProviderUnauthorized and error.reason == "ProviderUnauthorized"
     assert "does not accept the kubeconfig's credentials (401 Unauthorized)" in error.message
 
 
@@ -226,7 +228,7 @@ def test_a_server_message_is_redacted_once_and_for_all() -> None:
 def test_in_reverse_only_the_fix_changes() -> None:
     forward = read(RBAC, 403)
     rev = forward.in_reverse("liqo-system")
-    assert type(rev) is ClusterForbidden and rev.reverse and not forward.reverse
+    assert type(rev) is ProviderForbidden and rev.reverse and not forward.reverse
     assert (rev.side, rev.request, rev.reason) == (forward.side, forward.request, forward.reason)
     assert PEERING_USER_FIX not in rev.message and f"Secret liqo-system/{naming.AUTH_KEYS_SECRET}" in rev.message
     assert rev.message.startswith(forward.message.split(";")[0])

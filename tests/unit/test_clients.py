@@ -13,7 +13,7 @@ import pytest
 from liqo_peering.clients.cluster import ClusterClient, lingering, request_rights
 from liqo_peering.clients.connect import to_api_client
 from liqo_peering.clients.remotes import RemoteClients
-from liqo_peering.errors import ApiError, ClusterForbidden, PeeringError
+from liqo_peering.errors import ApiError, ClusterForbidden, PeeringError, Unauthorized
 from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import resources as r
 
@@ -119,7 +119,7 @@ def test_a_403_names_the_verb_and_the_resource(method: str, path: str, verb: str
 
 def test_a_401_asks_for_valid_credentials_not_rights() -> None:
     error = CLIENT._translate("GET", "/api/v1/namespaces/t", 401, "Unauthorized", "")
-    assert isinstance(error, ClusterForbidden) and error.reason == "ProviderUnauthorized"
+    assert isinstance(error, Unauthorized) and error.reason == "ProviderUnauthorized"
     assert "does not accept the kubeconfig's credentials" in error.message
 
 

@@ -124,7 +124,7 @@ def get_tenant(answer: Answer, timeout: tuple[float, float] = (5.0, 5.0)) -> Bad
 
 
 def assert_reported(error: BadAnswer, kind: type[BadAnswer], reason: str, *said: str) -> None:
-    assert type(error) is kind and error.reason == reason
+    assert isinstance(error, kind) and error.reason == reason
     assert error.transient and error.side == "provider"
     assert "the provider cluster at http://127.0.0.1:" in error.message
     assert "tenants.authentication.liqo.io" in error.message  # which request

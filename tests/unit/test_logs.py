@@ -40,9 +40,10 @@ class JsonLog:
 
     def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
         self.capsys = capsys
+        self.ids = logs.RemoteClusterIds(kept=2)
 
     def start(self) -> None:
-        logs.configure("json")
+        logs.configure("json", remote_ids=self.ids)
 
     def lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.capsys.readouterr().err.splitlines() if line.strip()]
@@ -61,7 +62,7 @@ def log(capsys: pytest.CaptureFixture[str]) -> Iterator[JsonLog]:
 
 def test_engine_lines_carry_the_peering_and_its_remote_cluster_id(log: JsonLog) -> None:
     log.start()
-    logs.bind_peering("team-a", "to-provider", "provider-id")
+    log.ids.bind("team-a", "to-provider", "provider-id")
     structlog.get_logger("liqo_peering").info("waiting for the gateway client")
     (line,) = log.lines()
     assert (line["peering"], line["remote_cluster_id"]) == ("team-a/to-provider", "provider-id")
@@ -69,8 +70,8 @@ def test_engine_lines_carry_the_peering_and_its_remote_cluster_id(log: JsonLog) 
 
 def test_kopf_object_lines_carry_the_peering_and_its_remote_cluster_id(log: JsonLog) -> None:
     log.start()
-    logs.bind_peering("team-a", "to-provider", "provider-id")
-    logs.bind_peering("team-b", "other", "other-id")  # this thread's context is another peering now
+    log.ids.bind("team-a", "to-provider", "provider-id")
+    log.ids.bind("team-b", "other", "other-id")  # this thread's context is another peering now
     ref = {"namespace": "team-a", "name": "to-provider", "kind": "LiqoPeering"}
     # kopf's ObjectLogger passes the object's reference as the `k8s_ref` extra.
     logging.getLogger("kopf.objects").error("Handler 'unpeer' failed temporarily", extra={"k8s_ref": ref})
@@ -82,11 +83,40 @@ def test_kopf_object_lines_carry_the_peering_and_its_remote_cluster_id(log: Json
 
 def test_a_peering_without_a_known_remote_drops_a_stale_one(log: JsonLog) -> None:
     log.start()
-    logs.bind_peering("team-c", "first", "first-id")
-    logs.bind_peering("team-c", "second")
+    log.ids.bind("team-c", "first", "first-id")
+    log.ids.bind("team-c", "second")
     structlog.get_logger("liqo_peering").info("reading the kubeconfig Secret")
     (line,) = log.lines()
     assert line["peering"] == "team-c/second" and "remote_cluster_id" not in line
+
+
+def test_a_forgotten_peerings_id_stays_until_enough_others_are_forgotten(log: JsonLog) -> None:
+    """kopf logs a deleted peering's last lines after its last handler: its ID outlives it, but not for ever."""
+    ids = log.ids  # keeps the last two forgotten
+    for name in ("a", "b", "c"):
+        ids.bind("team-d", name, f"{name}-id")
+    ids.forget("team-d", "a")
+    ids.forget("team-d", "b")
+    assert (ids.get("team-d/a"), ids.get("team-d/b")) == ("a-id", "b-id")
+    ids.forget("team-d", "c")
+    assert (ids.get("team-d/a"), ids.get("team-d/b"), ids.get("team-d/c")) == (None, "b-id", "c-id")
+    ids.bind("team-d", "b", "b-id")  # made again under the same name: no longer forgotten
+    ids.forget("team-d", "x")  # never known: nothing to forget
+    ids.bind("team-d", "e", "e-id")
+    ids.forget("team-d", "e")
+    ids.forget("team-d", "e")  # forgotten once only
+    assert (ids.get("team-d/b"), ids.get("team-d/c"), ids.get("team-d/e")) == ("b-id", "c-id", "e-id")
+
+
+def test_a_released_peering_is_forgotten() -> None:
+    ids = logs.RemoteClusterIds(kept=0)
+    local, events = FakeClusterClient("consumer"), EventRecorder(cast(ClusterClient, _Events()))
+    reconciler = Reconciler(local, events, Metrics(), KubeconfigPolicy(), remote_ids=ids)
+    unpeerer = Unpeerer(local, events, Metrics(), KubeconfigPolicy(), remote_ids=ids)
+    for forget in (reconciler.forget, unpeerer.forget):
+        ids.bind("team-e", "gone", "gone-id")
+        forget("team-e", "gone")
+        assert ids.get("team-e/gone") is None
 
 
 def test_a_traceback_is_in_the_json_line_and_scrubbed(log: JsonLog) -> None:

@@ -15,10 +15,10 @@ from liqo_peering.api.model import parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.engine import credentials, discovery
-from liqo_peering.engine.discovery import KubeconfigPolicy
+from liqo_peering.engine.discovery import KubeconfigPolicy, VersionCache
 from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.engine.unpeering import Unpeerer
-from liqo_peering.errors import ClusterForbidden, PeeringError
+from liqo_peering.errors import ClusterForbidden, PeeringError, Request
 from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
@@ -102,13 +102,13 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     cluster_info = discovery.cluster_info
 
-    def discovering(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
+    def discovering(client: ClusterClient, liqo_namespace: str, cache: VersionCache) -> ClusterInfo:
         seen.append(f"discover {client.side}")
-        return cluster_info(client, liqo_namespace)
+        return cluster_info(client, liqo_namespace, cache)
 
     def minting(*_: Any, **__: Any) -> credentials.Credentials:
         seen.append("mint")
-        raise PeeringError("stop here", reason="Stop")
+        raise PeeringError("stop here")
 
     monkeypatch.setattr(discovery, "cluster_info", discovering)
     monkeypatch.setattr(credentials, "provider_credentials", minting)
@@ -279,3 +279,27 @@ def test_auto_takes_ed25519_when_the_bootstrap_may_not_read_liqos_deployment() -
     spec = parse_spec({"remoteKubeconfigSecretRef": {"name": BOOTSTRAP}, "credentials": {"mint": True}})
     assert spec.credentials.key_algorithm == "Auto"
     assert credentials._key_algorithm(_MayNotList("provider"), spec) == "Ed25519"
+
+
+class _NoSecretWrites(FakeClusterClient):
+    """The consumer of a chart installed without credentialsMinting: its RBAC lets the operator write no Secret."""
+
+    def create_if_absent(self, res: r.Resource, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        if res == r.SECRET:
+            request = Request(server="https://consumer", verb="create", resource="secrets", namespace=NS)
+            raise ClusterForbidden(side="consumer", request=request)
+        return super().create_if_absent(res, body)
+
+
+def test_minting_refused_by_this_cluster_names_the_chart_value_and_not_the_kubeconfig() -> None:
+    local, provider = _NoSecretWrites("consumer"), FakeClusterClient("provider")
+    body = _peering("first", "2026-01-01T00:00:00Z", mint=True)
+    spec = parse_spec(body["spec"])
+    bootstrap = cast(RemoteKubeconfig, object())
+    with pytest.raises(ClusterForbidden) as refused:
+        credentials._mint(local, body, spec, bootstrap, pu.MintState(), NOW, lambda _: provider, CONSUMER_ID)
+    error = refused.value
+    assert error.reason == "ConsumerForbidden"
+    assert "credentialsMinting=true" in error.message
+    assert "bootstrap kubeconfig" not in error.message and BOOTSTRAP not in error.message
+    assert error.transient  # the chart's new RBAC takes effect without a change to the LiqoPeering

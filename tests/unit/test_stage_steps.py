@@ -1241,7 +1241,7 @@ def test_cluster_info_reads_id_and_cidrs() -> None:
             "status": {"cidr": "10.96.0.0/12"},
         },
     )
-    assert discovery.cluster_info(client, "liqo") == dataclasses.replace(
+    assert discovery.cluster_info(client, "liqo", discovery.VersionCache()) == dataclasses.replace(
         PROVIDER, liqo_version=versions.from_label("v1.2.0"), kubernetes_version="v1.35.0"
     )
     # The chart's label says the version: no discovery document is read for it.
@@ -1251,13 +1251,14 @@ def test_cluster_info_reads_id_and_cidrs() -> None:
 def test_cluster_info_reads_kubernetes_version_once_per_client() -> None:
     client = FakeClusterClient("provider")
     liqo_installed(client, "provider-id", pod_cidrs=("10.200.0.0/16",), external="10.210.0.0/16")
-    discovery.cluster_info(client, "liqo")
-    discovery.cluster_info(client, "liqo")
+    cache = discovery.VersionCache()
+    discovery.cluster_info(client, "liqo", cache)
+    discovery.cluster_info(client, "liqo", cache)
     assert client.path_reads == ["/version"]
     other = FakeClusterClient("provider")
     liqo_installed(other, "provider-id", pod_cidrs=("10.200.0.0/16",), external="10.210.0.0/16")
     other.paths["/version"] = {"gitVersion": "v1.34.2"}
-    assert discovery.cluster_info(other, "liqo").kubernetes_version == "v1.34.2"
+    assert discovery.cluster_info(other, "liqo", cache).kubernetes_version == "v1.34.2"
 
 
 @pytest.mark.parametrize(
@@ -1278,7 +1279,7 @@ def test_cluster_info_liqo_version(label: str | None, paths: dict[str, Any], sho
     client = FakeClusterClient("consumer")
     client.paths.update(paths)
     liqo_installed(client, "consumer-id", pod_cidrs=("10.1.0.0/16",), external="10.2.0.0/16", version=label)
-    assert discovery.cluster_info(client, "liqo").liqo_version.describe().startswith(shown)
+    assert discovery.cluster_info(client, "liqo", discovery.VersionCache()).liqo_version.describe().startswith(shown)
 
 
 @pytest.mark.parametrize(
@@ -1291,7 +1292,7 @@ def test_cluster_info_refuses_liqo_before_1_0(label: str | None, found: str) -> 
     del client.paths["/apis/authentication.liqo.io"]
     liqo_installed(client, "provider-id", pod_cidrs=("10.1.0.0/16",), external="10.2.0.0/16", version=label)
     with pytest.raises(LiqoVersionUnsupported) as err:
-        discovery.cluster_info(client, "liqo")
+        discovery.cluster_info(client, "liqo", discovery.VersionCache())
     assert (err.value.reason, err.value.side, err.value.found) == ("LiqoVersionUnsupported", "provider", found)
     assert err.value.supported == versions.SUPPORTED_RANGE
     assert err.value.transient is False
@@ -1308,7 +1309,7 @@ def test_cluster_info_without_cluster_id_configmap_is_not_installed(side: str, f
         {"metadata": {"name": "liqo-clusterid-configmap", "namespace": "liqo"}, "data": {"CLUSTER_ID": "x"}},
     )
     with pytest.raises(LiqoNotInstalled) as err:
-        discovery.cluster_info(client, "liqo")
+        discovery.cluster_info(client, "liqo", discovery.VersionCache())
     assert f"of the {side} cluster" in err.value.message
     assert field in err.value.message
     assert "'liqo'" in err.value.message
@@ -1322,7 +1323,7 @@ def test_cluster_info_without_network_crd_is_not_installed() -> None:
     }
     client.add(r.CONFIGMAP, liqo_installed_cm)
     with pytest.raises(LiqoNotInstalled, match=r"does not serve networks.ipam.liqo.io"):
-        discovery.cluster_info(client, "liqo")
+        discovery.cluster_info(client, "liqo", discovery.VersionCache())
 
 
 @pytest.mark.parametrize(
@@ -1334,7 +1335,7 @@ def test_cluster_info_networks_without_cidr_are_not_ready(pod_cidrs: tuple[Any, 
     client = FakeClusterClient("consumer")
     liqo_installed(client, "consumer-id", pod_cidrs=pod_cidrs, external=external)
     with pytest.raises(LiqoNotReady, match=r"consumer cluster .* has not published its pod and external CIDRs"):
-        discovery.cluster_info(client, "liqo")
+        discovery.cluster_info(client, "liqo", discovery.VersionCache())
 
 
 def test_ensure_tenant_namespace_finds_a_labelled_namespace_of_any_name() -> None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liqo_peering.api.model import LiqoPeeringStatus
+from liqo_peering.errors import ApiError
 from liqo_peering.stages import STAGES, StageResult
 from liqo_peering.status.compute import (
     STAGE_MAX_LENGTH,
@@ -270,7 +271,7 @@ ERROR_REASONS = [
 
 def failing(stage: str) -> dict[str, StageResult]:
     stages = {s: r for s, r in all_ready().items() if STAGES.index(s) < STAGES.index(stage)}
-    stages[stage] = StageResult.failed(stage, "ApiError", LONG)
+    stages[stage] = StageResult.failed(stage, ApiError(LONG, status=500), LONG)
     return stages
 
 

@@ -19,8 +19,8 @@ VERSION = "v1alpha1"
 KIND = "LiqoPeering"
 PLURAL = "liqopeerings"
 SINGULAR = "liqopeering"
-SHORT_NAMES = ["lp"]
-CATEGORIES = ["liqo"]
+SHORT_NAMES = ("lp",)
+CATEGORIES = ("liqo",)
 API_VERSION = f"{GROUP}/{VERSION}"
 
 # Go's time.ParseDuration subset people write in manifests: 90s, 10m, 1h30m, 1.5h.

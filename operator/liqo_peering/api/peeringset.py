@@ -16,7 +16,7 @@ from liqo_peering.api.model import Condition, LiqoPeeringTemplate, PeerStatus, _
 KIND = "LiqoPeeringSet"
 PLURAL = "liqopeeringsets"
 SINGULAR = "liqopeeringset"
-SHORT_NAMES = ["lps"]
+SHORT_NAMES = ("lps",)
 # The set's name is a label value on its children (peering.liqo-operator.io/set).
 NAME_MAX_LENGTH = 63
 # Bounds on the selector (every string, list and map of a spec has one: tests/unit/test_crd_bounds.py).

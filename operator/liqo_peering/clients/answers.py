@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import MappingProxyType
 from typing import Any
 
 from liqo_peering.clients.bounds import MAX_ERROR_BYTES, MAX_MESSAGE_CHARS
@@ -27,7 +28,7 @@ from liqo_peering.errors import (
 )
 from liqo_peering.redact import redact
 
-_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+_VERBS = MappingProxyType({"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"})
 
 # The authorizer's refusal (k8s.io/apiserver endpoints/handlers/responsewriters: forbiddenMessage).
 _AUTHORIZER = re.compile(r'\bUser "[^"]*" cannot \S+')

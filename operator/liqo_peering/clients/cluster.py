@@ -35,7 +35,6 @@ from liqo_peering.errors import (
     ClusterUnreachable,
     LiqoNotInstalled,
     Request,
-    Unauthorized,
 )
 from liqo_peering.liqo import common
 from liqo_peering.liqo.naming import FIELD_MANAGER
@@ -265,11 +264,9 @@ class ClusterClient:
                     content_type="application/apply-patch+yaml",
                 ),
             )
-        except ClusterForbidden as exc:
+        except ClusterForbidden:
             # Only RBAC refusing patch itself: a quota, a policy or a namespace being deleted would refuse
             # create and update as well, and once fixed patch works again.
-            if isinstance(exc, Unauthorized):
-                raise
             self._no_patch.add(res.plural)  # remembered: one refused patch per kind, not one per pass
             return self._create_or_update(res, body)
         except ApiError as exc:
@@ -337,8 +334,6 @@ class ClusterClient:
         try:
             return self.merge_patch(res, meta["name"], meta.get("namespace"), patch) or live
         except ClusterForbidden as exc:
-            if isinstance(exc, Unauthorized):
-                raise
             # Labels are not worth a peering: say so once per kind, and leave the object as it was made.
             self._no_relabel.add(res.plural)
             log.warning(
@@ -362,8 +357,8 @@ class ClusterClient:
                     content_type="application/merge-patch+json",
                 ),
             )
-        except ClusterForbidden as exc:
-            if subresource is not None or isinstance(exc, Unauthorized):
+        except ClusterForbidden:
+            if subresource is not None:
                 raise
             self._no_patch.add(res.plural)
             return self._update(res, name, namespace, patch)

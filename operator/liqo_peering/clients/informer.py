@@ -17,6 +17,10 @@ last one. Reactions then lag by up to that interval; granting watch restores eve
 A list or watch whose answer is beyond the client's bounds (too large, too slow, malformed: a BadAnswer) is
 dropped and listed again with backoff. Until the informer is synced again, reads it would serve raise that
 error (``failed``; see ClusterClient.get and find), so the peerings that need it report it.
+
+Informers are shared as controller-runtime shares them: ``SharedInformers`` holds one per cluster, resource
+and namespace, each reader subscribes its callbacks, and an index (``add_index``) answers "which objects have
+this value" without going through the store.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 import structlog
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.errors import BadAnswer, ClusterForbidden, PeeringError
+from liqo_peering.errors import AccessRefused, BadAnswer, PeeringError
 from liqo_peering.liqo.resources import HEALTH, Resource
 
 log = structlog.get_logger("liqo_peering.informer")
@@ -58,24 +62,30 @@ class Scope:
     fields: str | None = None
 
 
+OnList = Callable[[list[dict[str, Any]]], None]
+OnEvent = Callable[[str, dict[str, Any]], None]
+Key = tuple[str | None, str]  # (namespace, name)
+IndexOf = Callable[[dict[str, Any]], str | None]  # an object's value in an index (None: not in it)
+
+
 class Informer:
     def __init__(
-        self,
-        client: ClusterClient,
-        scope: Scope,
-        on_list: Callable[[list[dict[str, Any]]], None],
-        on_event: Callable[[str, dict[str, Any]], None],
+        self, client: ClusterClient, scope: Scope, on_list: OnList | None = None, on_event: OnEvent | None = None
     ) -> None:
         self.client = client
         self.scope = scope
-        self.on_list = on_list
-        self.on_event = on_event
+        self._handlers: list[tuple[OnList, OnEvent]] = []
+        if on_list is not None and on_event is not None:
+            self._handlers.append((on_list, on_event))
         self.lists = 0  # how many (re)lists ran: one per start or restart of the watch
         self.synced = False  # the store holds everything in scope (a list ran and the watch is up)
         self.polling = False  # the watch was refused (403): lists every POLL_SECONDS instead
         self.failed: BadAnswer | None = None  # the last list or watch dropped for a bad answer, until one is good
-        self._store: dict[tuple[str | None, str], dict[str, Any]] = {}
-        self._store_lock = threading.Lock()
+        self._store: dict[Key, dict[str, Any]] = {}
+        self._indexes: dict[str, IndexOf] = {}
+        self._index: dict[str, dict[str, set[Key]]] = {}  # per index: its values, each with its objects' keys
+        self._store_lock = threading.Lock()  # the store, the indexes and the handlers
+        self._started = False
         self._stop = threading.Event()
         self._response: Any = None
         self._thread = threading.Thread(
@@ -83,9 +93,37 @@ class Informer:
         )
 
     def start(self) -> Informer:
+        """Start listing and watching, once: every reader of a shared informer may ask."""
+        with self._store_lock:
+            if self._started:
+                return self
+            self._started = True
         self.client.attach(self)
         self._thread.start()
         return self
+
+    def subscribe(self, on_list: OnList, on_event: OnEvent) -> None:
+        """Add a reader's callbacks; one that comes after the list gets the store as a list at once."""
+        with self._store_lock:
+            self._handlers.append((on_list, on_event))
+            items = list(self._store.values()) if self.synced else None
+        if items is not None:
+            on_list(copy.deepcopy(items))
+
+    def add_index(self, name: str, of: IndexOf) -> None:
+        """Index the store by ``of`` under ``name`` (a name already indexed stays as it is)."""
+        with self._store_lock:
+            if name in self._indexes:
+                return
+            self._indexes[name], self._index[name] = of, {}
+            for key, obj in self._store.items():
+                self._reindex(key, None, obj, names=(name,))
+
+    def indexed(self, name: str, value: str) -> list[dict[str, Any]]:
+        """Copies of the objects whose value in index ``name`` is ``value``: only those are read."""
+        with self._store_lock:
+            found = [self._store[key] for key in self._index.get(name, {}).get(value, ())]
+        return copy.deepcopy(found)
 
     def stop(self) -> None:
         self.client.detach(self)
@@ -120,7 +158,7 @@ class Informer:
                 watching = True
                 while version and not self._stop.is_set():
                     version = self._watch(version)
-            except ClusterForbidden as exc:
+            except AccessRefused as exc:
                 if watching:  # may list, may not watch
                     with contextlib.suppress(PeeringError):  # a list failed: list (and try watching) again
                         self._poll(items, exc)
@@ -176,11 +214,16 @@ class Informer:
     def _listed(self, items: list[dict[str, Any]]) -> None:
         with self._store_lock:
             self._store = {_key(obj): obj for obj in items}
-        self.synced = True
-        self.lists += 1
-        self.on_list(items)
+            self._index = {name: {} for name in self._indexes}
+            for key, obj in self._store.items():
+                self._reindex(key, None, obj)
+            self.synced = True  # with the lock: a reader subscribing now gets this list once, either way
+            self.lists += 1
+            handlers = list(self._handlers)
+        for on_list, _ in handlers:
+            on_list(items)
 
-    def _poll(self, items: list[dict[str, Any]], refused: ClusterForbidden) -> None:
+    def _poll(self, items: list[dict[str, Any]], refused: AccessRefused) -> None:
         """List every POLL_SECONDS until stopped or a list fails; a list that differs is a relist."""
         if not self.polling:
             log.info(
@@ -215,24 +258,47 @@ class Informer:
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
                 self.remember(obj, deleted=kind == "DELETED")
-                self.on_event(str(kind), obj)
+                with self._store_lock:
+                    handlers = list(self._handlers)
+                for _, on_event in handlers:
+                    on_event(str(kind), obj)
         self.failed = None  # ended by the server, whole
         return version
 
     # -- the cache ---------------------------------------------------------------------------------
     def remember(self, obj: dict[str, Any], deleted: bool = False) -> None:
         """Record an object seen by the watch, or written by this client (read-your-writes)."""
+        key = _key(obj)
         with self._store_lock:
+            old = self._store.get(key)
             if deleted:
-                self._store.pop(_key(obj), None)
-            elif _version(obj) >= _version(self._store.get(_key(obj))):
+                self._store.pop(key, None)
+                self._reindex(key, old, None)
+            elif _version(obj) >= _version(old):
                 # Never older over newer: our write's answer can arrive after the watch delivered a
                 # later change (Liqo's status), and that change would otherwise be lost until a relist.
-                self._store[_key(obj)] = obj
+                self._store[key] = obj
+                self._reindex(key, old, obj)
 
     def forget(self, namespace: str | None, name: str) -> None:
         with self._store_lock:
-            self._store.pop((namespace, name), None)
+            self._reindex((namespace, name), self._store.pop((namespace, name), None), None)
+
+    def _reindex(
+        self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None, names: tuple[str, ...] = ()
+    ) -> None:
+        """Move ``key`` from ``old``'s values to ``new``'s in the indexes (``names``; all by default). Call
+        with the store's lock held."""
+        for name in names or tuple(self._indexes):
+            of, values = self._indexes[name], self._index[name]
+            was = of(old) if old is not None else None
+            if was is not None and was in values:
+                values[was].discard(key)
+                if not values[was]:
+                    del values[was]
+            now = of(new) if new is not None else None
+            if now is not None:
+                values.setdefault(now, set()).add(key)
 
     def cached(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         with self._store_lock:
@@ -244,6 +310,23 @@ class Informer:
         with self._store_lock:
             found = [obj for obj in self._store.values() if wanted(obj.get("metadata") or {})]
         return copy.deepcopy(found)
+
+
+class SharedInformers:
+    """One informer per cluster, resource and namespace (a Scope), made on first request and shared by every
+    reader (the kubeconfig Secrets' sweep, the duplicate check): one list and watch, one store."""
+
+    def __init__(self) -> None:
+        self._informers: dict[tuple[ClusterClient, Scope], Informer] = {}
+        self._lock = threading.Lock()
+
+    def of(self, client: ClusterClient, scope: Scope) -> Informer:
+        """The informer of ``scope`` on ``client``'s cluster, not started: its readers start it."""
+        with self._lock:
+            found = self._informers.get((client, scope))
+            if found is None:
+                found = self._informers[(client, scope)] = Informer(client, scope)
+            return found
 
 
 def _key(obj: dict[str, Any]) -> tuple[str | None, str]:

@@ -23,7 +23,15 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.remotes import connect_remote
 from liqo_peering.engine import discovery, protection
 from liqo_peering.engine.discovery import KubeconfigPolicy
-from liqo_peering.errors import ClusterForbidden, PeeringError, SecretNotFound
+from liqo_peering.errors import (
+    AccessRefused,
+    CertificateNotIssued,
+    CertificateRefused,
+    ConsumerForbidden,
+    LiqoNotInstalled,
+    PeeringError,
+    SecretNotFound,
+)
 from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
@@ -162,12 +170,13 @@ def _let_go_of_bootstrap(local: ClusterClient, namespace: str, name: str, spec: 
     return False
 
 
-class MintingFailed(PeeringError):
-    """A PeeringError met while minting, with what was observed of the credential until then."""
+class MintingFailed(Exception):
+    """A PeeringError met while minting (``error``, which the status reports as it is), with what was observed
+    of the credential until then."""
 
-    def __init__(self, cause: PeeringError, observation: CredentialsObservation) -> None:
-        super().__init__(cause.message, reason=cause.reason, transient=cause.transient)
-        self.observation = observation
+    def __init__(self, error: PeeringError, observation: CredentialsObservation) -> None:
+        super().__init__(error.message)
+        self.error, self.observation = error, observation
 
 
 # -- minting ---------------------------------------------------------------------------------------------
@@ -206,13 +215,18 @@ def _mint(
                 state = pu.MintState.of(
                     local.merge_patch(r.SECRET, naming.minted_secret(name), namespace, pu.retired_patch())
                 )
-    except ClusterForbidden as exc:
-        raise PeeringError(
+    except ConsumerForbidden as exc:  # this cluster's RBAC: the kubeconfig is not to blame
+        raise exc.restated(
+            f"minting: {exc.refused}; the operator may write the minted kubeconfig's Secret only when its chart"
+            f" is installed with credentialsMinting=true (helm upgrade --reuse-values --set"
+            f" credentialsMinting=true), or set spec.credentials.mint to false"
+        ) from None  # retried: the chart's new RBAC takes effect without a change to the LiqoPeering
+    except AccessRefused as exc:
+        raise exc.restated(
             f"minting with the bootstrap kubeconfig of Secret {namespace}/{spec.remote_kubeconfig_secret_ref.name}:"
             f" {exc.refused}; minting needs a provider kubeconfig that may create and approve CSRs and"
             f" create RoleBindings (an admin one), or set spec.credentials.mint to false",
-            reason=exc.reason,
-            transient=False,
+            transient=False,  # the bootstrap kubeconfig must change: its Secret's change wakes the peering
         ) from None
     finally:
         client.close()
@@ -233,7 +247,7 @@ def _key_algorithm(client: ClusterClient, spec: LiqoPeeringSpec) -> pu.KeyAlgori
         return pu.key_algorithm(setting, None)
     try:
         found = client.find(r.DEPLOYMENT, spec.remote_liqo_namespace, labels=pu.CONTROLLER_MANAGER_SELECTOR)
-    except ClusterForbidden as exc:
+    except AccessRefused as exc:
         log.info(f"the provider's TLS compatibility mode is unknown ({exc.message}): minting an Ed25519 key")
         return pu.key_algorithm(setting, None)
     return pu.key_algorithm(setting, pu.tls_compatibility_mode(found))
@@ -312,11 +326,10 @@ def _liqo_role(client: ClusterClient, res: r.Resource, namespace: str | None) ->
     found = client.find(res, namespace, labels=pu.ROLES_SELECTOR)
     where = f" in namespace {namespace}" if namespace else ""
     if len(found) != 1:
-        raise PeeringError(
+        raise LiqoNotInstalled(
             f"the provider cluster at {client.describe} has {len(found) or 'no'} {res.kind} labelled"
             f" {pu.ROLES_SELECTOR}{where} (Liqo's chart installs one): install Liqo v1.x there, or fix"
-            f" spec.remoteLiqoNamespace",
-            reason="LiqoNotInstalled",
+            f" spec.remoteLiqoNamespace"
         )
     return str(found[0]["metadata"]["name"])
 
@@ -356,19 +369,16 @@ def _wait_issued(client: ClusterClient, csr: dict[str, Any]) -> bytes:
             continue
         refusal = pu.csr_refusal(obj)
         if refusal is not None:
-            raise PeeringError(
-                f"the provider cluster at {client.describe} refused CSR {name} ({refusal}); check its signer",
-                reason="CertificateRefused",
-                transient=False,
+            raise CertificateRefused(
+                f"the provider cluster at {client.describe} refused CSR {name} ({refusal}); check its signer"
             )
         cert = pu.issued(obj)
         if cert is not None:
             return cert
-    raise PeeringError(
+    raise CertificateNotIssued(
         f"the provider cluster at {client.describe} approved CSR {name} but has not issued its certificate within"
         f" {ISSUE_TIMEOUT_SECONDS}s; check that its kube-controller-manager signs {pu.SIGNER}"
-        " (--cluster-signing-cert-file and --cluster-signing-key-file)",
-        reason="CertificateNotIssued",
+        " (--cluster-signing-cert-file and --cluster-signing-key-file)"
     )
 
 
@@ -486,7 +496,7 @@ def _delete_identity(connect: Connect, kubeconfig: RemoteKubeconfig, consumer_id
         for res, obj_name in ((r.CLUSTER_ROLE, pu.revoke_role_name(consumer_id)), (r.CSR, pu.user_name(consumer_id))):
             # Forbidden: the minted identity, already without its rights, or never allowed the CSR (deleted
             # once issued anyway).
-            with contextlib.suppress(ClusterForbidden):
+            with contextlib.suppress(AccessRefused):
                 if _ours(client, res, obj_name, owner):
                     client.delete(res, obj_name)
     finally:
@@ -498,7 +508,7 @@ def _ours(client: ClusterClient, res: r.Resource, name: str, owner: dict[str, st
     ours: the minted identity may only delete its own revoke ClusterRole, which its bindings name."""
     try:
         found = client.get(res, name)
-    except ClusterForbidden:
+    except AccessRefused:
         return True
     if found is None:
         return False
@@ -511,7 +521,7 @@ def _refused(connect: Connect, minted: RemoteKubeconfig, consumer_id: str) -> bo
     client = connect(minted)
     try:
         client.get(r.NAMESPACE, naming.tenant_namespace(consumer_id))
-    except ClusterForbidden:
+    except AccessRefused:
         return True
     finally:
         client.close()

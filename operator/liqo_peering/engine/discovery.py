@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -17,7 +18,6 @@ from liqo_peering.errors import (
     LiqoNotInstalled,
     LiqoNotReady,
     LiqoVersionSkew,
-    LiqoVersionUnsupported,
     SecretKeyMissing,
     SecretNotFound,
 )
@@ -87,17 +87,15 @@ def cluster_id(client: ClusterClient, liqo_namespace: str) -> str:
     return str(_cluster_id_configmap(client, liqo_namespace)["data"][naming.CLUSTER_ID_KEY])
 
 
-def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
+def cluster_info(client: ClusterClient, liqo_namespace: str, cache: VersionCache) -> ClusterInfo:
     """Cluster ID from Liqo's ConfigMap, CIDRs from Liqo's Networks, and which Liqo and Kubernetes run there;
     clear errors when Liqo is absent or too old."""
     configmap = _cluster_id_configmap(client, liqo_namespace)
     cluster_id_ = str(configmap["data"][naming.CLUSTER_ID_KEY])
-    version = liqo_version(client, configmap)
+    version = liqo_version(client, configmap, cache)
     refusal = versions.unsupported(client.side, client.describe, version)
     if refusal is not None:
-        raise LiqoVersionUnsupported(
-            refusal.message, side=refusal.side, found=refusal.found, supported=refusal.supported
-        )
+        raise refusal
     pods = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=pod-cidr")
     external = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=external-cidr")
     pod_cidrs = tuple(str(n["status"]["cidr"]) for n in pods if (n.get("status") or {}).get("cidr"))
@@ -113,40 +111,52 @@ def cluster_info(client: ClusterClient, liqo_namespace: str) -> ClusterInfo:
         external_cidr=ext[0],
         liqo_namespace=liqo_namespace,
         liqo_version=version,
-        kubernetes_version=kubernetes_version(client),
+        kubernetes_version=kubernetes_version(client, cache),
     )
 
 
 # What a cluster's API says about its versions, per client: read at most once in this long (a cluster is
 # upgraded rarely; every discovery would otherwise ask again).
 VERSION_CACHE_SECONDS = 600.0
-_cache: weakref.WeakKeyDictionary[ClusterClient, dict[str, tuple[float, Any]]] = weakref.WeakKeyDictionary()
 
 
-def _cached(client: ClusterClient, key: str, read: Callable[[], Any]) -> Any:
-    entries = _cache.setdefault(client, {})
-    hit = entries.get(key)
-    if hit is not None and time.monotonic() - hit[0] < VERSION_CACHE_SECONDS:
-        return hit[1]
-    value = read()
-    entries[key] = (time.monotonic(), value)
-    return value
+class VersionCache:
+    """What each client's cluster said about its versions, and when. Passes of different peerings share it
+    from their threads, hence the lock; a client's entries go with the client (weak keys)."""
+
+    def __init__(self, seconds: float = VERSION_CACHE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = seconds, clock
+        self._lock = threading.Lock()
+        self._entries: weakref.WeakKeyDictionary[ClusterClient, dict[str, tuple[float, Any]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, client: ClusterClient, key: str, read: Callable[[], Any]) -> Any:
+        """The answer ``read`` gave for ``key`` on this client's cluster, read again once it is too old."""
+        with self._lock:
+            hit = self._entries.get(client, {}).get(key)
+        if hit is not None and self.clock() - hit[0] < self.seconds:
+            return hit[1]
+        value = read()  # outside the lock: a slow cluster holds up no other peering's pass
+        with self._lock:
+            self._entries.setdefault(client, {})[key] = (self.clock(), value)
+        return value
 
 
-def kubernetes_version(client: ClusterClient) -> str | None:
+def kubernetes_version(client: ClusterClient, cache: VersionCache) -> str | None:
     """The API server's gitVersion (GET /version, which every client may read); None if it will not say."""
 
     def read() -> str | None:
         try:
             answer = client.read_path("/version")
-        except (ClusterForbidden, ApiError):
+        except ApiError:
             return None
         return str(answer["gitVersion"]) if isinstance(answer, dict) and answer.get("gitVersion") else None
 
-    return cast("str | None", _cached(client, "kubernetes", read))
+    return cast("str | None", cache.get(client, "kubernetes", read))
 
 
-def liqo_version(client: ClusterClient, configmap: dict[str, Any]) -> versions.LiqoVersion:
+def liqo_version(client: ClusterClient, configmap: dict[str, Any], cache: VersionCache) -> versions.LiqoVersion:
     """The chart's version label on the cluster-ID ConfigMap; without a release there (a development build),
     what the API's shape proves (discovery documents every authenticated user may read)."""
     label = ((configmap.get("metadata") or {}).get("labels") or {}).get(versions.VERSION_LABEL)
@@ -163,7 +173,7 @@ def liqo_version(client: ClusterClient, configmap: dict[str, Any]) -> versions.L
         )
         return True, _has_observed_generation(core, resources.FOREIGN_CLUSTER.kind)
 
-    has_auth, fc_generation = _cached(client, f"liqo-shape:{label}", probe)
+    has_auth, fc_generation = cache.get(client, f"liqo-shape:{label}", probe)
     return versions.from_shape(label, has_auth, fc_generation)
 
 
@@ -236,13 +246,7 @@ def check_versions(ctx: PeeringContext, spec: LiqoPeeringSpec, status: dict[str,
         skew_field=SKEW_FIELD,
     )
     notices = tuple(status_compute.VersionNotice(n.type, n.reason, n.message, n.warn) for n in verdict.notices)
-    found = verdict.refusal
-    refusal = (
-        LiqoVersionSkew(found.message, side=found.side, found=found.found, supported=found.supported)
-        if found is not None
-        else None
-    )
-    return VersionCheck(version_block(ctx.consumer, ctx.provider), notices, refusal)
+    return VersionCheck(version_block(ctx.consumer, ctx.provider), notices, verdict.refusal)
 
 
 def version_block(consumer: ClusterInfo, provider: ClusterInfo) -> dict[str, Any]:

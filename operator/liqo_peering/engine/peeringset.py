@@ -21,7 +21,14 @@ from pydantic import ValidationError
 from liqo_peering.api.peeringset import parse_set_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
-from liqo_peering.errors import ApiError, InternalError, PeeringError, as_peering_error, own_cluster_unavailable
+from liqo_peering.errors import (
+    ApiError,
+    InternalError,
+    InvalidSpec,
+    PeeringError,
+    as_peering_error,
+    own_cluster_unavailable,
+)
 from liqo_peering.fleet import children as ch
 from liqo_peering.fleet import selector
 from liqo_peering.fleet import status as fleet_status
@@ -64,8 +71,7 @@ class SetService:
         try:
             spec = parse_set_spec(body.get("spec") or {})
         except ValidationError as exc:
-            message = f"LiqoPeeringSet {namespace}/{name}: invalid spec: {exc.errors()[0]['msg']}; fix the spec"
-            obs = _with(obs, error_reason="InvalidSpec", error_message=message, error_transient=False)
+            obs = _failed(obs, namespace, name, InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}; fix the spec"))
             self._write_status(body, obs)
             return SetOutcome()
         query = selector.as_query(spec.selector)

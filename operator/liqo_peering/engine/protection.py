@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.errors import ClusterForbidden, PeeringError
+from liqo_peering.errors import AccessRefused
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 
@@ -109,12 +109,10 @@ def protect(local: ClusterClient, namespace: str, secret: str) -> None:
         return  # absent: reading it reports that; going: nothing may stop it any more
     try:
         local.edit_finalizers(r.SECRET, secret, namespace, adding)
-    except ClusterForbidden as exc:
-        raise PeeringError(
+    except AccessRefused as exc:
+        raise exc.restated(
             f"cannot protect Secret {namespace}/{secret} from deletion while in use: {exc.message}; or run the"
-            f" operator with {OPT_OUT}",
-            reason=exc.reason,
-            transient=exc.transient,
+            f" operator with {OPT_OUT}"
         ) from None
 
 

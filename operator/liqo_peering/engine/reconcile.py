@@ -21,6 +21,7 @@ from liqo_peering import logs
 from liqo_peering.api.model import GatewayLocation, LiqoPeeringSpec, parse_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
+from liqo_peering.clients.informer import SharedInformers
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine import credentials, detail, discovery, protection, reverse
 from liqo_peering.engine.direction import PeeringRun
@@ -28,7 +29,7 @@ from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.duplicate import check_duplicate
 from liqo_peering.engine.stagerunner import run_stages
 from liqo_peering.engine.statuswriter import StatusWriter
-from liqo_peering.errors import InternalError, PeeringError, own_cluster_unavailable
+from liqo_peering.errors import InternalError, InvalidSpec, PeeringError, own_cluster_unavailable
 from liqo_peering.health import TrackedPool
 from liqo_peering.kubeconfig import KubeconfigError
 from liqo_peering.liqo import naming
@@ -85,9 +86,18 @@ class Reconciler:
         remotes: RemoteClients | None = None,
         protect_secrets: bool = True,
         calls: TrackedPool | None = None,
+        remote_ids: logs.RemoteClusterIds | None = None,
+        versions: discovery.VersionCache | None = None,
+        informers: SharedInformers | None = None,
     ) -> None:
-        """``calls``: the pool of sub-calls the stages run side by side in (None: one after another)."""
+        """``calls``: the pool of sub-calls the stages run side by side in (None: one after another).
+        ``remote_ids``: shared with the log setup (cli.py), whose kopf lines name a peering's remote cluster ID;
+        ``informers``: the shared informers, the cluster-wide one of LiqoPeerings among them (the duplicate
+        check)."""
         self.local = local
+        self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
+        self.versions = versions if versions is not None else discovery.VersionCache()
+        self.informers = informers if informers is not None else SharedInformers()
         self.protect_secrets = protect_secrets
         self.metrics = metrics
         self.policy = policy
@@ -118,9 +128,10 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         """The peering is gone: let go of its provider client."""
         self.remotes.release((namespace, name))
+        self.remote_ids.forget(namespace, name)
 
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
-        with logs.peering_pass(namespace, name):
+        with self.remote_ids.peering_pass(namespace, name):
             return self._reconcile(namespace, name, known)
 
     def _reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
@@ -132,7 +143,7 @@ class Reconciler:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
         meta, status = body["metadata"], dict(body.get("status") or {})
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         outcome = Outcome()
         stages: dict[str, StageResult] = {}
         error: PeeringError | None = None
@@ -147,9 +158,7 @@ class Reconciler:
             try:
                 spec = parse_spec(body.get("spec") or {})
             except ValidationError as exc:
-                raise PeeringError(
-                    f"invalid spec: {exc.errors()[0]['msg']}", reason="InvalidSpec", transient=False
-                ) from None
+                raise InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}") from None
             outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             outcome.gateway_location = spec.networking.gateway_server.location
@@ -171,7 +180,7 @@ class Reconciler:
             outcome.remote = remote
             minted = found.observation
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
-            logs.bind_peering(namespace, name, ctx.provider.cluster_id)
+            self.remote_ids.bind(namespace, name, ctx.provider.cluster_id)
             created_anything = True
             outcome.ctx = ctx
             removing = not spec.bidirectional and status_compute.has_reverse(status)
@@ -181,14 +190,14 @@ class Reconciler:
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)
             if failed is not None:
-                error = PeeringError(failed.message, reason=failed.reason, transient=failed.transient)
+                error = failed.error
         except credentials.MintingFailed as exc:
             error, minted = (
-                exc,
-                dataclasses.replace(exc.observation, error_reason=exc.reason, error_message=exc.message),
+                exc.error,
+                dataclasses.replace(exc.observation, error_reason=exc.error.reason, error_message=exc.error.message),
             )
         except KubeconfigError as exc:  # its rules name fields only: say whose kubeconfig it is
-            error = PeeringError(f"LiqoPeering {namespace}/{name}: {exc.message}", reason=exc.reason, transient=False)
+            error = exc.restated(f"LiqoPeering {namespace}/{name}: {exc.message}")
         except PeeringError as exc:
             error = exc
         except Exception as exc:  # a bug or an unexpected failure: reported like any other error
@@ -234,7 +243,7 @@ class Reconciler:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
         meta, status = body["metadata"], dict(body.get("status") or {})
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         try:
             timeout = float(parse_spec(body.get("spec") or {}).timeout_seconds)
         except ValidationError:
@@ -260,10 +269,12 @@ class Reconciler:
         self, namespace: str, name: str, meta: dict[str, Any], spec: LiqoPeeringSpec, remote: ClusterClient
     ) -> PeeringContext:
         """Both clusters' IDs, CIDRs and versions, and the duplicate check (no tenant namespaces yet)."""
-        consumer = discovery.cluster_info(self.local, spec.liqo_namespace)
-        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace)
-        logs.bind_peering(namespace, name, provider.cluster_id)
-        check_duplicate(self.local, namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
+        consumer = discovery.cluster_info(self.local, spec.liqo_namespace, self.versions)
+        provider = discovery.cluster_info(remote, spec.remote_liqo_namespace, self.versions)
+        self.remote_ids.bind(namespace, name, provider.cluster_id)
+        check_duplicate(
+            self.local, self.informers, namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id
+        )
         return PeeringContext(namespace, name, consumer, provider, common=Common.of(spec.common_metadata))
 
     def _tenancy(self, found: PeeringContext, remote: ClusterClient) -> PeeringContext:
@@ -285,7 +296,7 @@ class Reconciler:
         return ctx
 
     def refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
-        with logs.peering_pass(namespace, name):
+        with self.remote_ids.peering_pass(namespace, name):
             return self._refresh_mirror(namespace, name, last)
 
     def _refresh_mirror(self, namespace: str, name: str, last: Outcome) -> Outcome | None:
@@ -303,7 +314,7 @@ class Reconciler:
         remote_id = previous.remote_cluster_id
         if remote_id is None:
             return None
-        logs.bind_peering(namespace, name, remote_id)
+        self.remote_ids.bind(namespace, name, remote_id)
         fc = self.local.get(r.FOREIGN_CLUSTER, remote_id)
         obs = dataclasses.replace(previous, now=self.now(), mirror=mirror_foreign_cluster(fc))
         new_status = self.status.write(body, dict(body.get("status") or {}), obs)

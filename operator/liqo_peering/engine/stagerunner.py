@@ -46,7 +46,7 @@ def run_stages(run: PeeringRun, calls: TrackedPool | None, removing_reverse: boo
             elif isinstance(exc, InternalError):
                 log.error("stage failed", stage=stage, exc_info=raised)
             # Its message reaches the stage condition as it is: scrub it like the Ready one.
-            return StageResult.failed(stage, exc.reason, redact(exc.message), exc.transient)
+            return StageResult.failed(stage, exc, redact(exc.message))
 
     proxy = spec.authentication.proxy_url
     in_band = spec.authentication.in_band

@@ -6,8 +6,9 @@ unpeering and the release, a LiqoPeering switched to another Secret while the op
 at start and whenever a LiqoPeering goes (deleted, or its unpeering over while another's finalizer holds it)
 or references other Secrets, deciding from the LiqoPeerings alone (protection.unused).
 
-It holds the LiqoPeerings of the watched namespaces in informers of its own (clients/informer.py), which the
-client's reads of LiqoPeerings are then served from, and the Secrets to look at: those carrying the finalizer
+It holds the LiqoPeerings of the watched namespaces in shared informers (clients/informer.py: watching all
+namespaces, the one the duplicate check reads), which the client's reads of LiqoPeerings are then served
+from, and the Secrets to look at: those carrying the finalizer
 at start (one list) and every Secret a LiqoPeering referenced since. A Secret found unused is looked at once,
 then forgotten: at rest the sweep reads and writes nothing.
 """
@@ -21,7 +22,7 @@ from typing import Any
 import structlog
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.clients.informer import MAX_BACKOFF, Informer, Scope
+from liqo_peering.clients.informer import MAX_BACKOFF, Scope, SharedInformers
 from liqo_peering.engine import protection
 from liqo_peering.errors import PeeringError
 from liqo_peering.liqo import resources as r
@@ -31,20 +32,23 @@ Key = tuple[str, str]  # (namespace, name)
 
 
 class ProtectionSweep:
-    def __init__(self, local: ClusterClient, namespaces: Sequence[str] = ()) -> None:
-        """``namespaces``: those the operator watches; none: all of them."""
+    def __init__(
+        self, local: ClusterClient, namespaces: Sequence[str] = (), informers: SharedInformers | None = None
+    ) -> None:
+        """``namespaces``: those the operator watches; none: all of them. ``informers``: shared with the
+        operator's other readers of LiqoPeerings."""
         self.local = local
         self.namespaces: list[str | None] = list(namespaces) or [None]
-        self.informers = [
-            Informer(local, Scope(r.LIQOPEERING, namespace), self._lister(namespace), self._changed)
-            for namespace in self.namespaces
-        ]
         self._lock = threading.Lock()
         self._secrets: set[Key] = set()  # to look at: protected at start, or referenced since
         self._seen: dict[Key, tuple[frozenset[str], bool]] = {}  # per LiqoPeering: what it uses, unpeered
         self._due = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="protection-sweep")
+        shared = informers if informers is not None else SharedInformers()
+        self.informers = [shared.of(local, Scope(r.LIQOPEERING, namespace)) for namespace in self.namespaces]
+        for informer, namespace in zip(self.informers, self.namespaces, strict=True):
+            informer.subscribe(self._lister(namespace), self._changed)
 
     def start(self) -> ProtectionSweep:
         for informer in self.informers:

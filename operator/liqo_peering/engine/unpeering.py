@@ -68,9 +68,12 @@ class Unpeerer:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         remotes: RemoteClients | None = None,
         calls: TrackedPool | None = None,
+        remote_ids: logs.RemoteClusterIds | None = None,
     ) -> None:
-        """``calls``: the pool of sub-calls a pass's reads run side by side in (None: one after another)."""
+        """``calls``: the pool of sub-calls a pass's reads run side by side in (None: one after another);
+        ``remote_ids``: shared with the log setup (cli.py), which names a peering's remote cluster ID."""
         self.local = local
+        self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
         self.events = events
         self.metrics = metrics
         self.policy = policy
@@ -82,14 +85,14 @@ class Unpeerer:
         self._found: dict[tuple[str, str], _Found] = {}
 
     def unpeer(self, body: dict[str, Any]) -> Teardown:
-        with logs.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
+        with self.remote_ids.peering_pass(body["metadata"]["namespace"], body["metadata"]["name"]):
             return self._unpeer(body)
 
     def _unpeer(self, body: dict[str, Any]) -> Teardown:
         """One pass. Raises PeeringError while the provider is unreachable."""
         meta, status = body["metadata"], body.get("status") or {}
         namespace, name = meta["namespace"], meta["name"]
-        logs.bind_peering(namespace, name, status.get("remoteClusterID"))
+        self.remote_ids.bind(namespace, name, status.get("remoteClusterID"))
         force = (meta.get("annotations") or {}).get(naming.FORCE_DELETE) == "true"
         local_id, remote_id = status.get("localClusterID"), status.get("remoteClusterID")
         if not local_id or not remote_id:
@@ -215,6 +218,7 @@ class Unpeerer:
         with self._guard:
             self._found.pop((namespace, name), None)
         self.remotes.release((namespace, name))
+        self.remote_ids.forget(namespace, name)
 
     # -- around the passes (engine/kinds.py) ------------------------------------------------------------
     def deleting(self, body: dict[str, Any]) -> None:

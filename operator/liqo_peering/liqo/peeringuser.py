@@ -40,7 +40,7 @@ from liqo_peering.liqo.context import metadata
 USER_LABEL = "liqo.io/peering-user-name"
 ROLES_SELECTOR = "app.kubernetes.io/component=peering-user"
 SIGNER = "kubernetes.io/kube-apiserver-client"
-USAGES = ["digital signature", "key encipherment", "client auth"]
+USAGES = ("digital signature", "key encipherment", "client auth")
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 # The minted Secret on the consumer.

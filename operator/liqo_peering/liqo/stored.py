@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_CEILING, Decimal
+from types import MappingProxyType
 from typing import Any
 
 from liqo_peering.liqo.naming import COMMON_METADATA
 
 # resource.Quantity: <sign><digits>[.<digits>][<suffix>], suffix binary (Ki..Ei), decimal (n..E) or e<exp>.
 _QUANTITY = re.compile(r"^([+-]?[0-9]*\.?[0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
-_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_DECIMAL_SUFFIX = {exp: suffix for suffix, exp in _DECIMAL.items()}
-_BINARY_SUFFIX = {power: suffix for suffix, power in _BINARY.items()}
+_BINARY = MappingProxyType({"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6})
+_DECIMAL = MappingProxyType({"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18})
+_DECIMAL_SUFFIX = MappingProxyType({exp: suffix for suffix, exp in _DECIMAL.items()})
+_BINARY_SUFFIX = MappingProxyType({power: suffix for suffix, power in _BINARY.items()})
 _NANO = Decimal("1e-9")
 
 

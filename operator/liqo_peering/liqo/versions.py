@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+
+from liqo_peering.errors import LiqoVersionSkew, LiqoVersionUnsupported
 
 VERSION_LABEL = "app.kubernetes.io/version"
 # The one place that says which Liqo versions the operator accepts and which it was tested with.
@@ -105,33 +106,21 @@ class Notice:
 
 
 @dataclass(frozen=True)
-class Refusal:
-    """Why the peering must not proceed: which cluster, what was found, what is supported."""
-
-    reason: Literal["LiqoVersionUnsupported", "LiqoVersionSkew"]
-    side: str | None  # "consumer" or "provider"; None: the pair
-    found: str
-    supported: str
-    message: str
-
-
-@dataclass(frozen=True)
 class Verdict:
-    refusal: Refusal | None
+    refusal: LiqoVersionSkew | None
     notices: tuple[Notice, ...]
 
 
-def unsupported(side: str, where: str, version: LiqoVersion) -> Refusal | None:
+def unsupported(side: str, where: str, version: LiqoVersion) -> LiqoVersionUnsupported | None:
     """A refusal when this cluster runs Liqo older than v1.0 (another API: nothing the operator makes exists)."""
     if version.at_least(*SUPPORTED_MIN) is not False:
         return None
-    return Refusal(
-        "LiqoVersionUnsupported",
-        side,
-        version.describe(),
-        SUPPORTED_RANGE,
+    return LiqoVersionUnsupported(
         f"the {side} cluster ({where}) runs Liqo {version.describe()}; this operator supports Liqo"
         f" {SUPPORTED_RANGE}; upgrade Liqo on the {side} cluster",
+        side=side,
+        found=version.describe(),
+        supported=SUPPORTED_RANGE,
     )
 
 
@@ -145,7 +134,7 @@ def judge(
     a skew, named in the message.
     """
     notices: list[Notice] = []
-    refusal: Refusal | None = None
+    refusal: LiqoVersionSkew | None = None
     sides = (("consumer", consumer), ("provider", provider))
     if consumer.minor is not None and provider.minor is not None and consumer.minor != provider.minor:
         found = f"consumer {consumer.describe()}, provider {provider.describe()}"
@@ -159,7 +148,7 @@ def judge(
         # A refusal's own Warning Event (the error) says it already.
         notices.append(Notice(SKEW_CONDITION, reason, message, warn=reason != "Refused"))
         if reason == "Refused":
-            refusal = Refusal("LiqoVersionSkew", None, found, "the same minor version on both sides", message)
+            refusal = LiqoVersionSkew(message, side=None, found=found, supported="the same minor version on both sides")
     untested = [
         f"the {side} runs Liqo {v.describe()}" for side, v in sides if v.minor is None or v.minor not in TESTED_MINORS
     ]

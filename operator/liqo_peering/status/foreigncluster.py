@@ -24,6 +24,8 @@ offloading}.go``):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 from liqo_peering.stages import STAGES
@@ -44,15 +46,17 @@ Health = Literal["Healthy", "Unhealthy", "Disabled"]
 #                                  success nor failure yet, so not False (that would read as a fault).
 #   None                        -> Unknown: Liqo's default / "not applicable": no assertion at all.
 #   anything else (newer Liqo)  -> Unknown: we cannot interpret it, so we claim nothing.
-LIQO_STATUS_TO_METAV1: dict[str, ConditionStatus] = {
-    "None": "Unknown",
-    "Pending": "Unknown",
-    "Established": "True",
-    "Ready": "True",
-    "Error": "False",
-    "NotReady": "False",
-    "SomeNotReady": "False",
-}
+LIQO_STATUS_TO_METAV1: Mapping[str, ConditionStatus] = MappingProxyType(
+    {
+        "None": "Unknown",
+        "Pending": "Unknown",
+        "Established": "True",
+        "Ready": "True",
+        "Error": "False",
+        "NotReady": "False",
+        "SomeNotReady": "False",
+    }
+)
 _HEALTHY_LIQO_STATUSES = frozenset({"Established", "Ready"})
 _CONDITION_KEYS = ("type", "status", "lastTransitionTime", "reason", "message")
 
