@@ -3,7 +3,7 @@ list request, and only the LiqoPeerings that peer with the same provider are rea
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
