@@ -9,6 +9,7 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 T = TypeVar("T")
+SEEN_CHARS = 500  # of what a wait saw last, in its failure: a caller with more to say adds its own report
 
 
 def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30, interval: float = 0.3) -> T:
@@ -49,7 +50,7 @@ def wait_progressing(
         if now > deadline:
             raise AssertionError(
                 f"gave up waiting for {what} after {now - started:.0f}s, the last {timeout:.0f}s without progress"
-                f" (or {limit * timeout:.0f}s in all); last seen: {seen!r} (last: {last!r})"
+                f" (or {limit * timeout:.0f}s in all); last seen: {repr(seen)[:SEEN_CHARS]} (last: {last!r})"
             )
         time.sleep(interval)
 

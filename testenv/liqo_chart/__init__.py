@@ -38,6 +38,7 @@ from testenv.localk8s import LocalCluster, start_clusters
 from testenv.localk8s.images import Image, ImagesMissingError
 from testenv.localk8s.network import run as run_in_netns
 from testenv.localk8s.tools import REPO_ROOT
+from testenv.wait import wait_progressing
 
 NAMESPACE = "liqo"
 # wait_available gives Liqo at most this many times its timeout in all, however it progresses.
@@ -352,25 +353,20 @@ class LiqoChartPair:
         schedule, start and pass their probes. Each change in a workload's or a Pod's state (scheduled,
         started, restarted, ready) gives it `timeout` more, up to PROGRESS_LIMIT times `timeout` in all."""
         started = time.monotonic()
-        deadline = started + timeout
-        limit = started + PROGRESS_LIMIT * timeout
         kcs = {side: self.kube(side) for side in sides or self.clusters}
-        seen = ""
-        while True:
+
+        def available() -> dict[str, list[Workload]] | None:
             state = {side: workloads(kc) for side, kc in kcs.items()}
-            if all(ws and all(w.ok and w.current for w in ws) for ws in state.values()):
-                self.timings["available"] = time.monotonic() - started
-                return state
-            now = time.monotonic()
-            progress = self.report(kcs, logs=False)
-            if progress != seen:
-                seen, deadline = progress, min(now + timeout, limit)
-            if now > deadline:
-                raise AssertionError(
-                    f"Liqo not available after {now - started:.0f}s, the last {timeout:.0f}s without progress"
-                    f" (or {PROGRESS_LIMIT * timeout:.0f}s in all):\n{self.report(kcs)}"
-                )
-            time.sleep(2)
+            return state if all(ws and all(w.ok and w.current for w in ws) for ws in state.values()) else None
+
+        try:
+            state = wait_progressing(
+                "Liqo available", available, lambda: self.report(kcs, logs=False), timeout, PROGRESS_LIMIT, 2
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.report(kcs)}") from None
+        self.timings["available"] = time.monotonic() - started
+        return state
 
     def report(self, kcs: dict[str, Kube] | None = None, logs: bool = True) -> str:
         kcs = kcs or {side: self.kube(side) for side in self.clusters}
