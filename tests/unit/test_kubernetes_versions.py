@@ -1,5 +1,6 @@
 """The Kubernetes versions the docs state are the ones hack/versions.env pins and the tests run, and the
-chart's floor (Chart.yaml kubeVersion) is the one tests/e2e/test_kubernetes_floor.py runs."""
+chart's floor (Chart.yaml kubeVersion) is the one tests/e2e/test_kubernetes_floor.py runs. The pages speak to
+users: they name the versions, not the tests."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ def test_the_readme_states_the_tested_kubernetes_versions() -> None:
     (row,) = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| Kubernetes |")]
     tested, required = row.split("|")[2:4]
     assert set(KUBERNETES_RELEASE.findall(tested)) == {CURRENT, FLOOR}, tested
-    assert "test_kubernetes_floor.py" in tested
     assert required.strip().startswith(f"{FLOOR_MINOR} or later"), required
 
 
@@ -43,5 +43,4 @@ def test_the_getting_started_guide_states_the_tested_kubernetes_versions() -> No
     section = text.split("### Kubernetes versions", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if re.match(r"^\| \d", line)]
     assert {line.split("|")[1].strip() for line in rows} == {CURRENT, FLOOR}, rows
-    assert any(FLOOR in line and "test_kubernetes_floor.py" in line for line in rows), rows
-    assert (ROOT / "tests" / "e2e" / "test_kubernetes_floor.py").is_file()
+    assert (ROOT / "tests" / "e2e" / "test_kubernetes_floor.py").is_file()  # what runs the floor
