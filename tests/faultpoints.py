@@ -29,6 +29,7 @@ _LOCK = threading.Lock()
 # ClusterClient's calls, each with the verb it is recorded as; those whose plural names the subresource.
 VERBS = {
     "get": "get",
+    "read": "get",
     "find": "list",
     "apply": "apply",
     "create_if_absent": "create",

@@ -173,8 +173,8 @@ def test_options_render(helm: Path) -> None:
     (cluster_role,) = [r for name, r in cluster_roles.items() if not name.endswith("-tenant-access")]
     for rule in cluster_role["rules"]:
         if "liqopeerings" in rule["resources"]:
-            # Cluster-wide only the duplicate check's list: no writes, no status, no watch.
-            assert rule["resources"] == ["liqopeerings"] and rule["verbs"] == ["list"], rule
+            # Cluster-wide only the duplicate check's informer (list and watch): no writes, no status.
+            assert rule["resources"] == ["liqopeerings"] and rule["verbs"] == ["list", "watch"], rule
         if "secrets" in rule["resources"]:
             # No cluster-wide Secret reads: only create, and the nonces by name (tenant namespaces
             # are read through the tenant-access ClusterRole the operator binds there).

@@ -198,6 +198,9 @@ class FakeClusterClient(ClusterClient):
         obj = self.store.get((res.plural, namespace if res.namespaced else None, name))
         return copy.deepcopy(obj) if obj is not None else None
 
+    def read(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        return self.get(res, name, namespace)  # no cache here: what get returns is the store's
+
     def find(
         self, res: r.Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None
     ) -> list[dict[str, Any]]:

@@ -102,3 +102,16 @@ def test_a_reader_subscribing_after_the_list_gets_it() -> None:
     late: list[list[dict[str, Any]]] = []
     informer.subscribe(late.append, lambda _kind, _obj: None)
     assert lists == late == [[first]]
+
+
+class _Dead:
+    """A watch response whose connection is gone: shutting it down fails as a socket does (ENOTCONN)."""
+
+    def shutdown(self) -> None:
+        raise OSError(107, "Transport endpoint is not connected")
+
+
+def test_an_informer_stopped_as_its_watch_opens_on_a_dead_connection_does_not_fail() -> None:
+    informer = Informer(FakeClusterClient("consumer"), Scope(r.LIQOPEERING))
+    informer._stop.set()
+    informer._opened(_Dead())  # the watch's on_open, called from the informer's own thread

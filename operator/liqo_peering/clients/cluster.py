@@ -206,6 +206,14 @@ class ClusterClient:
             hit = informer.cached(namespace if res.namespaced else None, name)
             if hit is not None:
                 return dict(hit)
+        return self._get_live(res, name, namespace)
+
+    def read(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object as the API server has it now, never from an informer's cache, which may not have seen
+        the change that woke the caller yet."""
+        return self._get_live(res, name, namespace)
+
+    def _get_live(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
         path = res.path(namespace, name)
         try:
             return bounds.an_object(self._call("GET", path), self.side, self._request_of("GET", path))

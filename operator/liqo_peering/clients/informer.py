@@ -141,7 +141,9 @@ class Informer:
     def _opened(self, response: Any) -> None:
         self._response = response
         if self._stop.is_set():
-            response.shutdown()
+            # Stopped while the watch opened: its connection may be gone already (ENOTCONN), nothing to wake.
+            with contextlib.suppress(OSError):
+                response.shutdown()
 
     def _run(self) -> None:
         if self.scope.res == HEALTH:

@@ -139,7 +139,10 @@ class Reconciler:
         its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
         none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
         change, Secret change, error and resync)."""
-        body = self.local.get(r.LIQOPEERING, name, namespace)
+        # A full pass reads its own object from the API server: woken by a spec change (kopf's event), the
+        # shared informer's cache may not hold that change yet, and nothing would wake the pass again.
+        read = self.local.get if known is not None else self.local.read
+        body = read(r.LIQOPEERING, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return Outcome(gone=True)
         meta, status = body["metadata"], dict(body.get("status") or {})
