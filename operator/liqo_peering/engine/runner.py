@@ -132,6 +132,17 @@ class Kind(Protocol):
         ...
 
 
+def _to_report(key: ObjectKey, raised: Exception, step: str) -> PeeringError:
+    """The error boundary's rule, for a pass and a teardown pass alike: what ``step`` raised, typed, for its kind
+    to report; logged, with a traceback for the unexpected only. Re-raised while the operator's own API server
+    is unavailable: the status could not be written either."""
+    error = as_peering_error(raised, f"the {step}")
+    if own_cluster_unavailable(error):
+        raise error from None
+    log.error(f"{step} failed; reporting it", object=str(key), reason=error.reason, exc_info=unexpected(raised))
+    return error
+
+
 class Runner:
     def __init__(
         self,
@@ -173,13 +184,8 @@ class Runner:
             try:
                 outcome = kind.reconcile(key, woken_by)
             except Exception as raised:
-                error = as_peering_error(raised, "the pass")
-                if own_cluster_unavailable(error):
-                    raise error from None
-                log.error(
-                    "pass failed; reporting it", object=str(key), reason=error.reason, exc_info=unexpected(raised)
-                )
-                return kind.report(key, error)  # its routes stay: they still say what concerns the object
+                # Its routes stay: they still say what concerns the object.
+                return kind.report(key, _to_report(key, raised, "pass"))
             if not outcome.gone:
                 self.hub.set_routes(key, kind.routes(key, outcome))
             return outcome
@@ -218,16 +224,8 @@ class Runner:
                 try:
                     outcome = kind.teardown(key, body)
                 except Exception as raised:
-                    error = as_peering_error(raised, "the teardown")
-                    if own_cluster_unavailable(error):
-                        raise error from None
-                    log.error(
-                        "teardown failed; reporting it",
-                        object=str(key),
-                        reason=error.reason,
-                        exc_info=unexpected(raised),
-                    )
-                    return kind.report_teardown(key, body, error)  # its routes stay, as a reconcile's
+                    # Its routes stay, as a reconcile's.
+                    return kind.report_teardown(key, body, _to_report(key, raised, "teardown"))
         if not outcome.remaining:
             self.forget(key)
         return outcome
