@@ -33,11 +33,14 @@ class PeeringError(Exception):
     class's (one that names its cluster is a subclass per side, which the base picks when made for a side).
     ``transient`` errors are retried with backoff (unreachable cluster, Liqo not ready yet); the others
     wait for the user to change something (the Secret, the spec), which triggers a new reconcile.
-    ``side`` is the cluster the failure is about, when it is about one.
+    ``side`` is the cluster the failure is about, when it is about one. A ``waiting`` error is a normal wait
+    (Liqo still starting, a certificate being issued, a namespace going away): the peering is establishing,
+    not in error, until its timeout, and no Warning Event says otherwise.
     """
 
     reason = "ReconcileError"
     transient = True
+    waiting = False
     side: str | None = None
 
     def __init__(self, message: str, *, transient: bool | None = None) -> None:
@@ -114,6 +117,7 @@ class LiqoNotInstalled(PeeringError):
 
 class LiqoNotReady(PeeringError):
     reason = "LiqoNotReady"
+    waiting = True
 
 
 class LiqoVersionUnsupported(PeeringError):
@@ -160,6 +164,7 @@ class CertificateNotIssued(PeeringError):
     """The provider approved the minted user's CSR but its signer did not issue the certificate in time."""
 
     reason = "CertificateNotIssued"
+    waiting = True
 
 
 @dataclass(frozen=True)
@@ -406,6 +411,7 @@ class NamespaceTerminating(Refusal):
     """Nothing new may be created in a namespace being deleted; a finalizer may hold it there for good."""
 
     reason = "NamespaceTerminating"
+    waiting = True
 
     def describe(self) -> str:
         ns = self.namespace

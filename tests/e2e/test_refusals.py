@@ -80,9 +80,12 @@ def conditions(case: PeeringCase) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in case.peerings.status(case.namespace, NAME).get("conditions") or []}
 
 
-def refused(case: PeeringCase, reason: str, authentication: str) -> dict[str, dict[str, Any]]:
+def refused(
+    case: PeeringCase, reason: str, authentication: str, peer_status: str = "error"
+) -> dict[str, dict[str, Any]]:
     """The conditions once the Configuration (networking) and ``authentication``'s object (the Tenant, or the
-    nonce Secret that comes before it) are refused with ``reason``, and Ready says so."""
+    nonce Secret that comes before it) are refused with ``reason``, and Ready says so; ``peer_status`` is
+    establishing for a refusal that is a normal wait."""
 
     def both() -> dict[str, dict[str, Any]] | None:
         conds = conditions(case)
@@ -92,7 +95,7 @@ def refused(case: PeeringCase, reason: str, authentication: str) -> dict[str, di
     conds = wait_for(f"Ready, NetworkReady and AuthenticationReady {reason}", both, timeout=90)
     for stage in ("NetworkReady", "AuthenticationReady"):
         print(f"{stage} {reason}: {conds[stage]['message']}")  # the words a user reads, in the test's log
-    assert case.peerings.status(case.namespace, NAME)["peerStatus"] == "error"
+    assert case.peerings.status(case.namespace, NAME)["peerStatus"] == peer_status
     server = case.env.lc["provider"].server.split("//")[1]
     assert (
         server in conds["NetworkReady"]["message"]
@@ -202,7 +205,8 @@ def test_a_tenant_namespace_stuck_terminating_says_so_then_ready_once_it_is_gone
 
         wait_for(f"namespace {tenant_ns} to be stuck terminating on the ConfigMap's finalizer", stuck)
         case.peerings.create(case.namespace, NAME, SPEC)
-        conds = refused(case, "NamespaceTerminating", f"secrets {tenant_ns}/liqo-nonce")
+        conds = refused(case, "NamespaceTerminating", f"secrets {tenant_ns}/liqo-nonce", "establishing")
+        assert conds["Stalled"]["status"] == "False", conds["Stalled"]
         for cond in (conds["NetworkReady"], conds["AuthenticationReady"]):
             assert f"namespace {tenant_ns} is being deleted" in cond["message"], cond
     finally:

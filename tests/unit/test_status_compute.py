@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liqo_peering.api.model import LiqoPeeringStatus
-from liqo_peering.errors import ApiError
+from liqo_peering.errors import ApiError, PeeringError
 from liqo_peering.stages import STAGES, StageResult
 from liqo_peering.status.compute import (
     STAGE_MAX_LENGTH,
@@ -521,3 +521,40 @@ def test_teardown_blocked_is_stalled_and_not_ready() -> None:
     assert brief(patch, "Stalled") == ("True", "ProviderUnreachable")
     assert brief(patch, "Ready") == ("False", "ProviderUnreachable")
     assert cond(patch, "Ready")["observedGeneration"] == 3
+
+
+# -- a normal wait reported as an error class -----------------------------------------------------
+
+
+def waiting_errors() -> list[type[PeeringError]]:
+    def every(cls: type[PeeringError]) -> list[type[PeeringError]]:
+        return [cls, *(c for sub in cls.__subclasses__() for c in every(sub))]
+
+    return sorted({c for c in every(PeeringError) if c.waiting}, key=lambda c: c.reason)
+
+
+def test_the_waits_are_liqo_starting_a_certificate_and_a_namespace_going() -> None:
+    assert [c.reason for c in waiting_errors()] == ["CertificateNotIssued", "LiqoNotReady", "NamespaceTerminating"]
+    assert all(c.transient for c in waiting_errors())  # a wait is retried by itself
+
+
+@pytest.mark.parametrize("error", waiting_errors(), ids=lambda c: c.reason)
+def test_a_normal_wait_is_establishing_without_a_warning(error: type[PeeringError]) -> None:
+    exc = error.__new__(error)  # the stage's error as raised; only its class matters here
+    PeeringError.__init__(exc, "Liqo is starting")
+    stages = {"networking": StageResult.failed("networking", exc, "Liqo is starting")}
+    status, events = compute(None, observe(stages=stages, error_reason=error.reason, error_waiting=True))
+    assert status["peerStatus"] == "establishing"
+    assert status["stage"] == "networking: waiting"
+    assert brief(status, "Ready") == ("False", error.reason)
+    assert brief(status, "Stalled") == ("False", "NotStalled")
+    assert brief(status, "Reconciling") == ("True", "Progressing")
+    assert [e for e in events if e.type != "Normal"] == []
+    # Before any stage (discovery found Liqo not ready): still a wait.
+    status, events = compute(None, observe(stages={}, error_reason=error.reason, error_waiting=True))
+    assert (status["peerStatus"], status["stage"]) == ("establishing", "discovery: waiting")
+    # A wait that outlasts spec.timeout is a timeout, said once.
+    later, events = compute(status, observe(at=timedelta(seconds=301), stages={}, error_reason=error.reason,
+                                            error_waiting=True))  # fmt: skip
+    assert later["peerStatus"] == "timeout" and ("Warning", "Timeout") in reasons(events)
+    assert brief(later, "Stalled") == ("True", "Timeout")

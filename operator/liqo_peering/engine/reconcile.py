@@ -216,6 +216,7 @@ class Reconciler:
             stages=stages,
             error_reason=error.reason if error else None,
             error_message=redact(error.message) if error else None,
+            error_waiting=bool(error and error.waiting),
             mirror=mirror,
             liqo_checked=frozenset(
                 stage
@@ -257,6 +258,7 @@ class Reconciler:
             timeout_seconds=timeout,
             error_reason=error.reason,
             error_message=redact(error.message),
+            error_waiting=error.waiting,
             created_anything=bool(status.get("remoteClusterID")),
             seen=False,
         )

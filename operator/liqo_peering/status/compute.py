@@ -45,6 +45,8 @@ class Observation:
     stages: dict[str, StageResult] = field(default_factory=dict)
     error_reason: str | None = None
     error_message: str | None = None
+    # The error is a normal wait (PeeringError.waiting): establishing, not failed, until the timeout.
+    error_waiting: bool = False
     mirror: dict[str, Any] | None = None
     local_cluster_id: str | None = None
     remote_cluster_id: str | None = None
@@ -122,7 +124,8 @@ def short_stage(obs: Observation, stage_states: dict[str, tuple[str, str, str]],
         return "ready"
     if obs.error_reason is not None:
         step = next((s for s in stage_states if s in obs.stages and obs.stages[s].state == "error"), None)
-        return f"{step or (RECONCILE if obs.stages or not obs.seen else DISCOVERY)}: error"
+        where = step or (RECONCILE if obs.stages or not obs.seen else DISCOVERY)
+        return f"{where}: {'waiting' if obs.error_waiting else 'error'}"
     stage = next(s for s in stage_states if stage_states[s][0] != "True")
     result = obs.stages.get(stage)
     return f"{stage}: {'not started' if result is None else 'error' if result.state == 'error' else 'waiting'}"
@@ -171,8 +174,11 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
     if started is None or prev.get("observedGeneration") != gen or (prev.get("peerStatus") == "ready" and not ready):
         started = obs.now
     timed_out = obs.now - started > timedelta(seconds=obs.timeout_seconds)
-    if obs.error_reason is not None:
+    if obs.error_reason is not None and not obs.error_waiting:
         peer_status, ready_reason, ready_msg = "error", obs.error_reason, obs.error_message or ""
+    elif obs.error_reason is not None:
+        peer_status = "timeout" if timed_out else "establishing"
+        ready_reason, ready_msg = obs.error_reason, obs.error_message or ""
     elif ready:
         peer_status, ready_reason, ready_msg = "ready", "PeeringEstablished", "every enabled stage is established"
     else:
