@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from liqo_peering.clients.informer import Informer, Scope, SharedInformers
-from liqo_peering.engine.duplicate import INDEX, check_duplicate
+from liqo_peering.engine.duplicate import INDEX, DuplicateCheck
 from liqo_peering.engine.sweep import ProtectionSweep
 from liqo_peering.errors import DuplicatePeering
 from liqo_peering.liqo import resources as r
@@ -20,17 +20,7 @@ def peering(namespace: str, name: str, created: str, remote_id: str | None, vers
     return {"metadata": meta, "status": {"remoteClusterID": remote_id} if remote_id else {}}
 
 
-class Check:
-    """The duplicate check of one consumer, with its shared informers."""
-
-    def __init__(self, local: FakeClusterClient, informers: SharedInformers) -> None:
-        self.local, self.informers = local, informers
-
-    def __call__(self, namespace: str, name: str, created: str, remote_id: str) -> None:
-        check_duplicate(self.local, self.informers, namespace, name, created, remote_id)
-
-
-def service(count: int) -> tuple[Check, FakeClusterClient, Informer]:
+def service(count: int) -> tuple[DuplicateCheck, FakeClusterClient, Informer]:
     """A check whose shared LiqoPeering informer has listed ``count`` peerings, each with a provider of its
     own, and "first" with provider "p"."""
     local = FakeClusterClient("consumer")
@@ -38,7 +28,7 @@ def service(count: int) -> tuple[Check, FakeClusterClient, Informer]:
         local.add(r.LIQOPEERING, peering(f"ns-{i % 7}", f"lp-{i}", "2026-01-02T00:00:00Z", f"provider-{i}"))
     local.add(r.LIQOPEERING, peering("a", "first", "2026-01-01T00:00:00Z", "p"))
     informers = SharedInformers()
-    svc = Check(local, informers)
+    svc = DuplicateCheck(local, informers)
     informer = informers.of(local, Scope(r.LIQOPEERING))
     informer._listed(local.find(r.LIQOPEERING))  # as its list does once started
     return svc, local, informer
@@ -80,7 +70,7 @@ def test_the_index_follows_the_watch(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_before_the_informer_has_listed_the_check_lists() -> None:
     local = FakeClusterClient("consumer")
     local.add(r.LIQOPEERING, peering("a", "first", "2026-01-01T00:00:00Z", "p"))
-    svc = Check(local, SharedInformers())
+    svc = DuplicateCheck(local, SharedInformers())
     with pytest.raises(DuplicatePeering):
         svc("b", "second", "2026-01-03T00:00:00Z", "p")
 

@@ -26,7 +26,7 @@ from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine import credentials, detail, discovery, protection, reverse
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
-from liqo_peering.engine.duplicate import check_duplicate
+from liqo_peering.engine.duplicate import DuplicateCheck
 from liqo_peering.engine.stagerunner import run_stages
 from liqo_peering.engine.statuswriter import StatusWriter
 from liqo_peering.errors import InternalError, InvalidSpec, PeeringError, own_cluster_unavailable
@@ -97,7 +97,7 @@ class Reconciler:
         self.local = local
         self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
         self.versions = versions if versions is not None else discovery.VersionCache()
-        self.informers = informers if informers is not None else SharedInformers()
+        self.duplicates = DuplicateCheck(local, informers if informers is not None else SharedInformers())
         self.protect_secrets = protect_secrets
         self.metrics = metrics
         self.policy = policy
@@ -277,9 +277,7 @@ class Reconciler:
         consumer = discovery.cluster_info(self.local, spec.liqo_namespace, self.versions)
         provider = discovery.cluster_info(remote, spec.remote_liqo_namespace, self.versions)
         self.remote_ids.bind(namespace, name, provider.cluster_id)
-        check_duplicate(
-            self.local, self.informers, namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id
-        )
+        self.duplicates(namespace, name, meta.get("creationTimestamp", ""), provider.cluster_id)
         return PeeringContext(namespace, name, consumer, provider, common=Common.of(spec.common_metadata))
 
     def _tenancy(self, found: PeeringContext, remote: ClusterClient) -> PeeringContext:
