@@ -26,11 +26,12 @@ OUTPUTS: dict[Path, str] = crdgen.outputs()
 # -- drift -----------------------------------------------------------------------------------
 
 
-def test_outputs_are_the_crd_and_the_api_doc() -> None:
+def test_outputs_are_the_crds_and_a_field_reference_per_kind() -> None:
     assert set(OUTPUTS) == {
         Path("crds/peering.liqo-operator.io_liqopeerings.yaml"),
         Path("crds/peering.liqo-operator.io_liqopeeringsets.yaml"),
-        Path("docs/api.md"),
+        Path("docs/reference/liqopeering-fields.md"),
+        Path("docs/reference/liqopeeringset-fields.md"),
     }
 
 
@@ -52,7 +53,7 @@ def test_check_mode_reports_drift_without_writing(tmp_path: Path, capsys: pytest
     stale.write_text("stale\n")
     assert crdgen.main(["--root", str(tmp_path), "--check"]) == 1
     assert stale.read_text() == "stale\n"
-    assert not (tmp_path / crdgen.DOC_FILE).exists()
+    assert not (tmp_path / crdgen.DOC_FILE).exists() and not (tmp_path / crdgen.SET_DOC_FILE).exists()
     err = capsys.readouterr().err
     assert "make generate" in err and str(crdgen.CRD_FILE) in err and str(crdgen.DOC_FILE) in err
 
@@ -340,7 +341,7 @@ def test_fields_read_by_cel_without_has_are_always_defaulted() -> None:
 
 
 def test_api_doc_lists_every_spec_field_and_rule() -> None:
-    doc = crdgen.render_api_doc()
+    doc = crdgen.render_peering_doc()
     for path, _ in walk(SPEC, "spec"):
         # A list's items are described by the list's row; their fields have rows of their own.
         if path != "spec" and not path.endswith(".*") and not path.endswith("[]"):
@@ -349,3 +350,18 @@ def test_api_doc_lists_every_spec_field_and_rule() -> None:
         assert rule["message"] in doc
     assert '| `spec.timeout` | string | `"5m"` |' in doc
     assert "| `spec.remoteKubeconfigSecretRef` | object | required |" in doc
+
+
+def test_each_kind_has_a_field_reference_of_its_own() -> None:
+    peering, peering_set = crdgen.render_peering_doc(), crdgen.render_set_doc()
+    assert peering.splitlines()[1] == "# LiqoPeering fields"
+    assert peering_set.splitlines()[1] == "# LiqoPeeringSet fields"
+    assert "[LiqoPeering](liqopeering.md)" in peering and "[LiqoPeeringSet](liqopeeringset.md)" in peering_set
+    assert "`spec.selector`" not in peering and "`spec.remoteKubeconfigSecretRef`" not in peering_set
+    for doc in (peering, peering_set):
+        assert [line for line in doc.splitlines() if line.startswith("#")] == [
+            doc.splitlines()[1],
+            "## spec",
+            "## Admission rules (CEL)",
+            "## status",
+        ]

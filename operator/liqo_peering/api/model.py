@@ -1,8 +1,9 @@
 """LiqoPeering v1alpha1: the pydantic model every other copy (CRD, chart, docs) is generated from.
 
-Field descriptions become the CRD's OpenAPI descriptions and the generated field reference (docs/api.md). CEL rules live
-next to the model they constrain (``x-kubernetes-validations`` in ``json_schema_extra``) so the API
-server rejects bad input with the same words the docs use.
+Field descriptions become the CRD's OpenAPI descriptions and the generated field reference
+(docs/reference/liqopeering-fields.md). CEL rules live next to the model they constrain
+(``x-kubernetes-validations`` in ``json_schema_extra``) so the API server rejects bad input with the same
+words the docs use.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """LiqoPeeringSet v1alpha1: one LiqoPeering per kubeconfig Secret a label selector picks, in its namespace.
 
 The same rules as model.py: this pydantic model is the one source of the CRD (crdgen), the chart's copy
-and docs/api.md; CEL rules sit next to the fields they constrain, and the validators repeat them for input
-that bypassed admission.
+and docs/reference/liqopeeringset-fields.md; CEL rules sit next to the fields they constrain, and the
+validators repeat them for input that bypassed admission.
 """
 
 from __future__ import annotations
