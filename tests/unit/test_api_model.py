@@ -55,7 +55,8 @@ def test_defaults_of_a_minimal_spec() -> None:
     assert spec.credentials.lifetime_seconds is None
     assert spec.bidirectional is False
     assert spec.allow_liqo_version_skew is False
-    assert spec.reverse.offloading == off  # the same defaults, set apart
+    assert spec.reverse.offloading.model_dump() == off.model_dump()  # the same defaults, set apart
+    assert isinstance(spec.reverse.offloading, OffloadingSpec)  # the engine reads either direction alike
     assert spec.common_metadata.labels == {} and spec.common_metadata.annotations == {}
     assert spec.deletion.delete_tenant_namespaces is False
 

@@ -337,6 +337,33 @@ def test_fields_read_by_cel_without_has_are_always_defaulted() -> None:
                 assert "default" in target or part in node.get("required", []), f"{path}: self.{ref} may be absent"
 
 
+def _undescribed(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _undescribed(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_undescribed(v) for v in node]
+    return node
+
+
+def test_the_reverse_direction_is_described_from_the_providers_side() -> None:
+    """spec.reverse.offloading has spec.offloading's schema, but the provider consumes this cluster there: what
+    kubectl explain says of it names the cluster asked and the cluster that gets the virtual node that way."""
+    forward = SPEC["properties"]["offloading"]
+    reverse = SPEC["properties"]["reverse"]["properties"]["offloading"]
+    assert _undescribed(reverse) == _undescribed(forward)
+    for path, node in walk(reverse, "spec.reverse.offloading"):
+        said = node.get("description", "")
+        assert "lets the provider decide" not in said and "this cluster's Nodes" not in said, path
+        assert "virtual node on this cluster" not in said, path
+    fields = reverse["properties"]
+    assert "the provider asks this cluster" in reverse["description"]
+    assert "Empty lets this cluster decide" in fields["resources"]["description"]
+    assert "virtual node on the provider" in fields["createVirtualNode"]["description"]
+    assert "the provider's Nodes" in fields["resourceSlices"]["items"]["properties"]["name"]["description"]
+    assert "Empty lets the provider decide" in forward["properties"]["resources"]["description"]
+    assert "virtual node on this cluster" in forward["properties"]["createVirtualNode"]["description"]
+
+
 # -- API reference ---------------------------------------------------------------------------
 
 

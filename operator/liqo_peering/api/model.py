@@ -9,6 +9,7 @@ words the docs use.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -236,13 +237,14 @@ class AuthenticationSpec(_Model):
     )
 
 
-def _resources_field() -> Any:
+def _resources_field(asked: str = "the provider") -> Any:
+    """``asked``: the cluster the ResourceSlice asks, which decides what an empty map gets."""
     return Field(
         default_factory=dict,
         max_length=MAX_RESOURCES,
         description=(
-            "Resources to request, by name (cpu, memory, pods, or any extended resource such as nvidia.com/gpu)"
-            " -> quantity. Empty lets the provider decide."
+            f"Resources to request of {asked}, by name (cpu, memory, pods, or any extended resource such as"
+            f" nvidia.com/gpu) -> quantity. Empty lets {asked} decide."
         ),
     )
 
@@ -254,15 +256,33 @@ class ResourceSliceSpec(_Model):
         min_length=1,
         max_length=63,
         pattern=DNS_LABEL_PATTERN,
-        description="Name of the ResourceSlice, and of the virtual node Liqo makes from it: unique among this"
-        " cluster's Nodes, so also across peerings.",
+        description="Name of the ResourceSlice, and of the virtual node Liqo makes from it on this cluster: unique"
+        " among this cluster's Nodes, so also across peerings.",
     )
     class_: str = Field(
         default="default", alias="class", min_length=1, max_length=63, description="Class of the ResourceSlice."
     )
     resources: dict[str, Quantity] = _resources_field()
     create_virtual_node: bool = Field(
-        default=True, description="Have Liqo create a virtual node from this ResourceSlice."
+        default=True, description="Have Liqo create a virtual node on this cluster from this ResourceSlice."
+    )
+
+
+# The reverse direction's own classes: the same fields, defaults and rules, each described from the side of
+# the provider, which consumes this cluster's resources there (kubectl explain shows these descriptions).
+class ReverseResourceSliceSpec(ResourceSliceSpec):
+    """One ResourceSlice of several the provider asks of this cluster."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=DNS_LABEL_PATTERN,
+        description="Name of the ResourceSlice, and of the virtual node Liqo makes from it on the provider: unique"
+        " among the provider's Nodes, so also across the provider's peerings.",
+    )
+    resources: dict[str, Quantity] = _resources_field("this cluster")
+    create_virtual_node: bool = Field(
+        default=True, description="Have Liqo create a virtual node on the provider from this ResourceSlice."
     )
 
 
@@ -271,24 +291,22 @@ class OffloadingSpec(_Model):
         json_schema_extra={"x-kubernetes-validations": [VIRTUAL_NODE_RULE, SLICES_FORM_RULE, SLICE_NAMES_RULE]}
     )
     create_resource_slice: bool = Field(
-        default=True,
-        description="Ask the cluster that offers resources (the provider; in reverse.offloading, the consumer)"
-        " for them with a ResourceSlice.",
+        default=True, description="Ask the provider for resources with a ResourceSlice, made on this cluster."
     )
     resource_slice_class: str = Field(
         default="default", min_length=1, max_length=63, description="Class of the ResourceSlice."
     )
     create_virtual_node: bool = Field(
-        default=True, description="Have Liqo create a virtual node from the ResourceSlice."
+        default=True, description="Have Liqo create a virtual node on this cluster from the ResourceSlice."
     )
     resources: dict[str, Quantity] = _resources_field()
-    resource_slices: list[ResourceSliceSpec] | None = Field(
+    resource_slices: Sequence[ResourceSliceSpec] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_RESOURCE_SLICES,
-        description="Several ResourceSlices from the same cluster, each with its own virtual node, instead of"
-        " the one that createResourceSlice, resourceSliceClass, createVirtualNode and resources describe (leave"
-        " those unset). A slice dropped from the list is removed alone, with its virtual node.",
+        description="Several ResourceSlices asked of the provider, each with its own virtual node on this cluster,"
+        " instead of the one that createResourceSlice, resourceSliceClass, createVirtualNode and resources"
+        " describe (leave those unset). A slice dropped from the list is removed alone, with its virtual node.",
     )
 
     @model_validator(mode="after")
@@ -411,12 +429,32 @@ class DeletionSpec(_Model):
     )
 
 
+class ReverseOffloadingSpec(OffloadingSpec):
+    create_resource_slice: bool = Field(
+        default=True,
+        description="Have the provider ask this cluster for resources with a ResourceSlice, made on the provider.",
+    )
+    create_virtual_node: bool = Field(
+        default=True, description="Have Liqo create a virtual node on the provider from the ResourceSlice."
+    )
+    resources: dict[str, Quantity] = _resources_field("this cluster")
+    resource_slices: Sequence[ReverseResourceSliceSpec] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_RESOURCE_SLICES,
+        description="Several ResourceSlices the provider asks of this cluster, each with its own virtual node on"
+        " the provider, instead of the one that createResourceSlice, resourceSliceClass, createVirtualNode and"
+        " resources describe (leave those unset). A slice dropped from the list is removed alone, with its"
+        " virtual node.",
+    )
+
+
 class ReverseSpec(_Model):
-    offloading: OffloadingSpec = Field(
-        default_factory=OffloadingSpec,
-        description="The reverse direction's ResourceSlice, made on the provider to ask the consumer for resources"
-        " (only with bidirectional). Same fields and defaults as spec.offloading, set apart: the two directions"
-        " ask different clusters.",
+    offloading: ReverseOffloadingSpec = Field(
+        default_factory=ReverseOffloadingSpec,
+        description="What the provider asks this cluster for in the reverse direction (only with bidirectional):"
+        " a ResourceSlice made on the provider, and from it a virtual node on the provider. Same fields and"
+        " defaults as spec.offloading, set apart: the two directions ask different clusters.",
     )
 
 
@@ -467,7 +505,9 @@ class LiqoPeeringTemplate(_Model):
         " network (Liqo's bidirectional peering). Turning it off removes the reverse direction only.",
     )
     reverse: ReverseSpec = Field(
-        default_factory=ReverseSpec, description="The reverse direction, used when bidirectional is true."
+        default_factory=ReverseSpec,
+        description="The reverse direction, where the provider consumes this cluster's resources; used only when"
+        " bidirectional is true.",
     )
     common_metadata: CommonMetadata = Field(
         default_factory=CommonMetadata,
@@ -624,13 +664,18 @@ class ResourceSliceStatus(_Model):
     )
     class_: str | None = Field(default=None, alias="class", description="The ResourceSlice's class.")
     requested: dict[str, str] = Field(
-        default_factory=dict, description="The resources asked for (empty lets the provider decide)."
+        default_factory=dict,
+        description="The resources asked for (empty lets the cluster asked decide: the provider, or this cluster"
+        " for a Providing slice).",
     )
     granted: dict[str, str] = Field(
-        default_factory=dict, description="The resources the provider granted (the slice's status)."
+        default_factory=dict,
+        description="The resources granted (the slice's status), by the provider, or by this cluster for a"
+        " Providing slice.",
     )
     accepted: bool = Field(
-        description="Whether the provider accepted it: Liqo has written its conditions and each says Accepted."
+        description="Whether the cluster asked (the provider, or this cluster for a Providing slice) accepted it:"
+        " Liqo has written its conditions and each says Accepted."
     )
     conditions: list[ResourceSliceCondition] = Field(
         default_factory=list, description="Liqo's conditions (Authentication, Resources) with its reasons."
@@ -697,8 +742,8 @@ class LiqoPeeringStatus(_Model):
     )
     resource_slices: list[ResourceSliceStatus] | None = Field(
         default=None,
-        description="Each ResourceSlice of the peering: requested and granted resources, and whether the provider"
-        " accepted it, with Liqo's reasons.",
+        description="Each ResourceSlice of the peering, in either direction: requested and granted resources, and"
+        " whether the cluster asked accepted it, with Liqo's reasons.",
     )
     virtual_nodes: list[VirtualNodeStatus] | None = Field(
         default=None, description="Each virtual node made for the provider on this cluster, and whether it is Ready."
