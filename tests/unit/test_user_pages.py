@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "liqo-peering-operator"
@@ -35,3 +36,70 @@ def test_a_user_page_names_no_test(page: Path) -> None:
 def test_the_pattern_finds_test_talk() -> None:
     for said in ("see tests/e2e/x.py", "test_release.py runs it", "tier `liqo`", "a unit test checks that"):
         assert TEST_TALK.search(said), said
+
+
+# -- the operator's namespace ---------------------------------------------------------------------------------
+OPERATOR_NAMESPACE = "liqo-peering"
+INSTALL_PAGES = [
+    *(p for p in USER_PAGES if p.suffix == ".md"),
+    CHART / "templates" / "NOTES.txt",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "examples").rglob("*.yaml")),
+]
+_NAMESPACE_FLAG = re.compile(r"(?:^|\s)(?:-n|--namespace)[ =]([a-z0-9-]+)")
+# A command on the operator's release or its objects: the namespace it names is the operator's.
+_OPERATOR_COMMAND = re.compile(
+    r"\bhelm (?:install|upgrade|uninstall|list|status|rollback)\b"
+    r"|\bkubectl\b.*\b(?:deploy(?:ment)?[/ ]|svc/)liqo-peering-operator"
+)
+_RELEASE_FIELD = re.compile(r"^\s*(?:targetNamespace|storageNamespace):\s*(\S+)")
+
+
+def operator_namespaces(text: str) -> list[tuple[int, str]]:
+    """(line, namespace) for each namespace a command on the operator's release or objects names."""
+    found = []
+    for n, line in enumerate(text.replace("\\\n", " ").splitlines(), 1):
+        if _OPERATOR_COMMAND.search(line):
+            found += [(n, ns) for ns in _NAMESPACE_FLAG.findall(line)]
+        field = _RELEASE_FIELD.match(line)
+        if field is not None:
+            found.append((n, field[1]))
+    return found
+
+
+def _argocd_destinations(text: str) -> list[tuple[int, str]]:
+    """The destination namespace of each Argo CD Application that installs the operator's chart."""
+    found = []
+    for doc in yaml.safe_load_all(text):
+        spec = doc.get("spec") or {} if isinstance(doc, dict) else {}
+        if doc and doc.get("kind") == "Application" and (spec.get("source") or {}).get("chart") == CHART.name:
+            found.append((0, str((spec.get("destination") or {}).get("namespace"))))
+    return found
+
+
+@pytest.mark.parametrize("page", INSTALL_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_operator_has_one_namespace(page: Path) -> None:
+    text = page.read_text()
+    named = operator_namespaces(text) + (_argocd_destinations(text) if page.suffix == ".yaml" else [])
+    other = [f"{n}: {ns}" for n, ns in named if ns != OPERATOR_NAMESPACE]
+    assert not other, f"the operator is installed in {OPERATOR_NAMESPACE} everywhere:\n" + "\n".join(other)
+
+
+def test_the_namespace_scan_finds_each_kind_of_command() -> None:
+    text = """\
+helm install liqo-peering-operator deploy/helm/liqo-peering-operator \\
+  --namespace liqo-peering-system --create-namespace
+kubectl -n operators logs deploy/liqo-peering-operator
+kubectl -n default get lp
+  targetNamespace: liqo-peering-operator
+"""
+    assert operator_namespaces(text) == [
+        (1, "liqo-peering-system"),
+        (2, "operators"),
+        (4, "liqo-peering-operator"),
+    ]
+    assert _argocd_destinations((ROOT / "examples" / "argocd" / "operator.yaml").read_text()) == [
+        (0, OPERATOR_NAMESPACE)
+    ]
+    demo = (ROOT / "hack" / "demo.py").read_text()
+    assert f'RELEASE, RELEASE_NS = "liqo-peering-operator", "{OPERATOR_NAMESPACE}"' in demo
