@@ -290,7 +290,7 @@ def liqo_tested(versions_env: str) -> list[tuple[str, str]]:
 
 
 def liqo_versions_table(versions_env: str) -> str:
-    lines = ["| Liqo | tested end to end, installed with its own Helm chart |", "| --- | --- |"]
+    lines = ["| Liqo | what is verified on it, with Liqo installed by its own Helm chart |", "| --- | --- |"]
     lines += [f"| v{version} | {how} |" for version, how in liqo_tested(versions_env)]
     return "\n".join(lines)
 
