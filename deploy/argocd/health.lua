@@ -1,6 +1,6 @@
 -- Argo CD health check for peering.liqo-operator.io/LiqoPeering.
 -- Argo CD runs it with gopher-lua (Lua 5.1): `obj` is the live object, the result a {status, message}
--- table. Tested by tests/unit/test_argocd_health.py; install with argocd-cm-snippet.yaml.
+-- table. Install it with argocd-cm-snippet.yaml.
 --
 --   deleting (metadata.deletionTimestamp)                      -> Progressing
 --   no status yet, or status.observedGeneration stale          -> Progressing
