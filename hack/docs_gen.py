@@ -5,9 +5,9 @@
   ``liqo_peering.cli.build_parser``, with the chart value that sets it, read from the Deployment template)
   and every chart value;
 * ``deploy/helm/liqo-peering-operator/README.md``: every chart value, helm-docs style;
-* ``README.md`` and ``docs/reference/liqopeering.md``: each Liqo version the suite runs and how (from
-  ``hack/versions.env``: LIQO_VERSION runs the whole real-Liqo suite, each of LIQO_MATRIX the matrix tier), so
-  that the compatibility table claims only what runs.
+* ``docs/reference/liqopeering.md``: each Liqo version the suite runs and how (from ``hack/versions.env``:
+  LIQO_VERSION runs the whole real-Liqo suite, each of LIQO_MATRIX the matrix tier), so that the table claims
+  only what runs (README's compatibility table names the same versions: tests/unit/test_docs_generated.py).
 
 A chart value is a key of ``values.yaml`` with a ``# --`` comment above it (its description, continued by
 the comment lines that follow), or a leaf under keys without one. Each table sits between
@@ -37,7 +37,6 @@ VALUES = CHART / "values.yaml"
 DEPLOYMENT = CHART / "templates" / "deployment.yaml"
 CHART_README = CHART / "README.md"
 CONFIGURATION = Path("docs") / "operations" / "configuration.md"
-README = Path("README.md")
 LIQOPEERING = Path("docs") / "reference" / "liqopeering.md"
 VERSIONS_ENV = Path("hack") / "versions.env"
 
@@ -313,7 +312,6 @@ def render_configuration(root: Path) -> str:
 PAGES: dict[Path, Callable[[Path], str]] = {
     CHART_README: render_chart_readme,
     CONFIGURATION: render_configuration,
-    README: render_liqo_versions(README),
     LIQOPEERING: render_liqo_versions(LIQOPEERING),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -88,3 +89,31 @@ def test_the_chart_value_of_a_flag_comes_from_its_line_or_its_block() -> None:
         "--protection": ("protection",),
         "--other": (),
     }
+
+
+def readme_row(component: str) -> tuple[str, str]:
+    """README's compatibility row of ``component``: (supported, verified with)."""
+    (row,) = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith(f"| {component} |")]
+    supported, verified = row.split("|")[2:4]
+    return supported.strip(), verified.strip()
+
+
+def test_the_readme_names_the_liqo_versions_the_suite_runs() -> None:
+    versions_env = (REPO / gen.VERSIONS_ENV).read_text()
+    assert readme_row("Liqo")[1] == ", ".join(f"v{version}" for version, _ in gen.liqo_tested(versions_env))
+
+
+@pytest.mark.parametrize(
+    ("component", "keys"),
+    [
+        ("Helm", ["HELM_VERSION"]),
+        ("Flux", ["FLUX_SOURCE_CONTROLLER_VERSION", "FLUX_KUSTOMIZE_CONTROLLER_VERSION", "FLUX_HELM_CONTROLLER_VERSION"]),
+        ("Argo CD", ["ARGOCD_VERSION"]),
+    ],
+)
+def test_the_readme_names_the_tool_versions_the_suite_runs(component: str, keys: list[str]) -> None:
+    pinned = dict(
+        line.split("=", 1) for line in (REPO / gen.VERSIONS_ENV).read_text().splitlines() if line[:1].isupper()
+    )
+    verified = readme_row(component)[1]
+    assert [v for v in re.findall(r"\d+\.\d+\.\d+", verified)] == [pinned[key] for key in keys], verified

@@ -32,7 +32,7 @@ def test_the_floor_wrapper_module_builds_the_pinned_floor() -> None:
 
 def test_the_readme_states_the_tested_kubernetes_versions() -> None:
     (row,) = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| Kubernetes |")]
-    tested, required = row.split("|")[2:4]
+    required, tested = row.split("|")[2:4]
     assert set(KUBERNETES_RELEASE.findall(tested)) == {CURRENT, FLOOR}, tested
     assert required.strip().startswith(f"{FLOOR_MINOR} or later"), required
 
