@@ -107,7 +107,7 @@ def test_the_readme_names_the_liqo_versions_the_suite_runs() -> None:
     ("component", "keys"),
     [
         ("Helm", ["HELM_VERSION"]),
-        ("Flux", ["FLUX_SOURCE_CONTROLLER_VERSION", "FLUX_KUSTOMIZE_CONTROLLER_VERSION", "FLUX_HELM_CONTROLLER_VERSION"]),
+        ("Flux", [f"FLUX_{c}_CONTROLLER_VERSION" for c in ("SOURCE", "KUSTOMIZE", "HELM")]),
         ("Argo CD", ["ARGOCD_VERSION"]),
     ],
 )
