@@ -16,6 +16,7 @@ USER_PAGES = [
     CHART / "values.yaml",
     ROOT / "docs" / "index.md",
     ROOT / "docs" / "getting-started.md",
+    ROOT / "docs" / "installation.md",
     ROOT / "docs" / "troubleshooting.md",
     *sorted((ROOT / "docs" / "guides").glob("*.md")),
     *sorted((ROOT / "docs" / "reference").glob("*.md")),
