@@ -77,6 +77,8 @@ sed -i -E "s/^version: .*/version: $VERSION/; s/^appVersion: .*/appVersion: \"$V
 sed -i -E "0,/^  repository: /s|^  repository: .*|  repository: $image|" "$chart/values.yaml"
 sed -i -E "0,/^  tag: /s|^  tag: .*|  tag: \"$VERSION\"|" "$chart/values.yaml"
 sed -i -E "0,/^  digest: /s|^  digest: .*|  digest: \"$digest\"|" "$chart/values.yaml"
+# The committed chart names no image (image.repository is required): the packaged one must.
+grep -qxF "  repository: $image" "$chart/values.yaml" || { echo "error: values.yaml has no image repository line" >&2; exit 1; }
 grep -q "^  digest: \"$digest\"" "$chart/values.yaml" || { echo "error: values.yaml has no image digest line" >&2; exit 1; }
 "$helm" package "$chart" --destination "$out" >&2
 chart_digest=$("$helm" push "${helm_tls[@]}" "$out/$name-$VERSION.tgz" "oci://$REGISTRY/charts" 2>&1 \

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from testenv.helm import CHART, run_helm
+from testenv.helm import CHART, PLACEHOLDER_IMAGE, run_helm
 from testenv.operator_support import OperatorProcess, api_client
 
 # Apart from the releases tests install to run the chart's Pod (testenv.operator_release: lpo in lpo-system),
@@ -117,7 +117,9 @@ def install(
     args = ["install", release, str(CHART), "--namespace", namespace, "--create-namespace"]
     if skip_crds:
         args.append("--skip-crds")
-    for value in (*sets, f"liqoNamespace={liqo_namespace}"):
+    # No Pod runs (replicaCount=0 by default, or clusters without nodes): the placeholder image, which `sets` may
+    # override.
+    for value in (*PLACEHOLDER_IMAGE, *sets, f"liqoNamespace={liqo_namespace}"):
         args += ["--set", value]
     chart.helm(*args)
     return chart

@@ -14,6 +14,11 @@ from testenv.rbacproof import installs
 HELM_HOME = Path("/tmp/lpo-helm")
 # The project's chart, as the tests install it.
 CHART = Path(__file__).resolve().parents[1] / "deploy" / "helm" / "liqo-peering-operator"
+# The chart names no image of its own (image.repository is required). Renders, and installs whose Pod never
+# pulls (clusters without nodes, replicaCount=0), name this one, which no registry serves; the tag is the
+# chart's appVersion.
+PLACEHOLDER_REPOSITORY = "registry.invalid/liqo-peering-operator"
+PLACEHOLDER_IMAGE = (f"image.repository={PLACEHOLDER_REPOSITORY}",)
 
 
 def run_helm(

@@ -136,10 +136,16 @@ def note_values(kubeconfig: Path | str, release: str, namespace: str, values: di
 @cache
 def render(release: str, namespace: str, values: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
     """The chart's objects for these values (`helm template`)."""
-    from testenv.helm import run_helm  # testenv.helm notes installs through this module
+    from testenv.helm import PLACEHOLDER_REPOSITORY, run_helm  # testenv.helm notes installs through this module
 
     args = ["template", release, str(CHART), "--namespace", namespace]
     with tempfile.TemporaryDirectory(prefix="rbacproof-") as tmp:
+        # The committed chart names no image, and an install of a packaged chart (a release) sets none on the
+        # command line: the placeholder, as the first values file, so that the install's own values override
+        # it. The RBAC does not depend on the image.
+        placeholder = Path(tmp) / "placeholder-image.yaml"
+        placeholder.write_text(yaml.safe_dump({"image": {"repository": PLACEHOLDER_REPOSITORY}}))
+        args += ["--values", str(placeholder)]
         for index, (flag, value) in enumerate(values):
             if flag == "--values":
                 path = Path(tmp) / f"values-{index}.yaml"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from testenv.dashboard import Series, legend, promql, rate_interval, series, short_names
-from testenv.helm import CHART, run_helm
+from testenv.helm import CHART, PLACEHOLDER_IMAGE, run_helm
 from testenv.localk8s import tool_path
 from testenv.localk8s.ports import free_port
 from testenv.prometheus import Prometheus, namespaces, rule_file, scrape_configs
@@ -117,6 +117,7 @@ def test_prometheus_loads_the_configuration_made_from_the_chart(tmp_path: Path) 
         str(CHART),
         "--namespace",
         "ops",
+        *[a for s in PLACEHOLDER_IMAGE for a in ("--set", s)],
         "--set",
         "metrics.serviceMonitor.enabled=true",
         "--set",

@@ -81,6 +81,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_tenant.py",
     }
     assert modules["nodes"] == {
+        "tests/e2e/test_docs_run.py",
         "tests/e2e/test_operator_pod.py",
         "tests/e2e/test_ha_disruption.py",
         "tests/e2e/test_network_policy.py",

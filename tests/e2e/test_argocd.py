@@ -21,7 +21,7 @@ from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import kube as k
 from testenv.gitops import APPLICATION, TLS_CERTS_CM, ArgoCD, manifests
 from testenv.gitserver import GitServer
-from testenv.helm import push_chart
+from testenv.helm import PLACEHOLDER_REPOSITORY, push_chart
 from testenv.kube import KubeError
 from testenv.localk8s.registry import Registry
 from testenv.localk8s.tools import REPO_ROOT, tool_path
@@ -249,6 +249,8 @@ def test_application_installs_the_operators_chart_from_an_oci_registry(
         assert source["targetRevision"] == version, source  # the example's version, the chart's
         source["repoURL"] = repository["stringData"]["url"] = f"{registry.host}/{CHARTS}"
         source["helm"]["valuesObject"]["liqoNamespace"] = operator_env.lc.namespace
+        # The chart pushed as committed names no image (one `make release` packaged does); no node pulls it here.
+        source["helm"]["valuesObject"]["image"] = {"repository": PLACEHOLDER_REPOSITORY}
         # The registry's CA, by its host name, as `kubectl -n argocd edit configmap argocd-tls-certs-cm` adds it.
         kc.patch(k.CONFIGMAP, TLS_CERTS_CM, {"data": {registry.ip: registry.ca_cert.read_text()}}, ArgoCD.NAMESPACE)
         argocd.mount_tls_certs()

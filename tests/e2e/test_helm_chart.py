@@ -18,7 +18,7 @@ from kubernetes.client.rest import ApiException
 
 import testenv.helm
 from hack.crdgen import CRD_NAME, SET_CRD_NAME
-from testenv.helm import CHART
+from testenv.helm import CHART, PLACEHOLDER_IMAGE, PLACEHOLDER_REPOSITORY
 from testenv.localk8s import LocalCluster, start_clusters
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,8 +34,9 @@ KOPF_CRDS = {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
 
 
 def render(helm: Path, *sets: str, namespace: str = NAMESPACE, extra: list[str] | None = None) -> list[dict[str, Any]]:
+    """`helm template` with `sets` after the placeholder image (the chart names none of its own)."""
     args = ["template", RELEASE, str(CHART), "--namespace", namespace, *(extra or [])]
-    for s in sets:
+    for s in (*PLACEHOLDER_IMAGE, *sets):
         args += ["--set", s]
     return [d for d in yaml.safe_load_all(run_helm(helm, *args)) if d]
 
@@ -64,7 +65,7 @@ def operator_args(docs: list[dict[str, Any]]) -> list[str]:
 )
 def test_lint_clean(helm: Path, sets: list[str]) -> None:
     args = ["lint", "--strict", str(CHART)]
-    for s in sets:
+    for s in (*PLACEHOLDER_IMAGE, *sets):
         args += ["--set", s]
     out = run_helm(helm, *args)
     assert "0 chart(s) failed" in out, out
@@ -96,7 +97,7 @@ def test_default_render(helm: Path) -> None:
     assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
     pod = spec["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == f"ghcr.io/liqo-peering-operator/liqo-peering-operator:{chart_app_version()}"
+    assert container["image"] == f"{PLACEHOLDER_REPOSITORY}:{chart_app_version()}"  # no tag: the appVersion
     assert container["args"] == [
         "run",
         "--log-format=json",
@@ -323,7 +324,7 @@ def test_crd_toggles(helm: Path) -> None:
 )
 def test_rejected_values(helm: Path, sets: list[str], error: str) -> None:
     args = ["template", RELEASE, str(CHART)]
-    for s in sets:
+    for s in (*PLACEHOLDER_IMAGE, *sets):
         args += ["--set", s]
     out = run_helm(helm, *args, check=False)
     assert error.lower() in out.lower(), out
@@ -347,8 +348,9 @@ def consumer(tmp_path_factory: pytest.TempPathFactory, helm: Path) -> Iterator[L
 
 def _values(*sets: str) -> list[str]:
     # Liqo's namespace Role goes into the test namespace: the chart must not depend on Liqo being installed here.
+    # No node pulls the image: the placeholder.
     args = ["--set", f"liqoNamespace={NAMESPACE}"]
-    for s in sets:
+    for s in (*PLACEHOLDER_IMAGE, *sets):
         args += ["--set", s]
     return args
 

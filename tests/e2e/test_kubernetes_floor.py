@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from testenv.chart_rbac import ChartRelease
-from testenv.helm import CHART, run_helm
+from testenv.helm import CHART, PLACEHOLDER_IMAGE, run_helm
 from testenv.leakscan import LeakScan
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess, with_liqo
 from testenv.localk8s import LocalCluster
@@ -56,6 +56,7 @@ def chart(floor: LiqoClusters, helm: Path) -> str:
         "--namespace",
         CHART_NAMESPACE,
         "--create-namespace",
+        *[a for s in PLACEHOLDER_IMAGE for a in ("--set", s)],  # no node pulls it
         "--set",
         f"liqoNamespace={floor.namespace}",
         kubeconfig=floor["consumer"].kubeconfig,
@@ -110,7 +111,8 @@ def test_the_chart_installs_and_its_crds_refuse_what_every_rule_refuses(
     # Chart.yaml's kubeVersion is the floor: one minor below, helm refuses the chart.
     major, minor = (int(n) for n in FLOOR.split(".")[:2])
     below = f"{major}.{minor - 1}.0"
-    refused = run_helm("template", RELEASE, str(CHART), "--kube-version", below, check=False, binary=helm)
+    image = [a for s in PLACEHOLDER_IMAGE for a in ("--set", s)]
+    refused = run_helm("template", RELEASE, str(CHART), *image, "--kube-version", below, check=False, binary=helm)
     assert "is incompatible with Kubernetes" in refused, refused
 
     api = api_client(consumer.kubeconfig)

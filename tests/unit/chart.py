@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from testenv.helm import CHART, run_helm
+from testenv.helm import CHART, PLACEHOLDER_IMAGE, run_helm
 from testenv.localk8s import tool_path
 
 RELEASE = "lpo"
@@ -28,9 +28,11 @@ def helm(*args: str, check: bool = True) -> str:
     return run_helm(*args, check=check, binary=tool_path("helm"))
 
 
-def template_args(*sets: str, chart: Path = CHART) -> list[str]:
+def template_args(*sets: str, chart: Path = CHART, image: bool = True) -> list[str]:
+    """`helm template` of `chart` with `sets`. The project's chart names no image of its own: with `image`, the
+    placeholder image comes first (`sets` may override it)."""
     args = ["template", RELEASE, str(chart), "--namespace", NAMESPACE]
-    for s in sets:
+    for s in (*(PLACEHOLDER_IMAGE if image and chart == CHART else ()), *sets):
         args += ["--set", s]
     return args
 
@@ -39,9 +41,10 @@ def render(*sets: str, chart: Path = CHART) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(helm(*template_args(*sets, chart=chart))) if d]
 
 
-def render_error(*sets: str) -> str:
-    """What helm says when it refuses these values (the test fails if it renders them)."""
-    out = helm(*template_args(*sets), check=False)
+def render_error(*sets: str, image: bool = True) -> str:
+    """What helm says when it refuses these values (the test fails if it renders them); without `image`, no
+    image values but those in `sets`."""
+    out = helm(*template_args(*sets, image=image), check=False)
     assert "Error:" in out, f"rendered: {sets}"
     return out
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from testenv.helm import CHART, run_helm
+from testenv.helm import CHART, PLACEHOLDER_IMAGE, run_helm
 from testenv.localk8s import tool_path
 from unit.chart import promtool
 
@@ -27,8 +27,8 @@ ALERTS = {
 
 
 def render(*sets: str) -> list[dict[str, Any]]:
-    args = ["template", "lpo", str(CHART), "--set", "fullnameOverride=lpo"]
-    for s in sets:
+    args = ["template", "lpo", str(CHART)]
+    for s in (*PLACEHOLDER_IMAGE, "fullnameOverride=lpo", *sets):
         args += ["--set", s]
     return [d for d in yaml.safe_load_all(run_helm(*args, binary=tool_path("helm"))) if d]
 

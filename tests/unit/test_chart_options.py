@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from testenv.helm import CHART
+from testenv.helm import CHART, PLACEHOLDER_IMAGE, PLACEHOLDER_REPOSITORY
 from unit.chart import FULLNAME, find, helm, pod_spec, render, render_error
 
 HA = ("ha.enabled=true", "replicaCount=2")
@@ -28,7 +28,7 @@ EVERYTHING = (
 
 def sources(*sets: str) -> set[str]:
     """The templates that rendered an object, from helm's `# Source:` comments."""
-    out = helm("template", "lpo", str(CHART), *[a for s in sets for a in ("--set", s)])
+    out = helm("template", "lpo", str(CHART), *[a for s in (*PLACEHOLDER_IMAGE, *sets) for a in ("--set", s)])
     return {m.group(1) for m in re.finditer(r"^# Source: liqo-peering-operator/(\S+)", out, re.MULTILINE)}
 
 
@@ -49,7 +49,7 @@ def test_common_labels_are_on_every_object_the_chart_renders() -> None:
 
 
 def test_lint_is_clean_with_every_option() -> None:
-    out = helm("lint", "--strict", str(CHART), *[a for s in EVERYTHING for a in ("--set", s)])
+    out = helm("lint", "--strict", str(CHART), *[a for s in (*PLACEHOLDER_IMAGE, *EVERYTHING) for a in ("--set", s)])
     assert "0 chart(s) failed" in out and "[WARNING]" not in out and "[ERROR]" not in out, out
 
 
@@ -57,10 +57,25 @@ def test_image_digest_replaces_the_tag() -> None:
     digest = "sha256:" + "ab" * 32
     for sets in ([f"image.digest={digest}"], [f"image.digest={digest}", "image.tag=v9"]):
         (container,) = pod_spec(render(*sets))["containers"]
-        assert container["image"] == f"ghcr.io/liqo-peering-operator/liqo-peering-operator@{digest}", sets
+        assert container["image"] == f"{PLACEHOLDER_REPOSITORY}@{digest}", sets
     (container,) = pod_spec(render("image.tag=v9"))["containers"]
-    assert container["image"] == "ghcr.io/liqo-peering-operator/liqo-peering-operator:v9"
+    assert container["image"] == f"{PLACEHOLDER_REPOSITORY}:v9"
+    (container,) = pod_spec(render())["containers"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container["image"] == f"{PLACEHOLDER_REPOSITORY}:{app_version}"  # no tag: the chart's appVersion
     assert "/image/digest" in render_error("image.digest=ab" * 2)
+
+
+def test_without_an_image_the_chart_says_what_to_set() -> None:
+    """The chart names no image of its own: `helm install` from a checkout without image values fails with a
+    message naming the values to set and the page that says how to build and push the image."""
+    for sets in ((), ("image.tag=v9",), ("image.digest=sha256:" + "ab" * 32,), ("image.repository=",)):
+        out = render_error(*sets, image=False)
+        assert "image.repository is not set" in out, (sets, out)
+        assert "image.tag" in out and "image.digest" in out and "docs/installation.md" in out, out
+    # `helm lint` (a chart repository's checks) passes the chart as committed and notes the missing value.
+    lint = helm("lint", "--strict", str(CHART), check=False)
+    assert "0 chart(s) failed" in lint and "Missing required value: image.repository is not set" in lint, lint
 
 
 def test_revision_history_limit() -> None:
@@ -182,7 +197,11 @@ def test_as_a_subchart_with_global_values(tmp_path: Path) -> None:
         yaml.safe_dump(
             {
                 "global": {"imageRegistry": "registry.example", "storageClass": "fast", "labels": {"a": "b"}},
-                "liqo-peering-operator": {"enabled": True, "commonLabels": {"platform": "edge"}},
+                "liqo-peering-operator": {
+                    "enabled": True,
+                    "commonLabels": {"platform": "edge"},
+                    "image": {"repository": PLACEHOLDER_REPOSITORY},
+                },
             }
         )
     )

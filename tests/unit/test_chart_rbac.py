@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from testenv.helm import CHART
-from unit.chart import FULLNAME, NAMESPACE, RELEASE, find, helm, render
+from unit.chart import FULLNAME, NAMESPACE, find, helm, render, template_args
 
 CONFIGURATIONS = (
     (),
@@ -128,6 +127,6 @@ def test_secret_policy_can_be_left_out_and_needs_kubernetes_1_30() -> None:
     assert not find(render("rbac.secretPolicy=false"), "ValidatingAdmissionPolicy", SECRETS_POLICY)
     assert not find(render("rbac.create=false"), "ValidatingAdmissionPolicy", SECRETS_POLICY)
     for version, rendered in (("1.29.15", False), ("1.30.0", True)):
-        out = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", version)
+        out = helm(*template_args(), "--kube-version", version)
         docs = [d for d in yaml.safe_load_all(out) if d]
         assert bool(find(docs, "ValidatingAdmissionPolicy", SECRETS_POLICY)) is rendered, version

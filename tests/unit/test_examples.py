@@ -1,5 +1,6 @@
-"""examples/ stay valid against the LiqoPeering model, the GitOps example keeps its sync waves, and the Flux
-and Argo CD examples install the released chart."""
+"""examples/ stay valid against the LiqoPeering model, the GitOps example keeps its sync waves; README and the
+Installation page install from source (no release is published), and the Flux and Argo CD examples install
+the chart from the user's registry, where `make release` pushes it."""
 
 from __future__ import annotations
 
@@ -124,24 +125,70 @@ def test_gitops_sync_waves() -> None:
     assert app["spec"]["source"]["path"] == "examples/gitops"
 
 
-# The released chart, as README.md's install line names it.
-RELEASED_CHART = "oci://ghcr.io/liqo-peering-operator/charts/liqo-peering-operator"
 CHART = REPO / "deploy" / "helm" / "liqo-peering-operator"
 HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+# The user's registry, the same placeholder on every page and example.
+REGISTRY = "registry.example.com/platform"
 
 
 def chart_meta() -> dict[str, Any]:
     return documents(CHART / "Chart.yaml")[0]
 
 
-def test_readme_installs_the_released_chart() -> None:
-    assert f"helm install liqo-peering-operator {RELEASED_CHART}" in (REPO / "README.md").read_text()
+def released(registry: str) -> tuple[str, str]:
+    """Where `make release REGISTRY=<registry>` pushes the image and the chart, as hack/release.sh names them."""
+    script = (REPO / "hack" / "release.sh").read_text()
+    assert "name=liqo-peering-operator\nimage=$REGISTRY/$name\n" in script
+    assert '"chart": "oci://$REGISTRY/charts/$name",' in script
+    return f"{registry}/liqo-peering-operator", f"oci://{registry}/charts/liqo-peering-operator"
 
 
-def test_flux_helmrelease_installs_the_released_chart() -> None:
+def readme_install() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index("## Install\n")
+    return text[start : text.index("\n## ", start)]
+
+
+def test_readme_installs_from_source_and_names_the_installation_page() -> None:
+    install, version = readme_install(), chart_meta()["version"]
+    image, _ = released(REGISTRY)
+    assert "(docs/installation.md)" in install and "No release has been published" in install
+    assert f"docker build -t {image}:{version} ." in install and f"docker push {image}:{version}" in install
+    assert "helm install liqo-peering-operator deploy/helm/liqo-peering-operator " in install
+    assert f"--set image.repository={image} --set image.tag={version}" in install
+    assert "oci://" not in install and "ghcr.io" not in install
+
+
+def test_the_installation_page_builds_and_installs_from_your_registry() -> None:
+    page, version = (REPO / "docs" / "installation.md").read_text(), chart_meta()["version"]
+    image, chart = released(REGISTRY)
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    assert headings == [
+        "## From a published release",
+        "## From source, into your registry",
+        "## A mirror for air-gapped clusters",
+        "## With Flux or Argo CD",
+        "## Next",
+    ]
+    assert "No release has been published yet" in page and "ghcr.io" not in page
+    assert f"make release REGISTRY={REGISTRY} VERSION={version}\n" in page
+    assert f"helm install liqo-peering-operator {chart} \\\n  --version {version} " in page
+    assert f"docker build -t {image}:{version} ." in page
+    assert f"--set image.repository={image} --set image.tag={version}" in page
+
+
+def test_no_user_page_installs_from_ghcr() -> None:
+    """No release has been published: only the Releases page names the registry the release workflow will
+    publish to, to verify a release once there is one."""
+    pages = [REPO / "README.md", CHART / "README.md", *sorted((REPO / "docs").rglob("*.md")), *EXAMPLES.rglob("*.yaml")]
+    naming = [str(p.relative_to(REPO)) for p in pages if "ghcr.io/liqo-peering-operator" in p.read_text()]
+    assert naming == ["docs/operations/releases.md"]
+
+
+def test_flux_helmrelease_installs_the_chart_from_your_registry() -> None:
     ocirepo, release = documents(EXAMPLES / "flux" / "helmrelease.yaml")
     assert ocirepo["kind"] == "OCIRepository"
-    assert ocirepo["spec"]["url"] == RELEASED_CHART
+    assert ocirepo["spec"]["url"] == released(REGISTRY)[1]
     # The chart's layer, copied as pushed; the version is this chart's.
     assert ocirepo["spec"]["layerSelector"] == {"mediaType": HELM_CHART_LAYER, "operation": "copy"}
     assert ocirepo["spec"]["ref"] == {"tag": chart_meta()["version"]}
@@ -150,11 +197,13 @@ def test_flux_helmrelease_installs_the_released_chart() -> None:
     assert release["metadata"]["namespace"] == ocirepo["metadata"]["namespace"]
     # The release name holds the chart's, so the objects are named after it alone (the chart's fullname).
     assert chart_meta()["name"] in release["spec"]["releaseName"]
+    # No image values: the chart `make release` pushed names its image.
+    assert "image" not in release["spec"]["values"]
     schema = json.loads((CHART / "values.schema.json").read_text())
     jsonschema.validate(release["spec"]["values"], schema)
 
 
-def test_argocd_application_installs_the_released_chart() -> None:
+def test_argocd_application_installs_the_chart_from_your_registry() -> None:
     repository, app = documents(EXAMPLES / "argocd" / "operator.yaml")
     assert repository["metadata"]["labels"] == {"argocd.argoproj.io/secret-type": "repository"}
     assert repository["metadata"]["namespace"] == app["metadata"]["namespace"] == "argocd"
@@ -162,10 +211,20 @@ def test_argocd_application_installs_the_released_chart() -> None:
     assert (creds["type"], creds["enableOCI"]) == ("helm", "true")
     source = app["spec"]["source"]
     # Argo CD's Helm OCI source: the registry path without a scheme, and the chart's name apart.
-    assert source["repoURL"] == creds["url"]
-    assert f"oci://{source['repoURL']}/{source['chart']}" == RELEASED_CHART
+    assert source["repoURL"] == creds["url"] == f"{REGISTRY}/charts"
+    assert f"oci://{source['repoURL']}/{source['chart']}" == released(REGISTRY)[1]
     assert source["targetRevision"] == chart_meta()["version"]
     assert chart_meta()["name"] in source["helm"]["releaseName"]
     assert "CreateNamespace=true" in app["spec"]["syncPolicy"]["syncOptions"]
+    assert "image" not in source["helm"]["valuesObject"]
     schema = json.loads((CHART / "values.schema.json").read_text())
     jsonschema.validate(source["helm"]["valuesObject"], schema)
+
+
+def test_the_guides_show_the_examples_registry() -> None:
+    """The Flux and Argo CD guides quote their examples' registry: the same placeholder."""
+    flux = (REPO / "docs" / "guides" / "flux.md").read_text()
+    argocd = (REPO / "docs" / "guides" / "argocd.md").read_text()
+    assert f"  url: {released(REGISTRY)[1]}   # your registry" in flux
+    assert f"  url: {REGISTRY}/charts   # your registry" in argocd
+    assert f"    repoURL: {REGISTRY}/charts   # no oci://" in argocd

@@ -17,6 +17,7 @@ USER_PAGES = [
     CHART / "values.yaml",
     ROOT / "docs" / "index.md",
     ROOT / "docs" / "getting-started.md",
+    ROOT / "docs" / "installation.md",
     ROOT / "docs" / "troubleshooting.md",
     ROOT / "docs" / "security.md",
     ROOT / "docs" / "liqo-behaviour.md",

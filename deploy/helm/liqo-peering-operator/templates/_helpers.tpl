@@ -50,12 +50,15 @@ app.kubernetes.io/part-of: liqo-peering-operator
 {{- default (include "liqo-peering-operator.fullname" .) .Values.ha.peeringName }}
 {{- end }}
 
-{{/* The image: by digest when image.digest is set (immutable), else by tag. */}}
+{{/* The image: by digest when image.digest is set (immutable), else by tag. The chart as committed names no
+image (a packaged release sets one): without image.repository it refuses to render rather than install a
+Deployment whose Pod can never pull. */}}
 {{- define "liqo-peering-operator.image" -}}
+{{- $repository := required "image.repository is not set: this chart names no image of its own. Build the operator's image from the Dockerfile, push it to a registry your cluster pulls from, and set image.repository and image.tag (or image.digest); or install a chart that `make release` packaged, which sets them. See docs/installation.md." .Values.image.repository }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
 

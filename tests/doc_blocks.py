@@ -1,0 +1,184 @@
+"""The shell commands of the pages that say how to install the operator: the ```sh blocks of README.md's Install
+section, docs/installation.md, docs/getting-started.md and the Flux and Argo CD guides.
+
+BLOCKS lists each of them, by page and first line: run as written (after SUBSTITUTIONS) by
+tests/e2e/test_docs_run.py, or not run there, with the reason. A block in neither place fails that test and
+tests/unit/test_doc_blocks.py, which reads the pages without clusters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The pages, in the order the end-to-end test runs them, each with the section its blocks are taken from (None:
+# the whole page). docs/installation.md goes first: its `make release` pushes the image that the other pages'
+# `docker build` and `docker push` would.
+PAGES: dict[str, str | None] = {
+    "docs/installation.md": None,
+    "README.md": "## Install",
+    "docs/getting-started.md": None,
+    "docs/guides/flux.md": None,
+    "docs/guides/argocd.md": None,
+}
+
+# The one table of what the pages leave to the reader, and what it is in the test environment: the values
+# are filled from the environment's `registry` (the host of its OCI registry) and `provider_kubeconfig` (the
+# provider cluster's kubeconfig file).
+SUBSTITUTIONS: dict[str, str] = {
+    # Your registry, and a mirror of it: two paths on the test's registry, which the nodes trust.
+    "registry.example.com/platform": "{registry}/platform",
+    "mirror.example.com/platform": "{registry}/mirror",
+    # The provider's kubeconfig.
+    "--from-file=kubeconfig=provider.kubeconfig": "--from-file=kubeconfig={provider_kubeconfig}",
+    # The harness built the venv and the tools already; `make tools` would also build the oldest Kubernetes,
+    # which another tier builds meanwhile.
+    "make release ": "make -o venv -o tools release ",
+    # A watch never ends: the peerings are listed once.
+    "kubectl -n default get lp -o wide -w": "kubectl -n default get lp -o wide",
+}
+
+NO_DOCKER = (
+    "no Docker daemon and no Docker Hub in the test environment; docs/installation.md's `make release`, run "
+    "first, builds the same Dockerfile and pushes that image under this name and tag"
+)
+LIQOCTL = (
+    "liqoctl with a provider's admin kubeconfig; the test's provider.kubeconfig is the provider cluster's own "
+    "kubeconfig, which the operator is given as written"
+)
+
+# Every block, by its page and the start of its first line: None runs it; a string says why it cannot run in
+# the test environment. Each block matches one entry, and each entry one block.
+BLOCKS: dict[tuple[str, str], str | None] = {
+    ("docs/installation.md", "make release REGISTRY=registry.example.com/platform VERSION=0.1.0"): None,
+    ("docs/installation.md", "helm install liqo-peering-operator oci://registry.example.com/platform/"): None,
+    ("docs/installation.md", "docker build -t registry.example.com/platform/liqo-peering-operator:0.1.0 ."): NO_DOCKER,
+    ("docs/installation.md", "helm install liqo-peering-operator deploy/helm/liqo-peering-operator "): None,
+    ("docs/installation.md", "src=registry.example.com/platform"): None,
+    ("README.md", "docker build -t registry.example.com/platform/liqo-peering-operator:0.1.0 ."): NO_DOCKER,
+    ("README.md", "helm install liqo-peering-operator deploy/helm/liqo-peering-operator "): None,
+    (
+        "docs/getting-started.md",
+        "docker build -t registry.example.com/platform/liqo-peering-operator:0.1.0 .",
+    ): NO_DOCKER,
+    ("docs/getting-started.md", "helm install liqo-peering-operator deploy/helm/liqo-peering-operator "): None,
+    ("docs/getting-started.md", "kubectl -n liqo get configmap -l app.kubernetes.io/name=clusterid-configmap"): None,
+    ("docs/getting-started.md", "liqoctl generate peering-user "): LIQOCTL,
+    ("docs/getting-started.md", "kubectl -n default create secret generic provider-kubeconfig "): None,
+    ("docs/getting-started.md", "kubectl apply -f examples/basic.yaml"): None,
+    ("docs/getting-started.md", "kubectl -n default wait --for=condition=Ready lp/provider"): None,
+    ("docs/getting-started.md", "kubectl -n default describe lp provider"): None,
+    ("docs/getting-started.md", "kubectl -n default delete lp provider"): None,
+    ("docs/getting-started.md", "liqoctl delete peering-user "): LIQOCTL,
+    ("docs/getting-started.md", "make demo "): "starts clusters of its own, for which the test's clusters stand",
+    ("docs/guides/flux.md", "kubectl -n flux-system create secret generic registry-ca "): (
+        "needs Flux's controllers; the Flux HelmRelease suite gives its OCIRepository the registry's CA this way"
+    ),
+    ("docs/guides/argocd.md", "kubectl -n argocd patch configmap argocd-cm "): (
+        "needs Argo CD; the Argo CD suite merges the same snippet into argocd-cm"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One ```sh block: its page, the line of its opening fence, and its commands."""
+
+    page: str
+    line: int
+    text: str
+
+    @property
+    def first(self) -> str:
+        return self.text.splitlines()[0].strip()
+
+    def entries(self) -> list[tuple[str, str]]:
+        """The entries of BLOCKS that name this block."""
+        return [(page, start) for page, start in BLOCKS if page == self.page and self.first.startswith(start)]
+
+    @property
+    def skipped(self) -> str | None:
+        """Why the block does not run in the test environment; None if it runs (or is not listed)."""
+        (entry,) = self.entries()
+        return BLOCKS[entry]
+
+    @property
+    def installs_the_operator(self) -> bool:
+        """Whether it installs the chart (the end-to-end test starts each such block from a consumer without it)."""
+        return "helm install liqo-peering-operator " in self.text
+
+    def commands(self, values: Mapping[str, str]) -> str:
+        """The block with each placeholder of SUBSTITUTIONS replaced by its value in the test environment."""
+        text = self.text
+        for placeholder, replacement in SUBSTITUTIONS.items():
+            text = text.replace(placeholder, replacement.format_map(values))
+        return text
+
+
+def section(text: str, heading: str | None) -> tuple[int, list[str]]:
+    """The lines of the section under `heading` (to the next heading of its level or above), or of the whole
+    text, with the number of the line before them."""
+    lines = text.splitlines()
+    if heading is None:
+        return 0, lines
+    start = lines.index(heading)
+    level = len(heading) - len(heading.lstrip("#"))
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(lines))
+            if lines[i].startswith("#") and len(lines[i]) - len(lines[i].lstrip("#")) <= level
+        ),
+        len(lines),
+    )
+    return start, lines[start:end]
+
+
+def extract(text: str, page: str, heading: str | None = None) -> list[Block]:
+    """The ```sh blocks of `text` (the section under `heading`, if given), in order. Other fences (yaml, console,
+    toml) are not commands; a fence may be indented, in a list item."""
+    offset, lines = section(text, heading)
+    found: list[Block] = []
+    fence: tuple[str, int] | None = None  # the opening fence's indent and line number
+    body: list[str] = []
+    for number, line in enumerate(lines, offset + 1):
+        stripped = line.strip()
+        if fence is None:
+            if stripped == "```sh":
+                fence, body = (line[: len(line) - len(line.lstrip())], number), []
+        elif stripped == "```":
+            indent, opened = fence
+            found.append(Block(page, opened, "\n".join(b.removeprefix(indent) for b in body) + "\n"))
+            fence = None
+        else:
+            body.append(line)
+    if fence is not None:
+        raise ValueError(f"{page}:{fence[1]}: a ```sh block is never closed")
+    return found
+
+
+def blocks(page: str, root: Path = REPO) -> list[Block]:
+    """The ```sh blocks of one of PAGES, from its section."""
+    return extract((root / page).read_text(), page, PAGES[page])
+
+
+def runs(page: str) -> bool:
+    """Whether BLOCKS runs any block of the page."""
+    return any(reason is None for (where, _), reason in BLOCKS.items() if where == page)
+
+
+def all_blocks(root: Path = REPO) -> list[Block]:
+    return [b for page in PAGES for b in blocks(page, root)]
+
+
+def unlisted(found: list[Block]) -> list[str]:
+    """The blocks that no entry of BLOCKS names, or more than one, as `page:line: first line`."""
+    return [f"{b.page}:{b.line}: {b.first}" for b in found if len(b.entries()) != 1]
+
+
+def stale(found: list[Block]) -> list[tuple[str, str]]:
+    """The entries of BLOCKS that name no block of `found`, or more than one."""
+    return [entry for entry in BLOCKS if sum(entry in b.entries() for b in found) != 1]
