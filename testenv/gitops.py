@@ -354,12 +354,6 @@ class ArgoCD(Controllers):
         }
         self.kc.apply(APPPROJECT, project, "e2e-gitops", self.NAMESPACE)
 
-    def configure(self, snippet: Path) -> None:
-        """Merge an argocd-cm snippet into argocd-cm, as `kubectl -n argocd patch configmap argocd-cm
-        --patch-file <snippet>` does."""
-        patch = yaml.safe_load(snippet.read_text())
-        self.kc.patch(k.CONFIGMAP, "argocd-cm", {"data": patch["data"]}, self.NAMESPACE)
-
     def mount_tls_certs(self) -> None:
         """Write argocd-tls-certs-cm's keys (a server name each, its CAs as PEM) as files into the repo
         server's TLS directory, as the kubelet projects that ConfigMap into the repo server's Pod. The repo

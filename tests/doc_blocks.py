@@ -2,12 +2,15 @@
 section, docs/installation.md, docs/getting-started.md and the Flux and Argo CD guides.
 
 BLOCKS lists each of them, by page and first line: run as written (after SUBSTITUTIONS) by
-tests/e2e/test_docs_run.py, or not run there, with the reason. A block in neither place fails that test and
+tests/e2e/test_docs_run.py, run as written by the end-to-end test where what it needs runs (``Elsewhere``:
+the Flux and Argo CD suites), or not run, with the reason. A block in none of these fails that test and
 tests/unit/test_doc_blocks.py, which reads the pages without clusters.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +42,21 @@ SUBSTITUTIONS: dict[str, str] = {
     "make release ": "make -o venv -o tools release ",
     # A watch never ends: the peerings are listed once.
     "kubectl -n default get lp -o wide -w": "kubectl -n default get lp -o wide",
+    # Your registry's CA certificate.
+    "/path/to/ca.crt": "{registry_ca}",
 }
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A block run as written by another end-to-end test, the one where what it needs runs (``block`` finds
+    it there, ``run`` runs it)."""
+
+    test: str  # its file, under tests/e2e/
+
+
+FLUX = Elsewhere("test_flux_helmrelease.py")
+ARGOCD = Elsewhere("test_argocd.py")
 
 NO_DOCKER = (
     "no Docker daemon and no Docker Hub in the test environment; docs/installation.md's `make release`, run "
@@ -50,9 +67,10 @@ LIQOCTL = (
     "kubeconfig, which the operator is given as written"
 )
 
-# Every block, by its page and the start of its first line: None runs it; a string says why it cannot run in
-# the test environment. Each block matches one entry, and each entry one block.
-BLOCKS: dict[tuple[str, str], str | None] = {
+# Every block, by its page and the start of its first line: None runs it; Elsewhere names the test that runs
+# it; a string says why it cannot run in the test environment. Each block matches one entry, and each entry
+# one block.
+BLOCKS: dict[tuple[str, str], str | Elsewhere | None] = {
     ("docs/installation.md", "make release REGISTRY=registry.example.com/platform VERSION=0.1.0"): None,
     ("docs/installation.md", "helm install liqo-peering-operator oci://registry.example.com/platform/"): None,
     ("docs/installation.md", "docker build -t registry.example.com/platform/liqo-peering-operator:0.1.0 ."): NO_DOCKER,
@@ -74,12 +92,8 @@ BLOCKS: dict[tuple[str, str], str | None] = {
     ("docs/getting-started.md", "kubectl -n default delete lp provider"): None,
     ("docs/getting-started.md", "liqoctl delete peering-user "): LIQOCTL,
     ("docs/getting-started.md", "make demo "): "starts clusters of its own, for which the test's clusters stand",
-    ("docs/guides/flux.md", "kubectl -n flux-system create secret generic registry-ca "): (
-        "needs Flux's controllers; the Flux HelmRelease suite gives its OCIRepository the registry's CA this way"
-    ),
-    ("docs/guides/argocd.md", "kubectl -n argocd patch configmap argocd-cm "): (
-        "needs Argo CD; the Argo CD suite merges the same snippet into argocd-cm"
-    ),
+    ("docs/guides/flux.md", "kubectl -n flux-system create secret generic registry-ca "): FLUX,
+    ("docs/guides/argocd.md", "kubectl -n argocd patch configmap argocd-cm "): ARGOCD,
 }
 
 
@@ -101,9 +115,17 @@ class Block:
 
     @property
     def skipped(self) -> str | None:
-        """Why the block does not run in the test environment; None if it runs (or is not listed)."""
+        """Why tests/e2e/test_docs_run.py does not run the block (another test does, or none can); None if it
+        runs it."""
         (entry,) = self.entries()
-        return BLOCKS[entry]
+        how = BLOCKS[entry]
+        return f"run by tests/e2e/{how.test}" if isinstance(how, Elsewhere) else how
+
+    @property
+    def elsewhere(self) -> Elsewhere | None:
+        (entry,) = self.entries()
+        how = BLOCKS[entry]
+        return how if isinstance(how, Elsewhere) else None
 
     @property
     def installs_the_operator(self) -> bool:
@@ -114,7 +136,8 @@ class Block:
         """The block with each placeholder of SUBSTITUTIONS replaced by its value in the test environment."""
         text = self.text
         for placeholder, replacement in SUBSTITUTIONS.items():
-            text = text.replace(placeholder, replacement.format_map(values))
+            if placeholder in text:
+                text = text.replace(placeholder, replacement.format_map(values))
         return text
 
 
@@ -182,3 +205,27 @@ def unlisted(found: list[Block]) -> list[str]:
 def stale(found: list[Block]) -> list[tuple[str, str]]:
     """The entries of BLOCKS that name no block of `found`, or more than one."""
     return [entry for entry in BLOCKS if sum(entry in b.entries() for b in found) != 1]
+
+
+def block(page: str, start: str) -> Block:
+    """The one block of ``page`` that BLOCKS' entry (page, start) names."""
+    (found,) = [b for b in blocks(page) if (page, start) in b.entries()]
+    return found
+
+
+def run(found: Block, values: Mapping[str, str], kubeconfig: Path, tools: list[Path]) -> str:
+    """Run a block as a user's shell would (bash -e, pipefail, from the repository's root) against the cluster
+    of ``kubeconfig``, the directories of ``tools`` (binaries) first on PATH; its output. A failure says what
+    ran."""
+    commands = found.commands(values)
+    path = os.pathsep.join([*(str(tool.parent) for tool in tools), os.environ.get("PATH", "")])
+    environ = {**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig)}
+    proc = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", commands],
+        cwd=REPO, env=environ, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, (
+        f"{found.page}:{found.line} failed (exit {proc.returncode}):\n{commands}\n"
+        f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+    )
+    return proc.stdout

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from gitops_common import Timeline, commit_example, peering_objects_left, peering_summary, tenant_namespaces
 
+import doc_blocks
 from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import kube as k
 from testenv.gitops import APPLICATION, TLS_CERTS_CM, ArgoCD, manifests
@@ -29,7 +30,6 @@ from testenv.operator_support import SECRET, OperatorEnv, PeeringCase, install_c
 
 pytestmark = pytest.mark.gitops
 
-SNIPPET = REPO_ROOT / "deploy" / "argocd" / "argocd-cm-snippet.yaml"
 APP_EXAMPLE = REPO_ROOT / "examples" / "gitops" / "application.yaml"
 OFFLOADING = k.Res("offloading.liqo.io", "v1beta1", "namespaceoffloadings")
 OPERATOR_EXAMPLE = REPO_ROOT / "examples" / "argocd" / "operator.yaml"
@@ -52,7 +52,9 @@ def argocd(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory) 
     argo = ArgoCD(Path(operator_env.lc["consumer"].kubeconfig), tmp_path_factory.mktemp("argocd"))
     argo.start()
     try:
-        argo.configure(SNIPPET)
+        # The snippet merged into argocd-cm by the Argo CD guide's command as written.
+        guide = doc_blocks.block("docs/guides/argocd.md", "kubectl -n argocd patch configmap argocd-cm ")
+        doc_blocks.run(guide, {}, Path(operator_env.lc["consumer"].kubeconfig), [tool_path("kubectl")])
         yield argo
     finally:
         argo.stop()

@@ -24,6 +24,7 @@ import yaml
 from gitops_common import Timeline, liqo_objects
 from kubernetes import client as k8s
 
+import doc_blocks
 from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import audit
 from testenv import kube as k
@@ -85,14 +86,11 @@ class Env:
         return self.kc.get(k.DEPLOYMENT, self.release_name, self.target_ns)
 
     def apply(self) -> None:
-        # The registry's CA, as `kubectl create secret generic registry-ca --from-file=ca.crt` makes it.
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": CA_SECRET},
-            "data": {"ca.crt": k.b64(self.registry.ca_cert.read_bytes())},
-        }
-        self.kc.apply(k.SECRET, secret, "e2e-gitops", Flux.NAMESPACE)
+        # The registry's CA, by the Flux guide's command as written.
+        if self.kc.get(k.SECRET, CA_SECRET, Flux.NAMESPACE) is None:
+            guide = doc_blocks.block("docs/guides/flux.md", "kubectl -n flux-system create secret generic registry-ca ")
+            values = {"registry_ca": str(self.registry.ca_cert)}
+            doc_blocks.run(guide, values, Path(self.lc["consumer"].kubeconfig), [tool_path("kubectl")])
         self.kc.apply(OCIREPOSITORY, self.ocirepo, "e2e-gitops", Flux.NAMESPACE)
         # helm-controller installs the chart with these values (for the RBAC proof, testenv.rbacproof).
         installs.note_values(

@@ -9,17 +9,46 @@ import re
 
 import pytest
 
-from doc_blocks import BLOCKS, PAGES, SUBSTITUTIONS, Block, all_blocks, blocks, extract, runs, stale, unlisted
+from doc_blocks import (
+    BLOCKS,
+    PAGES,
+    REPO,
+    SUBSTITUTIONS,
+    Block,
+    Elsewhere,
+    all_blocks,
+    blocks,
+    extract,
+    runs,
+    stale,
+    unlisted,
+)
+from doc_blocks import (
+    block as named_block,
+)
 
 # The test environment's values, as the end-to-end test fills them.
-VALUES = {"registry": "198.18.0.1:5000", "provider_kubeconfig": "/tmp/docs-run/provider.kubeconfig"}
+VALUES = {
+    "registry": "198.18.0.1:5000",
+    "provider_kubeconfig": "/tmp/docs-run/provider.kubeconfig",
+    "registry_ca": "/tmp/docs-run/ca.crt",
+}
 
 
 def test_every_block_is_run_or_listed_with_a_reason() -> None:
     found = all_blocks()
     assert unlisted(found) == [], "name each block in doc_blocks.BLOCKS: None to run it, or why it cannot run"
     assert stale(found) == [], "an entry of doc_blocks.BLOCKS names no block, or several"
-    assert all(reason is None or len(reason) > 20 for reason in BLOCKS.values())
+    assert all(how is None or isinstance(how, Elsewhere) or len(how) > 20 for how in BLOCKS.values())
+
+
+def test_a_block_run_elsewhere_is_run_by_that_test() -> None:
+    elsewhere = {entry: how for entry, how in BLOCKS.items() if isinstance(how, Elsewhere)}
+    assert elsewhere, "the Flux and Argo CD guides' blocks run in their suites"
+    for (page, start), how in elsewhere.items():
+        test = (REPO / "tests" / "e2e" / how.test).read_text()
+        assert f'doc_blocks.block("{page}", "{start}")' in " ".join(test.split()), (page, start, how.test)
+        assert named_block(page, start).elsewhere == how
 
 
 def test_the_extraction_finds_each_pages_blocks() -> None:
@@ -60,7 +89,7 @@ def test_the_extraction_finds_each_pages_blocks() -> None:
 
 
 def test_the_blocks_run_have_no_placeholder_left() -> None:
-    ran = [b for b in all_blocks() if b.skipped is None]
+    ran = [b for b in all_blocks() if b.skipped is None or b.elsewhere is not None]
     for block in ran:
         commands = block.commands(VALUES)
         left = re.findall(r"\S*example\.com\S*|<[a-z-]+>|(?<![/\w])provider\.kubeconfig|\s-w\s*$", commands, re.M)
