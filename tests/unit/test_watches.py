@@ -548,3 +548,41 @@ def test_a_list_without_a_selector_is_not_served_by_an_informer_with_one(
     assert len(cluster.calls) == asked  # within the informer's selector: the cache
     cluster.find(r.LIQOPEERING, "team-a")
     assert len(cluster.calls) == asked + 1
+
+
+@pytest.mark.parametrize(
+    ("scope", "known"),
+    [
+        (Scope(r.CONNECTION, "tenant-a"), True),  # every object of the namespace
+        (Scope(r.CONNECTION, labels="liqo.io/remote-cluster-id", whole=True), True),  # Liqo labels them all
+        (Scope(r.CONNECTION, "tenant-a", fields="metadata.name=absent"), True),  # that very name
+        (Scope(r.CONNECTION, labels="liqo.io/remote-cluster-id"), False),  # one without the label may exist
+        (Scope(r.CONNECTION, "tenant-a", fields="metadata.name=other"), False),  # another name
+    ],
+    ids=["namespace", "whole-labels", "its-name", "labels", "other-name"],
+)
+def test_a_synced_informer_that_holds_the_name_answers_absent_without_a_request(
+    watched: tuple[ListWatch, Wakes, WatchHub], scope: Scope, known: bool
+) -> None:
+    cluster, wakes, hub = watched
+    cluster.objects = [labelled("tenant-a", "p", "p")] if scope.fields is None else []
+    hub.set_routes("a", [Route(cast(ClusterClient, cluster), scope, namespace="tenant-a")])
+    assert wakes.wait_for("a")
+    assert cluster.get(r.CONNECTION, "absent", "tenant-a") is None
+    assert (cluster.calls == []) is known, cluster.calls
+
+
+def test_a_deleted_object_is_asked_for_until_its_next_event(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
+    cluster, wakes, hub = watched
+    cluster.objects = [labelled("tenant-a", "p", "p")]
+    hub.set_routes("a", [Route(cast(ClusterClient, cluster), Scope(r.CONNECTION, "tenant-a"), namespace="tenant-a")])
+    assert wakes.wait_for("a")
+    cluster.delete(r.CONNECTION, "p", "tenant-a")  # it may linger: finalizers
+    assert cluster.get(r.CONNECTION, "p", "tenant-a") is not None and cluster.calls[-1][0] == "GET"
+    gone = labelled("tenant-a", "p", "p")
+    gone["metadata"]["resourceVersion"] = "20"
+    cluster.objects = []
+    cluster.emit("DELETED", gone)
+    assert wakes.wait_for("a", 2)
+    calls = len(cluster.calls)
+    assert cluster.get(r.CONNECTION, "p", "tenant-a") is None and len(cluster.calls) == calls

@@ -201,12 +201,16 @@ class ClusterClient:
 
     # -- reads ----------------------------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """From an informer that holds it, or that knows it is absent (as controller-runtime's cached client
+        answers NotFound), else from the API server."""
         self._raise_failed(res, namespace)
+        absent = False
         for informer in self._covering(res, namespace):
-            hit = informer.cached(namespace if res.namespaced else None, name)
+            known, hit = informer.lookup(namespace if res.namespaced else None, name)
             if hit is not None:
                 return dict(hit)
-        return self._get_live(res, name, namespace)
+            absent = absent or known
+        return None if absent else self._get_live(res, name, namespace)
 
     def read(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object as the API server has it now, never from an informer's cache, which may not have seen
@@ -312,9 +316,10 @@ class ClusterClient:
             return self._remember(res, self._call("POST", res.path(meta.get("namespace")), body=body)), True
         except ApiError as exc:
             if exc.status == 409:
-                again = self.get(res, meta["name"], meta.get("namespace"))
+                # Made meanwhile, or before the informers' watch said so: the API server's copy.
+                again = self._get_live(res, meta["name"], meta.get("namespace"))
                 if again is not None:
-                    return again, False
+                    return self._remember(res, again), False
             raise
 
     def create_or_relabel(

@@ -29,7 +29,7 @@ import contextlib
 import copy
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -60,6 +60,16 @@ class Scope:
     namespace: str | None = None
     labels: str | None = None
     fields: str | None = None
+    # Every object of the kind that the operator reads by name here carries ``labels`` (Liqo puts them on all
+    # of its objects), so a synced informer that lacks a name knows it is absent. Not part of the key: the
+    # routes that share a scope say the same.
+    whole: bool = field(default=False, compare=False)
+
+    def holds(self, name: str) -> bool:
+        """Whether an object of this name, if it exists, is in this scope's store once listed."""
+        if self.fields is not None and self.fields != f"metadata.name={name}":
+            return False
+        return self.labels is None or self.whole
 
 
 OnList = Callable[[list[dict[str, Any]]], None]
@@ -82,6 +92,7 @@ class Informer:
         self.polling = False  # the watch was refused (403): lists every POLL_SECONDS instead
         self.failed: BadAnswer | None = None  # the last list or watch dropped for a bad answer, until one is good
         self._store: dict[Key, dict[str, Any]] = {}
+        self._unknown: set[Key] = set()  # forgotten (being deleted): neither held nor known absent
         self._indexes: dict[str, IndexOf] = {}
         self._index: dict[str, dict[str, set[Key]]] = {}  # per index: its values, each with its objects' keys
         self._store_lock = threading.Lock()  # the store, the indexes and the handlers
@@ -216,6 +227,7 @@ class Informer:
     def _listed(self, items: list[dict[str, Any]]) -> None:
         with self._store_lock:
             self._store = {_key(obj): obj for obj in items}
+            self._unknown = set()
             self._index = {name: {} for name in self._indexes}
             for key, obj in self._store.items():
                 self._reindex(key, None, obj)
@@ -272,6 +284,7 @@ class Informer:
         """Record an object seen by the watch, or written by this client (read-your-writes)."""
         key = _key(obj)
         with self._store_lock:
+            self._unknown.discard(key)
             old = self._store.get(key)
             if deleted:
                 self._store.pop(key, None)
@@ -283,8 +296,11 @@ class Informer:
                 self._reindex(key, old, obj)
 
     def forget(self, namespace: str | None, name: str) -> None:
+        """Drop an object being deleted: it may linger (finalizers), so its state is unknown until its next
+        event or list."""
         with self._store_lock:
             self._reindex((namespace, name), self._store.pop((namespace, name), None), None)
+            self._unknown.add((namespace, name))
 
     def _reindex(
         self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None, names: tuple[str, ...] = ()
@@ -306,6 +322,15 @@ class Informer:
         with self._store_lock:
             obj = self._store.get((namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
+
+    def lookup(self, namespace: str | None, name: str) -> tuple[bool, dict[str, Any] | None]:
+        """(known, object): the object if the store has it; else whether its absence is known (the informer
+        is synced, its scope holds that name, and it was not forgotten since its last event)."""
+        key = (namespace, name)
+        with self._store_lock:
+            obj = self._store.get(key)
+            known = obj is not None or (self.synced and key not in self._unknown and self.scope.holds(name))
+        return known, (copy.deepcopy(obj) if obj is not None else None)
 
     def cached_items(self, wanted: Callable[[dict[str, Any]], bool] = lambda _meta: True) -> list[dict[str, Any]]:
         """Copies of the objects whose metadata is ``wanted``: only those are copied, not the whole store."""

@@ -113,12 +113,12 @@ def peering_routes(
         r.VIRTUAL_NODE,
         r.PUBLIC_KEY,
     ):
-        routes.append(Route(local, Scope(res, labels=has_peer_label), namespace=tenant_ns))
+        routes.append(Route(local, Scope(res, labels=has_peer_label, whole=True), namespace=tenant_ns))
     routes += [
         # The gateways' Deployments, by the label Liqo's gateway templates put on them all.
-        Route(local, Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR), namespace=tenant_ns),
+        Route(local, Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR, whole=True), namespace=tenant_ns),
         # Liqo finds a ForeignCluster by this label too (foreigncluster.GetForeignClusterByID).
-        Route(local, Scope(r.FOREIGN_CLUSTER, labels=has_peer_label), name=provider),
+        Route(local, Scope(r.FOREIGN_CLUSTER, labels=has_peer_label, whole=True), name=provider),
         # RBAC lets the operator list Secrets of this one name in every tenant namespace.
         Route(
             local,
@@ -127,7 +127,7 @@ def peering_routes(
         ),
         Route(
             local,
-            Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}"),
+            Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}", whole=True),
             label=(naming.REMOTE_CLUSTER_ID, provider),
         ),
         Route(
@@ -146,7 +146,7 @@ def peering_routes(
     )
     for res in (r.CONFIGURATION, remote_gateway, r.CONNECTION, r.TENANT):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
-    gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)
+    gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR, whole=True)
     routes.append(Route(remote, gateways, namespace=remote_ns))
     if reverse:
         routes += reverse_routes(local, remote, ctx)
@@ -164,7 +164,8 @@ def minted_route(client: ClusterClient, namespace: str, name: str, mints: bool) 
     """The minted kubeconfig Secret, in the informer of every Secret the operator minted in the namespace (by
     its label), shared by the peerings there: one without spec.credentials.mint still reads there, each pass,
     whether one is left to revoke. Only a credential in use wakes its peering as a kubeconfig change does."""
-    scope = Scope(r.SECRET, namespace, labels=pu.MINTED_SELECTOR)
+    # A Secret of the minted name without the label is not one the operator minted: absent, for it.
+    scope = Scope(r.SECRET, namespace, labels=pu.MINTED_SELECTOR, whole=True)
     return Route(client, scope, name=name, wake_as=KUBECONFIG if mints else None)
 
 
@@ -193,7 +194,7 @@ def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringCont
     and scope)."""
     consumer, tenant_ns, remote_ns = ctx.consumer.cluster_id, ctx.consumer_tenant_ns, ctx.provider_tenant_ns
     routes = [
-        Route(local, Scope(r.TENANT, labels=naming.REMOTE_CLUSTER_ID), namespace=tenant_ns),
+        Route(local, Scope(r.TENANT, labels=naming.REMOTE_CLUSTER_ID, whole=True), namespace=tenant_ns),
         Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=tenant_ns),
         Route(
             remote,
@@ -244,7 +245,7 @@ def teardown_routes(
         if (client := clients[side]) is not None
     ]
     routes = gone + [
-        Route(local, Scope(res, labels=naming.REMOTE_CLUSTER_ID), namespace=tenant_ns)
+        Route(local, Scope(res, labels=naming.REMOTE_CLUSTER_ID, whole=True), namespace=tenant_ns)
         for res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, local_gateway, r.PUBLIC_KEY, r.CONFIGURATION)
     ]
     routes += [
