@@ -241,6 +241,13 @@ def test_networking_missing_templates_raise_liqo_not_ready_unless_validation_is_
 
     p.spec = make_spec(skipValidation=True)
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
+    # Once both gateways exist, the templates are no longer checked (liqoctl peer checks them once, before
+    # making them): the client's is still missing, and no pass says so.
+    p.spec = make_spec()
+    assert local.get(r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, "liqo") is None
+    local.put(r.GATEWAY_CLIENT, "provider-id", C_NS)
+    assert r.GATEWAY_SERVER.kind in remote.kinds()  # made by the pass that skipped validation
+    networking.reconcile(p)
 
 
 def test_networking_gateway_server_then_client_then_keys_then_connection() -> None:

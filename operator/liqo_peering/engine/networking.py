@@ -62,9 +62,14 @@ def reconcile(p: PeeringRun) -> StageResult:
             f"waiting for Liqo to accept the network Configuration on the {' and '.join(pending)}",
         )
     where = networking.gateways(ctx, spec.gateway_server.location)
-    if not p.spec.skip_validation:
-        _check_templates(p, where)
     serving, dialing = _client(p, where.server_side), _client(p, where.client_side)
+    # The templates matter to Liqo when it makes the gateways: checked until both exist, as liqoctl peer
+    # checks them once before making them.
+    made = serving.get(r.GATEWAY_SERVER, where.server_name, where.server_namespace) is not None and (
+        dialing.get(r.GATEWAY_CLIENT, where.client_name, where.client_namespace) is not None
+    )
+    if not p.spec.skip_validation and not made:
+        _check_templates(p, where)
 
     # The gateway server on the cluster of spec.networking.gatewayServer.location; re-created when its parameters
     # changed.
