@@ -346,6 +346,32 @@ def test_a_provider_that_goes_down_and_comes_back_wakes_its_peerings(
     assert cluster.down is None  # nobody probes it any more: calls find out for themselves
 
 
+def test_a_call_answered_since_the_last_probe_spares_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informer_module, "PROBE_SECONDS", 0.01)
+    cluster, wakes = Probed(), Wakes()
+    asked = threading.Semaphore(0)
+    answering = True
+
+    def answered_within(seconds: float) -> bool:
+        asked.release()
+        return answering
+
+    monkeypatch.setattr(cluster, "answered_within", answered_within)
+    hub = WatchHub(wakes)
+    try:
+        hub.set_routes("a", [Route(cast(ClusterClient, cluster), Scope(r.HEALTH))])
+        assert wakes.wait_for("a", 1)
+        for _ in range(5):  # five rounds, each after a call was answered: up, and no probe
+            assert asked.acquire(timeout=WAIT)
+        assert cluster.probes == 0 and cluster.down is None
+        answering = False  # the calls stop getting answers: the probe asks again
+        for _ in range(3):
+            assert asked.acquire(timeout=WAIT)
+        assert cluster.probes >= 1
+    finally:
+        hub.stop()
+
+
 def test_a_client_marked_down_fails_at_once_without_a_request() -> None:
     client = ClusterClient(cast(Any, None), "provider", "https://198.18.0.2:6443")  # no ApiClient to call
     client.down = ClusterUnreachable("provider", "https://198.18.0.2:6443", "timed out")

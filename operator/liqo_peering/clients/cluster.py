@@ -62,6 +62,7 @@ class ClusterClient:
         # Set while the health probe finds the API server down: every call then fails at once, instead of
         # each waiting for its own timeout (see probe and informer.Informer._probe).
         self.down: ClusterUnreachable | None = None
+        self.answered_at = float("-inf")  # time.monotonic() of the last answer below 500 to a call
         # Its connections, so that the probe finding it down can also fail the calls already waiting (interrupt).
         self._connections = Connections()
         if api is not None:  # None: a test double that sends no request
@@ -136,6 +137,8 @@ class ClusterClient:
         with self._connections.deadline(_total(self.request_timeout)) as deadline:
             try:
                 resp = self._request(method, path, body=body, query=query, content_type=content_type)
+                if resp.status < 500:
+                    self.answered_at = time.monotonic()  # as good as a probe (see answered_within)
                 raw = resp.response
                 if resp.status >= 300:
                     raise self._refusal(method, path, resp, _created(method, body))
@@ -536,6 +539,11 @@ class ClusterClient:
         return self.apply(res, body)
 
     # -- health ------------------------------------------------------------------------------------
+    def answered_within(self, seconds: float) -> bool:
+        """Whether a call got an answer in the last ``seconds``: the API server was up then, as a probe would
+        have found it, so a busy peering's calls spare the probe's requests."""
+        return time.monotonic() - self.answered_at < seconds
+
     def probe(self) -> ClusterUnreachable | None:
         """GET /readyz with a short timeout: None when the API server answers, else why it counts as down.
 

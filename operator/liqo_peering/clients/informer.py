@@ -208,7 +208,9 @@ class Informer:
         """Probe until stopped; each change between up and down is reported as a relist."""
         client = self.client
         while True:
-            down = client.probe()
+            # A call answered since the last probe: up, without a request.
+            recent = client.down is None and client.answered_within(PROBE_SECONDS)
+            down = None if recent else client.probe()
             if down is not None and client.down is None:
                 down = client.probe()  # once more at once: one lost answer is not an API server down
             if (down is None) != (client.down is None) or not self.synced:
