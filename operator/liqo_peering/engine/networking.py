@@ -25,12 +25,14 @@ def _deployment_ready(client: ClusterClient, gateway: str, namespace: str) -> bo
     return dep is not None and int((dep.get("status") or {}).get("readyReplicas") or 0) > 0
 
 
-def _check_templates(p: PeeringRun, where: networking.Gateways) -> None:
+def _check_templates(p: PeeringRun, where: networking.Gateways, server: bool = True) -> None:
+    """Liqo makes each gateway from its template: both are checked before anything is made (as liqoctl peer
+    does), the client's again before the client is made (``server`` False)."""
     checks = (
         (_client(p, where.server_side), r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, where.server_template_namespace),
         (_client(p, where.client_side), r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, where.client_template_namespace),
     )
-    for client, res, name, ns in checks:
+    for client, res, name, ns in checks[0 if server else 1 :]:
         if client.get(res, name, ns) is None:
             raise LiqoNotReady(
                 f"{res.kind} {ns}/{name} is missing on the {client.side} cluster ({client.describe}); reinstall"
@@ -63,18 +65,14 @@ def reconcile(p: PeeringRun) -> StageResult:
         )
     where = networking.gateways(ctx, spec.gateway_server.location)
     serving, dialing = _client(p, where.server_side), _client(p, where.client_side)
-    # The templates matter to Liqo when it makes the gateways: checked until both exist, as liqoctl peer
-    # checks them once before making them.
-    made = serving.get(r.GATEWAY_SERVER, where.server_name, where.server_namespace) is not None and (
-        dialing.get(r.GATEWAY_CLIENT, where.client_name, where.client_namespace) is not None
-    )
-    if not p.spec.skip_validation and not made:
-        _check_templates(p, where)
+    validate = not p.spec.skip_validation
 
     # The gateway server on the cluster of spec.networking.gatewayServer.location; re-created when its parameters
     # changed.
     want_server = networking.gateway_server(ctx, spec)
     server = serving.get(r.GATEWAY_SERVER, where.server_name, where.server_namespace)
+    if server is None and validate:
+        _check_templates(p, where)
     if server is not None and not networking.gateway_spec_matches(server, want_server):
         serving.delete(r.GATEWAY_SERVER, where.server_name, where.server_namespace)
         dialing.delete(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
@@ -97,6 +95,8 @@ def reconcile(p: PeeringRun) -> StageResult:
         if client is not None and not networking.gateway_spec_matches(client, want_client):
             dialing.delete(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
             return StageResult.waiting(STAGE, "RecreatingGateways", "gateway client parameters changed: re-creating it")
+        if client is None and validate:
+            _check_templates(p, where, server=False)
         client = dialing.ensure(r.GATEWAY_CLIENT, want_client)
     if not _deployment_ready(dialing, where.client_name, where.client_namespace):
         return StageResult.waiting(
