@@ -28,7 +28,7 @@ from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.engine.runner import MAX_CALLS, Runner, Wakeups
 from liqo_peering.engine.sweep import ProtectionSweep
 from liqo_peering.engine.unpeering import Unpeerer
-from liqo_peering.engine.watches import WatchHub
+from liqo_peering.engine.watches import WatchHub, consumer_scopes
 from liqo_peering.health import DEFAULT_STALL_SECONDS, Health, TrackedPool
 from liqo_peering.kubeconfig import EXEC_FLAG, TLS_FLAG
 from liqo_peering.liqo import resources as r
@@ -270,6 +270,7 @@ def run(args: argparse.Namespace) -> None:
     # One watch hub for LiqoPeerings and LiqoPeeringSets: a namespace's Secrets are watched once for both.
     wakeups = Wakeups()
     hub = WatchHub(wakeups)
+    hub.pin(local, consumer_scopes(namespaced_tenant_reads=tenant_access is not None))
     # The passes wait on their sub-calls in a pool of their own: none waits for a thread another pass holds.
     calls = TrackedPool(MAX_CALLS, "calls")
     remotes = RemoteClients(on_close=hub.forget_client)  # no informer outlives its provider client

@@ -17,6 +17,7 @@ from liqo_peering.clients.informer import Scope
 from liqo_peering.engine.watches import (
     Route,
     WatchHub,
+    consumer_scopes,
     name_field,
     peering_routes,
     reverse_routes,
@@ -349,24 +350,29 @@ def test_a_provider_that_goes_down_and_comes_back_wakes_its_peerings(
 def test_a_call_answered_since_the_last_probe_spares_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(informer_module, "PROBE_SECONDS", 0.01)
     cluster, wakes = Probed(), Wakes()
-    asked = threading.Semaphore(0)
-    answering = True
+    rounds = threading.Condition()
+    asked = [0]  # rounds of the probe loop, each asking first whether a call was answered
+    answering = [True]
 
     def answered_within(seconds: float) -> bool:
-        asked.release()
-        return answering
+        with rounds:
+            asked[0] += 1
+            rounds.notify_all()
+            return answering[0]
+
+    def after(count: int) -> bool:
+        with rounds:
+            return rounds.wait_for(lambda: asked[0] >= count, WAIT)
 
     monkeypatch.setattr(cluster, "answered_within", answered_within)
     hub = WatchHub(wakes)
     try:
         hub.set_routes("a", [Route(cast(ClusterClient, cluster), Scope(r.HEALTH))])
-        assert wakes.wait_for("a", 1)
-        for _ in range(5):  # five rounds, each after a call was answered: up, and no probe
-            assert asked.acquire(timeout=WAIT)
+        assert wakes.wait_for("a", 1) and after(5)  # rounds after calls were answered: up, and no probe
         assert cluster.probes == 0 and cluster.down is None
-        answering = False  # the calls stop getting answers: the probe asks again
-        for _ in range(3):
-            assert asked.acquire(timeout=WAIT)
+        with rounds:
+            answering[0], flipped = False, asked[0]  # the calls stop getting answers: the probe asks again
+        assert after(flipped + 3)
         assert cluster.probes >= 1
     finally:
         hub.stop()
@@ -530,6 +536,41 @@ def test_every_informer_on_the_consumer_carries_a_selector() -> None:
         if route.scope.labels
     ]
     assert leftover.name == "p" and leftover.wake_as is None
+
+
+@pytest.mark.parametrize("namespaced", [False, True], ids=["cluster-wide", "watchNamespaces"])
+def test_the_consumers_cluster_wide_scopes_are_those_started_with_the_operator(namespaced: bool) -> None:
+    consumer = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16", liqo_namespace="liqo")
+    provider = ClusterInfo("provider-id", ("10.200.0.0/16",), "10.210.0.0/16", liqo_namespace="liqo")
+    ctx = PeeringContext("team-a", "p", consumer, provider, consumer_tenant_ns="t-c", provider_tenant_ns="t-p")
+    local, remote = ListWatch(), ListWatch()
+    routed = {
+        route.scope
+        for location in ("Provider", "Consumer")
+        for route in peering_routes(
+            local, remote, ctx, ("team-a", "kubeconfig"), namespaced, gateway_location=cast(Any, location)
+        )
+        if route.client is local and route.scope.namespace is None
+    }
+    assert routed == set(consumer_scopes(namespaced))
+    assert all(not unscoped(scope) for scope in routed)
+
+
+def test_pinned_informers_run_without_routes_and_hold_readiness_only_once_routed(
+    watched: tuple[ListWatch, Wakes, WatchHub],
+) -> None:
+    cluster, wakes, hub = watched
+    scope = Scope(r.CONNECTION, labels="liqo.io/remote-cluster-id", whole=True)
+    cluster.fail_lists = 10**6  # Liqo not installed yet: its informer cannot list
+    hub.pin(cast(ClusterClient, cluster), [scope])
+    assert hub.stats()["informers"] == 1
+    assert hub.unsynced("consumer") == []  # no peering needs it yet: the operator is ready
+    hub.set_routes("a", [Route(cast(ClusterClient, cluster), scope, namespace="tenant-a")])
+    assert hub.unsynced("consumer") != []
+    cluster.fail_lists = 0
+    assert wakes.wait_for("a")
+    hub.set_routes("a", [])
+    assert hub.stats()["informers"] == 1  # its last route gone, it runs on
 
 
 def test_a_changed_kubeconfig_reference_is_a_new_informer_that_lists_and_wakes(

@@ -102,7 +102,6 @@ def peering_routes(
     if ctx is None or remote is None:
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
-    has_peer_label = naming.REMOTE_CLUSTER_ID
     local_gateway, remote_gateway = gateway_kinds(gateway_location)
     for res in (
         r.CONFIGURATION,
@@ -113,31 +112,14 @@ def peering_routes(
         r.VIRTUAL_NODE,
         r.PUBLIC_KEY,
     ):
-        routes.append(Route(local, Scope(res, labels=has_peer_label, whole=True), namespace=tenant_ns))
+        routes.append(Route(local, labelled_scope(res), namespace=tenant_ns))
     routes += [
-        # The gateways' Deployments, by the label Liqo's gateway templates put on them all.
-        Route(local, Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR, whole=True), namespace=tenant_ns),
-        # Liqo finds a ForeignCluster by this label too (foreigncluster.GetForeignClusterByID).
-        Route(local, Scope(r.FOREIGN_CLUSTER, labels=has_peer_label, whole=True), name=provider),
-        # RBAC lets the operator list Secrets of this one name in every tenant namespace.
+        Route(local, GATEWAY_DEPLOYMENTS, namespace=tenant_ns),
+        Route(local, FOREIGN_CLUSTERS, name=provider),
+        Route(local, SIGNED_NONCES, namespace=tenant_ns),
+        Route(local, VIRTUAL_NODES, label=(naming.REMOTE_CLUSTER_ID, provider)),
         Route(
-            local,
-            Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"),
-            namespace=tenant_ns,
-        ),
-        Route(
-            local,
-            Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}", whole=True),
-            label=(naming.REMOTE_CLUSTER_ID, provider),
-        ),
-        Route(
-            local,
-            Scope(
-                r.POD,
-                namespace=tenant_ns if namespaced_tenant_reads else None,
-                labels=f"{naming.VK_COMPONENT}={naming.VK_COMPONENT_VALUE}",
-            ),
-            namespace=tenant_ns,
+            local, Scope(r.POD, tenant_ns, VK_PODS.labels) if namespaced_tenant_reads else VK_PODS, namespace=tenant_ns
         ),
     ]
     remote_ns = ctx.provider_tenant_ns
@@ -151,6 +133,42 @@ def peering_routes(
     if reverse:
         routes += reverse_routes(local, remote, ctx)
     return routes
+
+
+def labelled_scope(res: r.Resource) -> Scope:
+    """Every object of one of Liqo's kinds on the consumer that concerns a peer: Liqo labels them all with the
+    peer's cluster ID."""
+    return Scope(res, labels=naming.REMOTE_CLUSTER_ID, whole=True)
+
+
+# The consumer's cluster-wide scopes that peerings route to (peering_routes), beside labelled_scope's.
+# The gateways' Deployments, by the label Liqo's gateway templates put on them all.
+GATEWAY_DEPLOYMENTS = Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR, whole=True)
+# Liqo finds a ForeignCluster by this label too (foreigncluster.GetForeignClusterByID).
+FOREIGN_CLUSTERS = Scope(r.FOREIGN_CLUSTER, labels=naming.REMOTE_CLUSTER_ID, whole=True)
+# RBAC lets the operator list Secrets of this one name in every tenant namespace.
+SIGNED_NONCES = Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}")
+VIRTUAL_NODES = Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}", whole=True)
+VK_PODS = Scope(r.POD, labels=f"{naming.VK_COMPONENT}={naming.VK_COMPONENT_VALUE}")
+
+
+def consumer_scopes(namespaced_tenant_reads: bool = False) -> list[Scope]:
+    """The consumer's cluster-wide scopes that any peering routes to, whichever cluster runs its gateway
+    server: started with the operator (WatchHub.pin), as controller-runtime starts a controller's informers,
+    so that establishing a peering costs no list and watch of its own there. Label-scoped: with no peering
+    they hold nothing."""
+    kinds = (
+        r.CONFIGURATION,
+        r.GATEWAY_CLIENT,
+        r.GATEWAY_SERVER,
+        r.CONNECTION,
+        r.IDENTITY,
+        r.RESOURCE_SLICE,
+        r.VIRTUAL_NODE,
+        r.PUBLIC_KEY,
+    )
+    pods = [] if namespaced_tenant_reads else [VK_PODS]
+    return [*map(labelled_scope, kinds), GATEWAY_DEPLOYMENTS, FOREIGN_CLUSTERS, SIGNED_NONCES, VIRTUAL_NODES, *pods]
 
 
 def secret_route(client: ClusterClient, namespace: str, name: str) -> Route:
@@ -194,7 +212,7 @@ def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringCont
     and scope)."""
     consumer, tenant_ns, remote_ns = ctx.consumer.cluster_id, ctx.consumer_tenant_ns, ctx.provider_tenant_ns
     routes = [
-        Route(local, Scope(r.TENANT, labels=naming.REMOTE_CLUSTER_ID, whole=True), namespace=tenant_ns),
+        Route(local, labelled_scope(r.TENANT), namespace=tenant_ns),
         Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=tenant_ns),
         Route(
             remote,
@@ -245,11 +263,11 @@ def teardown_routes(
         if (client := clients[side]) is not None
     ]
     routes = gone + [
-        Route(local, Scope(res, labels=naming.REMOTE_CLUSTER_ID, whole=True), namespace=tenant_ns)
+        Route(local, labelled_scope(res), namespace=tenant_ns)
         for res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, local_gateway, r.PUBLIC_KEY, r.CONFIGURATION)
     ]
     routes += [
-        Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"), namespace=tenant_ns),
+        Route(local, SIGNED_NONCES, namespace=tenant_ns),
         Route(local, Scope(r.SECRET, tenant_ns, labels=naming.control_plane_secrets(provider)), namespace=tenant_ns),
         # The originals of what Liqo's CRD replicator copied to the provider: the Tenant waits for them.
         *(Route(local, Scope(res, labels=naming.REMOTE_ID), namespace=tenant_ns) for res in (r.RENEW, r.NAMESPACE_MAP)),
@@ -286,6 +304,21 @@ class WatchHub:
         self._informers: dict[tuple[int, Scope], Informer] = {}
         self._routes: dict[tuple[int, Scope], dict[Hashable, list[Route]]] = {}
         self._by_peering: dict[Hashable, set[Route]] = {}
+        self._pinned: set[tuple[int, Scope]] = set()  # run whether or not a route uses them (pin)
+
+    def pin(self, client: ClusterClient, scopes: list[Scope]) -> None:
+        """Start informers of ``scopes`` on ``client`` now and keep them running without routes: the peerings
+        that route to them later find them listed (see consumer_scopes)."""
+        to_start = []
+        with self._lock:
+            for scope in scopes:
+                route = Route(client, scope)
+                self._pinned.add(route.informer_key)
+                if route.informer_key not in self._informers:
+                    informer = self._informers[route.informer_key] = self._new_informer(route)
+                    to_start.append(informer)
+        for informer in to_start:
+            informer.start()
 
     def set_routes(self, key: Hashable, routes: list[Route]) -> None:
         """Make ``routes`` the peering's routes: informers start and stop as needed."""
@@ -342,15 +375,17 @@ class WatchHub:
             self._informers.clear()
             self._routes.clear()
             self._by_peering.clear()
+            self._pinned.clear()
         for informer in informers:
             informer.stop()
 
     def unsynced(self, side: str) -> list[str]:
         """The informers on one side (the local cluster: "consumer") whose store is not synced: readiness
         waits for them (health.py). The provider side is left out: a provider that is down is one
-        peering's error, not the operator's."""
+        peering's error, not the operator's; so are pinned informers no peering uses yet (Liqo may not be
+        installed: no peering can go on, but the operator serves)."""
         with self._lock:
-            informers = list(self._informers.values())
+            informers = [i for ikey, i in self._informers.items() if self._routes.get(ikey)]
         return [
             f"informer {i.scope.res.plural} in {i.scope.namespace or 'all namespaces'} has not synced"
             for i in informers
@@ -397,7 +432,7 @@ class WatchHub:
 
     def _sweep(self) -> list[Informer]:
         """Informers no route uses any more (call with the lock held)."""
-        idle = [ikey for ikey in self._informers if not self._routes.get(ikey)]
+        idle = [ikey for ikey in self._informers if not self._routes.get(ikey) and ikey not in self._pinned]
         for ikey in idle:
             self._routes.pop(ikey, None)
         return [self._informers.pop(ikey) for ikey in idle]
