@@ -1,5 +1,5 @@
-"""python -m bench [--runs N] [--scale 1,10,25,50] [--fleet 10] [--memory 5000] [--skip-real] [--skip-scale] ...:
-see --help."""
+"""python -m bench [--runs N] [--scale 1,10,25,50] [--fleet 10] [--memory 5000] [--pass-cost 500] [--skip-real]
+[--skip-scale] ...: see --help."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,13 @@ RESULT_KEYS = {
 }
 
 
-def save(results: dict[str, Any], out: Path, meta: dict[str, Any], meta_key: str = "meta") -> None:
+def save(results: dict[str, Any], out: Path, meta: dict[str, Any], meta_keys: Sequence[str] = ("meta",)) -> None:
+    """The results so far, the run's meta under each part it measured (``meta_keys``)."""
     git = ["git", "-C", str(REPO)]
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     # Others may be editing the operator while this runs: say which version was measured.
     dirty = subprocess.run([*git, "status", "--porcelain", "operator"], capture_output=True, text=True).stdout
-    results[meta_key] = {
+    run = {
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.time() - meta["started"]),
         "commit": commit.strip(),
@@ -46,11 +48,14 @@ def save(results: dict[str, Any], out: Path, meta: dict[str, Any], meta_key: str
         "load_average_after": load_average(),
         "args": meta["args"],
     }
+    for key in meta_keys:
+        results[key] = run
     results["targets"] = report.targets(
         results.get("real_summary"),
         results.get("scale_summary"),
         results.get("memory_summary"),
         results.get("real_chart_summary"),
+        results.get("pass_cost_summary"),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
@@ -79,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         " results already in --out)",
     )
     p.add_argument(
+        "--pass-cost",
+        type=int,
+        default=0,
+        help="the pass-cost row: the full reconcile passes of one Ready peering on the scale part's setup, with no"
+        " other LiqoPeering in the consumer and with this many in a namespace the operator does not watch (500,"
+        " say; default 0 keeps the pass-cost results already in --out)",
+    )
+    p.add_argument(
         "--install",
         choices=sorted(real.INSTALLS),
         default="processes",
@@ -104,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     runs_key, summary_key, meta_key = RESULT_KEYS[args.install]
     if args.install != "processes":
         args.skip_scale = True
-    # With the real-Liqo and scale parts kept, the run's meta goes with the part it measured.
-    if args.skip_real and args.skip_scale:
-        meta_key = "fleet_meta" if args.fleet else "memory_meta"
+    # The run's meta goes with each part it measured, from the part's start: the real-Liqo and scale parts
+    # share one, the others have one each.
+    meta_keys = [] if args.skip_real and args.skip_scale else [meta_key]
 
     exit_on_sigterm()
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -123,28 +136,37 @@ def main(argv: list[str] | None = None) -> int:
             for run in real.run_all(args.runs, work, args.keep, args.trace, args.install):
                 results[runs_key].append(run.to_json())
                 results[summary_key] = report.summarize_real(results[runs_key])
-                save(results, args.out, meta, meta_key)
+                save(results, args.out, meta, meta_keys)
         if not args.skip_scale:
             results["scale_runs"] = []
             for level in scale.run_all(levels, work, args.idle_seconds, args.keep):
                 results["scale_runs"].append(level.to_json())
                 results["scale_summary"] = report.summarize_scale(results["scale_runs"])
-                save(results, args.out, meta, meta_key)
+                save(results, args.out, meta, meta_keys)
         if args.fleet and args.install == "processes":
             # Back to back, so that the same load hits both ways of making N peerings.
+            meta_keys.append("fleet_meta")
             results["fleet_runs"] = []
             for via_set in (False, True):
                 fleet_run = scale.run_level(args.fleet, work, args.idle_seconds, args.keep, via_set=via_set)
                 results["fleet_runs"].append(fleet_run.to_json())
                 results["fleet_summary"] = report.summarize_fleet(results["fleet_runs"])
-                save(results, args.out, meta, meta_key)
+                save(results, args.out, meta, meta_keys)
         if args.memory and args.install == "processes":
+            meta_keys.append("memory_meta")
             results["memory_runs"] = []
             clutter = Clutter(args.memory, args.memory)
             for memory_run in scale.run_memory(clutter, work, min(args.idle_seconds, 30.0), args.keep):
                 results["memory_runs"].append(memory_run.to_json())
                 results["memory_summary"] = report.summarize_memory(results["memory_runs"])
-                save(results, args.out, meta, meta_key)
+                save(results, args.out, meta, meta_keys)
+        if args.pass_cost and args.install == "processes":
+            meta_keys.append("pass_cost_meta")
+            results["pass_cost_runs"] = []
+            for pass_run in scale.run_pass_cost(args.pass_cost, work, min(args.idle_seconds, 30.0), args.keep):
+                results["pass_cost_runs"].append(pass_run.to_json())
+                results["pass_cost_summary"] = report.summarize_pass_cost(results["pass_cost_runs"])
+                save(results, args.out, meta, meta_keys)
     except KeyboardInterrupt:
         log("interrupted: everything started has been stopped")
         return 130
@@ -153,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    save(results, args.out, meta, meta_key)
+    save(results, args.out, meta, meta_keys)
     report.plot(results, args.plot)
     page.write(results, args.out.with_suffix(".md"))
     print(report.console(results))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from testenv import kube as k
@@ -33,9 +34,10 @@ def operator_version() -> str:
     return f"{commit}+{hashlib.sha256(diff.encode()).hexdigest()[:8]}" if diff else commit
 
 
-def start_operator(kubeconfig: Path, work: Path) -> OperatorProcess:
-    """The operator as a process; returns once it serves /healthz and its start-up lists are done."""
-    operator = OperatorProcess(kubeconfig, work, RESYNC_ARGS).start()
+def start_operator(kubeconfig: Path, work: Path, extra_args: Sequence[str] = ()) -> OperatorProcess:
+    """The operator as a process, with ``extra_args`` after its usual ones; returns once it serves /healthz
+    and its start-up lists are done."""
+    operator = OperatorProcess(kubeconfig, work, [*RESYNC_ARGS, *extra_args]).start()
     try:
         wait_http(f"http://127.0.0.1:{operator.health_port}/healthz", 60)
         time.sleep(SETTLE_SECONDS)  # its informers list and watch: those requests are not a peering's

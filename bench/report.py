@@ -21,6 +21,8 @@ TARGET_IDLE_CPU = 1.0
 TARGET_MEMORY_RATIO = 1.1
 # Unpeering on Liqo's chart: at or below `liqoctl unpeer`'s, medians of the same alternating runs.
 TARGET_DELETE_RATIO = 1.0
+# The pass-cost row: a full pass's requests with N other LiqoPeerings in the cluster, against with none.
+TARGET_PASS_REQUESTS_RATIO = 1.0
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -173,11 +175,42 @@ def summarize_memory(runs: list[Run]) -> list[dict[str, Any]]:
     return rows
 
 
+def summarize_pass_cost(runs: list[Run]) -> list[dict[str, Any]]:
+    """The pass-cost rows, one per run: how many other LiqoPeerings the cluster held, and over its full passes
+    the operator's requests on the consumer (median per verb, and in total), the lists among them (all
+    passes), the pass's time and CPU; the requests and time against the run with no others."""
+    rows = []
+    for run in runs:
+        passes = run.get("full_passes") or []
+        verbs = sorted({verb for p in passes for verb in p["requests"]})
+        seconds = [p["seconds"] for p in passes]
+        rows.append(
+            {
+                "others": run.get("others", 0),
+                "passes": len(passes),
+                "requests": {verb: median(p["requests"].get(verb, 0) for p in passes) for verb in verbs},
+                "requests_total": median(sum(p["requests"].values()) for p in passes),
+                "list_requests": sum(p["requests"].get("list", 0) for p in passes),
+                "pass_p50": percentile(seconds, 50),
+                "pass_p95": percentile(seconds, 95),
+                # The mean: /proc counts CPU in clock ticks (10 ms), coarse for one pass.
+                "cpu_mean": sum(p["cpu_seconds"] for p in passes) / len(passes) if passes else None,
+                "rss_mb": (run.get("at_rest") or {}).get("rss_mb"),
+            }
+        )
+    none = next((row for row in rows if not row["others"]), None)
+    for row in rows:
+        row["requests_vs_none"] = _ratio(row["requests_total"], none["requests_total"] if none else None)
+        row["time_vs_none"] = _ratio(row["pass_p50"], none["pass_p50"] if none else None)
+    return rows
+
+
 def targets(
     real: dict[str, Any] | None,
     scale: list[dict[str, Any]] | None,
     memory: list[dict[str, Any]] | None = None,
     chart: dict[str, Any] | None = None,
+    pass_cost: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Each target: the measured value and whether it was met (None when not measured)."""
     out: list[dict[str, Any]] = []
@@ -212,6 +245,14 @@ def targets(
                 f" unrelated <= {TARGET_MEMORY_RATIO}x an empty consumer's",
                 row["rss_vs_empty"],
                 TARGET_MEMORY_RATIO,
+                "x",
+            )
+    for row in pass_cost or []:
+        if row["others"]:
+            add(
+                f"requests per full pass with {row['others']} other LiqoPeerings <= with none",
+                row["requests_vs_none"],
+                TARGET_PASS_REQUESTS_RATIO,
                 "x",
             )
     return out
@@ -320,6 +361,10 @@ def console(results: dict[str, Any]) -> str:
     if memory:
         title = "Memory: one peering, the consumer empty or full of unrelated objects"
         lines += [title, "", *memory_table(memory), ""]
+    pass_cost = results.get("pass_cost_summary")
+    if pass_cost:
+        title = "Pass cost: one peering's full reconcile pass, with and without other LiqoPeerings in the cluster"
+        lines += [title, "", *pass_cost_table(pass_cost), ""]
     if results.get("targets"):
         lines += ["| target | measured | met |", "| --- | --- | --- |"]
         for t in results["targets"]:
@@ -340,6 +385,22 @@ def memory_table(memory: list[dict[str, Any]]) -> list[str]:
             f"| {objects.get('deployments', 0)} | {objects.get('secrets', 0)} | {_fmt(row['rss_mb'], 1)} "
             f"| {_fmt(row['rss_vs_empty'])}x | {_fmt(row['peak_rss_mb'], 1)} | {_fmt(row['operator_read_mb'], 1)} "
             f"| {_fmt(row['all_ready'], 1)} | {_fmt(row['idle_cpu_percent'])} % |"
+        )
+    return lines
+
+
+def pass_cost_table(pass_cost: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| other LiqoPeerings present | full passes | requests per full pass (consumer, by verb, median) "
+        "| list requests, all passes | pass time p50 / p95 (ms) | operator CPU per pass, mean (ms) | RSS MB at rest |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in pass_cost:
+        verbs = ", ".join(f"{verb} {_fmt(n, 0)}" for verb, n in row["requests"].items() if n)
+        lines.append(
+            f"| {row['others']} | {row['passes']} | {verbs or '-'} ({_fmt(row['requests_total'], 0)} in all) "
+            f"| {row['list_requests']} | {_ms(row['pass_p50'])} / {_ms(row['pass_p95'])} | {_ms(row['cpu_mean'])} "
+            f"| {_fmt(row['rss_mb'], 0)} |"
         )
     return lines
 

@@ -1,5 +1,6 @@
 """Scale: N concurrent peerings from one consumer to N distinct providers, N = 1, 10, 25, 50; and the same
-N made by one LiqoPeeringSet instead of N LiqoPeerings (``via_set``, the fleet row).
+N made by one LiqoPeeringSet instead of N LiqoPeerings (``via_set``, the fleet row). The memory and pass-cost
+rows run one peering on this setup (bench.clutter, bench.passcost).
 
 The consumer is a full local cluster (testenv.localk8s); the providers are light API servers on one etcd
 (testenv.lightk8s), each with the Liqo stand-in as its Liqo (testenv.standin.fleet). Every level starts from fresh
@@ -31,9 +32,10 @@ from testenv.reactions import NONCE_SECRET, OPERATOR_AGENT, SIGNED_NONCE_SECRET,
 from testenv.standin.fleet import USER_AGENT as STANDIN_AGENT
 
 from . import clutter as clutter_objects
-from . import requests
+from . import passcost, requests
 from .clutter import Clutter
 from .common import LIQOPEERING, operator_version, start_operator
+from .passcost import PassCost
 from .procs import Spawned, log, quietly, save_logs
 from .tracker import Kind, Predicate, State, Tracker, condition
 
@@ -83,6 +85,10 @@ class ScaleRun:
     clutter: dict[str, int] = field(default_factory=dict)
     operator_read_mb: float = 0.0
     machine_busy_percent: dict[str, float] = field(default_factory=dict)  # all cores, establishing/quiet
+    # The pass-cost row: LiqoPeerings only the duplicate check's informer holds (bench.passcost), and the full
+    # passes of the peering, each a passcost.FullPass.
+    others: int = 0
+    full_passes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,13 +183,18 @@ def run_level(
     keep_logs: bool = False,
     via_set: bool = False,
     clutter: Clutter = clutter_objects.NONE,
+    pass_cost: PassCost | None = None,
 ) -> ScaleRun:
     """One level: ``count`` peerings, made as ``count`` LiqoPeerings or (``via_set``) by one LiqoPeeringSet
     selecting ``count`` labelled Secrets; everything else the same. ``clutter``: Deployments and Secrets no
-    peering concerns, in the consumer before the operator starts (the memory row)."""
+    peering concerns, in the consumer before the operator starts (the memory row). ``pass_cost``: other
+    LiqoPeerings in a namespace the operator, then watching NAMESPACE only, does not reconcile; once all are
+    Ready, full passes timed (the pass-cost row)."""
     result = ScaleRun(count, "LiqoPeeringSet" if via_set else "LiqoPeerings", operator_version())
     result.clutter = {"deployments": clutter.deployments, "secrets": clutter.secrets}
+    result.others = pass_cost.others if pass_cost is not None else 0
     suffix = ("-set" if via_set else "") + ("" if clutter.empty else f"-clutter-{clutter.deployments}")
+    suffix += f"-passcost-{pass_cost.others}" if pass_cost is not None else ""
     work = base_dir / f"scale-{count}{suffix}"
     work.mkdir(parents=True)
     log(f"scale {count} ({result.via}): starting a consumer and {count} light providers")
@@ -213,9 +224,15 @@ def run_level(
             started = time.monotonic()
             clutter_objects.create(consumer.api_client(), clutter, NAMESPACE)
             log(f"scale {count}: {clutter} created in the consumer in {time.monotonic() - started:.0f}s")
+        if pass_cost is not None and pass_cost.others:
+            started = time.monotonic()
+            passcost.create_others(consumer_kube, pass_cost.others)
+            log(f"scale {count}: {pass_cost.others} other LiqoPeerings created in {time.monotonic() - started:.0f}s")
         # The LiqoPeerings' names: the set names its own <set>-<secret>.
         names = {c.name: f"{SET_NAME}-{c.name}-kubeconfig" if via_set else c.name for c in providers.clusters}
-        operator = start_operator(consumer.user_kubeconfig(OPERATOR_USER), work)
+        # The pass-cost row, with or without others: kopf reconciles NAMESPACE only, in both runs alike.
+        watched = ["--namespace", NAMESPACE] if pass_cost is not None else []
+        operator = start_operator(consumer.user_kubeconfig(OPERATOR_USER), work, watched)
         stack.callback(quietly, operator.stop, "the operator")
         assert operator.proc is not None
         pid = operator.proc.pid
@@ -261,6 +278,10 @@ def run_level(
 
         result.reactions, result.standin_turns = _turns(consumer.audit_log, providers.clusters, ids, start)
         time.sleep(SETTLE_SECONDS)
+        if pass_cost is not None:
+            result.full_passes = _full_passes(
+                pass_cost, consumer_kube, tracker, names[providers.clusters[0].name], pid, standins
+            )
         cpu_before, machine_before = procstat.cpu_seconds(pid), procstat.machine_busy_seconds()
         counted = requests.counts(consumer_kube, OPERATOR_USER)
         quiet_start = time.time()
@@ -294,6 +315,28 @@ def run_level(
             f"writes {sum(result.writes_at_rest.values())}"
         )
     return result
+
+
+def _full_passes(
+    pass_cost: PassCost, consumer: Kube, tracker: Tracker, name: str, pid: int, standins: list[Spawned]
+) -> list[dict[str, Any]]:
+    """The pass-cost row's passes of the LiqoPeering ``name``, the stand-ins stopped around each."""
+    passes = passcost.measure(
+        consumer,
+        tracker,
+        NAMESPACE,
+        name,
+        pass_cost.passes,
+        count=lambda: requests.counts(consumer, OPERATOR_USER),
+        cpu=lambda: procstat.cpu_seconds(pid),
+        pause=lambda: passcost.stopped([p.pid for p in standins]),
+    )
+    times = sorted(p.seconds for p in passes)
+    log(
+        f"pass cost, {pass_cost.others} others: {len(passes)} full passes, median {statistics.median(times):.3f}s,"
+        f" {sum(sum(p.requests.values()) for p in passes)} requests in all"
+    )
+    return [p.to_json() for p in passes]
 
 
 def _create_fleet(consumer: Kube, clusters: list[LightCluster]) -> None:
@@ -330,6 +373,12 @@ def _still_window(result: ScaleRun, standins: list[Spawned], pid: int, consumer:
 def run_all(levels: list[int], base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> Iterator[ScaleRun]:
     for count in levels:
         yield run_level(count, base_dir, idle_seconds, keep_logs)
+
+
+def run_pass_cost(others: int, base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> Iterator[ScaleRun]:
+    """The pass-cost row: one peering with no other LiqoPeering in the consumer, then with ``others`` of them."""
+    for each in (0, others):
+        yield run_level(1, base_dir, idle_seconds, keep_logs, pass_cost=PassCost(each))
 
 
 def run_memory(clutter: Clutter, base_dir: Path, idle_seconds: float, keep_logs: bool = False) -> Iterator[ScaleRun]:
