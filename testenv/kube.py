@@ -278,3 +278,12 @@ def unb64(data: str | None) -> bytes:
     import base64
 
     return base64.b64decode(data or "")
+
+
+def container_states(pods: list[Obj]) -> list[str]:
+    """A line per Pod with its containers' states, for a failure message."""
+
+    def states(pod: Obj) -> list[Any]:
+        return [s.get("state") for s in (pod.get("status") or {}).get("containerStatuses") or []]
+
+    return [f"pod {pod['metadata']['name']}: {states(pod)}" for pod in pods]

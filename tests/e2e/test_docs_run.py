@@ -118,10 +118,7 @@ class DocsEnv:
 
     def diagnosis(self) -> str:
         """The operator's Pods, the release namespace's Events and the peering's status, for a failure message."""
-        lines = []
-        for pod in self.kc.list(k.POD, RELEASE_NS):
-            statuses = (pod.get("status") or {}).get("containerStatuses") or []
-            lines.append(f"pod {pod['metadata']['name']}: {[s.get('state') for s in statuses]}")
+        lines = k.container_states(self.kc.list(k.POD, RELEASE_NS))
         for event in self.kc.list(k.Res("", "v1", "events"), RELEASE_NS):
             lines.append(f"event {event['involvedObject']['name']}: {event.get('reason')}: {event.get('message')}")
         lines.append(f"LiqoPeering {PEERING_NS}/{PEERING} status: {self.peerings.status(PEERING_NS, PEERING)}")

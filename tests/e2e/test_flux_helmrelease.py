@@ -148,9 +148,7 @@ class Env:
             f"OCIRepository status: {(ocirepo.get('status') or {}).get('conditions')}",
             f"HelmRelease status: {(hr.get('status') or {}).get('conditions')}",
         ]
-        for pod in self.operator_pods():
-            statuses = (pod.get("status") or {}).get("containerStatuses") or []
-            lines.append(f"pod {pod['metadata']['name']}: {[s.get('state') for s in statuses]}")
+        lines += k.container_states(self.operator_pods())
         lines += [f"--- {p.name} log\n{p.log_tail()}" for p in self.flux.procs]
         return "\n".join(lines)
 
