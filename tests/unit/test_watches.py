@@ -554,6 +554,10 @@ def test_the_consumers_cluster_wide_scopes_are_those_started_with_the_operator(n
     }
     assert routed == set(consumer_scopes(namespaced))
     assert all(not unscoped(scope) for scope in routed)
+    # Whole only where Liqo labels every object of the kind: a namespace's Secrets (a kubeconfig Secret beside
+    # the minted ones) and Deployments (gateways from one's own templates) are not all labelled.
+    every = peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), namespaced, minted_secret="p-minted")
+    assert not [route.scope for route in every if route.scope.whole and route.scope.res in (r.SECRET, r.DEPLOYMENT)]
 
 
 def test_pinned_informers_run_without_routes_and_hold_readiness_only_once_routed(

@@ -128,7 +128,7 @@ def peering_routes(
     )
     for res in (r.CONFIGURATION, remote_gateway, r.CONNECTION, r.TENANT):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
-    gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR, whole=True)
+    gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)
     routes.append(Route(remote, gateways, namespace=remote_ns))
     if reverse:
         routes += reverse_routes(local, remote, ctx)
@@ -143,7 +143,8 @@ def labelled_scope(res: r.Resource) -> Scope:
 
 # The consumer's cluster-wide scopes that peerings route to (peering_routes), beside labelled_scope's.
 # The gateways' Deployments, by the label Liqo's gateway templates put on them all.
-GATEWAY_DEPLOYMENTS = Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR, whole=True)
+# Not whole: templates of one's own (spec.skipValidation) may leave the label out.
+GATEWAY_DEPLOYMENTS = Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR)
 # Liqo finds a ForeignCluster by this label too (foreigncluster.GetForeignClusterByID).
 FOREIGN_CLUSTERS = Scope(r.FOREIGN_CLUSTER, labels=naming.REMOTE_CLUSTER_ID, whole=True)
 # RBAC lets the operator list Secrets of this one name in every tenant namespace.
@@ -182,8 +183,8 @@ def minted_route(client: ClusterClient, namespace: str, name: str, mints: bool) 
     """The minted kubeconfig Secret, in the informer of every Secret the operator minted in the namespace (by
     its label), shared by the peerings there: one without spec.credentials.mint still reads there, each pass,
     whether one is left to revoke. Only a credential in use wakes its peering as a kubeconfig change does."""
-    # A Secret of the minted name without the label is not one the operator minted: absent, for it.
-    scope = Scope(r.SECRET, namespace, labels=pu.MINTED_SELECTOR, whole=True)
+    # Not whole: the namespace's other Secrets (the kubeconfig Secrets) carry no such label.
+    scope = Scope(r.SECRET, namespace, labels=pu.MINTED_SELECTOR)
     return Route(client, scope, name=name, wake_as=KUBECONFIG if mints else None)
 
 
