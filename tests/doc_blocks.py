@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,18 +214,28 @@ def block(page: str, start: str) -> Block:
 
 
 def run(found: Block, values: Mapping[str, str], kubeconfig: Path, tools: list[Path]) -> str:
-    """Run a block as a user's shell would (bash -e, pipefail, from the repository's root) against the cluster
-    of ``kubeconfig``, the directories of ``tools`` (binaries) first on PATH; its output. A failure says what
-    ran."""
-    commands = found.commands(values)
+    """Run a block against the cluster of ``kubeconfig``, the directories of ``tools`` (binaries) first on PATH
+    (see ``shell``)."""
     path = os.pathsep.join([*(str(tool.parent) for tool in tools), os.environ.get("PATH", "")])
-    environ = {**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig)}
+    return shell(found, values, {**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig)})
+
+
+def shell(
+    found: Block,
+    values: Mapping[str, str],
+    environ: Mapping[str, str],
+    timeout: float = 300,
+    diagnosis: Callable[[], str] = lambda: "",
+) -> str:
+    """Run a block as a user's shell would (bash -e, pipefail, from the repository's root) in ``environ``; its
+    output. A failure says what ran, what it printed, and ``diagnosis()``."""
+    commands = found.commands(values)
     proc = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", commands],
-        cwd=REPO, env=environ, capture_output=True, text=True, timeout=300,
+        cwd=REPO, env=dict(environ), capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     assert proc.returncode == 0, (
         f"{found.page}:{found.line} failed (exit {proc.returncode}):\n{commands}\n"
-        f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}\n{diagnosis()}"
     )
     return proc.stdout

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from doc_blocks import PAGES, Block, blocks, unlisted
+from doc_blocks import PAGES, Block, blocks, shell, unlisted
 from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import kube as k
 from testenv.helm import HELM_HOME, run_helm
@@ -38,7 +37,7 @@ from testenv.kube import Kube
 from testenv.liqo_env.pytest_plugin import LiqoClusters, StandInProcess
 from testenv.localk8s.images import Image
 from testenv.localk8s.registry import Registry
-from testenv.localk8s.tools import REPO_ROOT, tool_path
+from testenv.localk8s.tools import tool_path
 from testenv.operator_support import Peerings, api_client, wait_for
 
 # What the pages name: the release and its namespace, the peering of examples/basic.yaml and its Secret.
@@ -66,16 +65,7 @@ class DocsEnv:
         return Path(self.lc["consumer"].kubeconfig)
 
     def run(self, block: Block) -> str:
-        commands = block.commands(self.values)
-        proc = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", commands],
-            cwd=REPO_ROOT, env=self.environ, capture_output=True, text=True, timeout=BLOCK_TIMEOUT,
-        )  # fmt: skip
-        assert proc.returncode == 0, (
-            f"{block.page}:{block.line} failed (exit {proc.returncode}):\n{commands}\n"
-            f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}\n{self.diagnosis()}"
-        )
-        return proc.stdout
+        return shell(block, self.values, self.environ, BLOCK_TIMEOUT, self.diagnosis)
 
     def operator_available(self) -> bool:
         deployment = self.kc.get(k.DEPLOYMENT, RELEASE, RELEASE_NS) or {}
