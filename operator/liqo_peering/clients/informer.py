@@ -320,11 +320,6 @@ class Informer:
             if now is not None:
                 values.setdefault(now, set()).add(key)
 
-    def cached(self, namespace: str | None, name: str) -> dict[str, Any] | None:
-        with self._store_lock:
-            obj = self._store.get((namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
-
     def lookup(self, namespace: str | None, name: str) -> tuple[bool, dict[str, Any] | None]:
         """(known, object): the object if the store has it; else whether its absence is known (the informer
         is synced, its scope holds that name, and it was not forgotten since its last event)."""

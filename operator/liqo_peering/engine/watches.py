@@ -103,15 +103,7 @@ def peering_routes(
         return routes
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     local_gateway, remote_gateway = gateway_kinds(gateway_location)
-    for res in (
-        r.CONFIGURATION,
-        local_gateway,
-        r.CONNECTION,
-        r.IDENTITY,
-        r.RESOURCE_SLICE,
-        r.VIRTUAL_NODE,
-        r.PUBLIC_KEY,
-    ):
+    for res in (*LABELLED_KINDS, local_gateway):
         routes.append(Route(local, labelled_scope(res), namespace=tenant_ns))
     routes += [
         Route(local, GATEWAY_DEPLOYMENTS, namespace=tenant_ns),
@@ -133,6 +125,10 @@ def peering_routes(
     if reverse:
         routes += reverse_routes(local, remote, ctx)
     return routes
+
+
+# Liqo's kinds a peering's stages make or read on the consumer, beside the gateway the consumer holds.
+LABELLED_KINDS = (r.CONFIGURATION, r.CONNECTION, r.IDENTITY, r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.PUBLIC_KEY)
 
 
 def labelled_scope(res: r.Resource) -> Scope:
@@ -158,16 +154,7 @@ def consumer_scopes(namespaced_tenant_reads: bool = False) -> list[Scope]:
     server: started with the operator (WatchHub.pin), as controller-runtime starts a controller's informers,
     so that establishing a peering costs no list and watch of its own there. Label-scoped: with no peering
     they hold nothing."""
-    kinds = (
-        r.CONFIGURATION,
-        r.GATEWAY_CLIENT,
-        r.GATEWAY_SERVER,
-        r.CONNECTION,
-        r.IDENTITY,
-        r.RESOURCE_SLICE,
-        r.VIRTUAL_NODE,
-        r.PUBLIC_KEY,
-    )
+    kinds = (*LABELLED_KINDS, r.GATEWAY_CLIENT, r.GATEWAY_SERVER)
     pods = [] if namespaced_tenant_reads else [VK_PODS]
     return [*map(labelled_scope, kinds), GATEWAY_DEPLOYMENTS, FOREIGN_CLUSTERS, SIGNED_NONCES, VIRTUAL_NODES, *pods]
 
