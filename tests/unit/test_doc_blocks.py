@@ -58,16 +58,18 @@ def test_the_extraction_finds_each_pages_blocks() -> None:
     assert firsts("docs/installation.md", run=True) == [
         "make release REGISTRY=registry.example.com/platform",
         "helm install liqo-peering-operator",
+        "docker build -t",
         "helm install liqo-peering-operator",
         "src=registry.example.com/platform",
     ]
-    assert firsts("docs/installation.md", run=False) == ["docker build -t"]
+    assert firsts("docs/installation.md", run=False) == []
     # README's Install section only: build and push, then install and peer until Ready.
-    assert firsts("README.md", run=False) == ["docker build -t"]
-    (readme,) = [b for b in blocks("README.md") if b.skipped is None]
+    assert firsts("README.md", run=True) == ["docker build -t", "helm install liqo-peering-operator"]
+    readme = [b for b in blocks("README.md") if b.skipped is None][-1]
     assert "kubectl -n default wait --for=condition=Ready lp/provider" in readme.text
     assert "make demo" not in "".join(b.text for b in blocks("README.md"))  # "Try it" is another section
     assert firsts("docs/getting-started.md", run=True) == [
+        "docker build -t",
         "helm install liqo-peering-operator",
         "kubectl -n liqo",
         "kubectl -n default",
@@ -77,7 +79,6 @@ def test_the_extraction_finds_each_pages_blocks() -> None:
         "kubectl -n default",
     ]
     assert firsts("docs/getting-started.md", run=False) == [
-        "docker build -t",
         "liqoctl generate peering-user",
         "liqoctl delete peering-user",
         "make demo #",
