@@ -83,7 +83,8 @@ class FakeClusterClient(ClusterClient):
     - Resource types listed in ``not_served`` (plurals) behave like a missing CRD: reads and writes
       raise ``LiqoNotInstalled`` as the real client does; deletes count them as gone.
     - ``writes`` logs every call that changed the store as (verb, key); ``created`` and ``deleted``
-      log creations and delete calls.
+      log creations and delete calls; ``reads`` every ``get``.
+    - ``cached_kinds`` (plurals): the kinds an informer serves reads of (``cached``); none by default.
     """
 
     def __init__(self, side: str, *, not_served: set[str] | None = None) -> None:  # no ApiClient: no super()
@@ -95,6 +96,8 @@ class FakeClusterClient(ClusterClient):
         self.created: list[Key] = []
         self.deleted: list[Key] = []
         self.deleted_with_dependents: list[Key] = []
+        self.reads: list[Key] = []
+        self.cached_kinds: set[str] = set()
         self._version = 0
         # What read_path answers (None: 404): a Kubernetes 1.35 API server with Liqo v1.2's API groups.
         self.paths: dict[str, Any] = {
@@ -195,11 +198,16 @@ class FakeClusterClient(ClusterClient):
 
     def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         self._check_served(res)
-        obj = self.store.get((res.plural, namespace if res.namespaced else None, name))
+        key = (res.plural, namespace if res.namespaced else None, name)
+        self.reads.append(key)
+        obj = self.store.get(key)
         return copy.deepcopy(obj) if obj is not None else None
 
     def read(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         return self.get(res, name, namespace)  # no cache here: what get returns is the store's
+
+    def cached(self, res: r.Resource, name: str, namespace: str | None = None) -> bool:
+        return res.plural in self.cached_kinds
 
     def find(
         self, res: r.Resource, namespace: str | None = None, labels: str | None = None, fields: str | None = None

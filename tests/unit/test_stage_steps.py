@@ -390,6 +390,53 @@ def test_networking_with_the_server_on_the_consumer_swaps_the_gateways_roles() -
     )
 
 
+def test_networking_waiting_for_the_tunnel_reads_the_keys_once_per_gateway() -> None:
+    """Passes that share a memo (woken by Liqo's objects only) take the keys the first one exchanged: no key
+    Secret is read again, and a PublicKey is ensured again only where an informer serves it (a deleted one is
+    made again at once). A new gateway, or a full pass (a new memo), reads the Secrets again."""
+    p = make_run()
+    local, remote = fakes(p)
+    install_templates(p)
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+    networking.reconcile(p)
+    server = remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)
+    server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
+    deployment(remote, "consumer-id", P_NS, ready=1)
+    networking.reconcile(p)
+    deployment(local, "provider-id", C_NS, ready=1)
+    gateway_keys(remote, r.GATEWAY_SERVER, "consumer-id", P_NS, SERVER_KEY)
+    gateway_keys(local, r.GATEWAY_CLIENT, "provider-id", C_NS, CLIENT_KEY)
+    local.cached_kinds = {r.PUBLIC_KEY.plural}  # the consumer's PublicKeys are watched, the provider's are not
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConnection")
+
+    def key_reads() -> list[tuple[str, str, str | None]]:
+        return [(c.side, plural, name) for c in (local, remote) for plural, _, name in c.reads if plural in key_kinds]
+
+    key_kinds = {r.SECRET.plural, r.PUBLIC_KEY.plural}
+    local.reads.clear(), remote.reads.clear()
+    del local.store[(r.PUBLIC_KEY.plural, C_NS, "provider-id")]
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConnection")
+    assert key_reads() == [("consumer", r.PUBLIC_KEY.plural, "provider-id")]
+    assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)["spec"] == {"publicKey": SERVER_KEY}
+
+    # A new gateway server (another uid) has a new key: read again, and given to the consumer.
+    local.reads.clear(), remote.reads.clear()
+    server["metadata"]["uid"] = "another-server"
+    remote.obj(r.SECRET, "gw-consumer-id", P_NS)["data"]["publicKey"] = CLIENT_KEY
+    networking.reconcile(p)
+    assert (r.SECRET.plural, P_NS, "gw-consumer-id") in remote.reads
+    assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)["spec"] == {"publicKey": CLIENT_KEY}
+
+    # A full pass starts from an empty memo.
+    fresh = PeeringRun(p.spec, local, remote, p.ctx)
+    local.reads.clear(), remote.reads.clear()
+    networking.reconcile(fresh)
+    assert {(r.SECRET.plural, "gw-provider-id")} <= {(pl, n) for pl, _, n in local.reads}
+    assert {(r.SECRET.plural, "gw-consumer-id")} <= {(pl, n) for pl, _, n in remote.reads}
+
+
 def test_networking_with_the_server_on_the_consumer_checks_the_templates_on_their_clusters() -> None:
     p = make_run(make_spec(networking={"gatewayServer": {"location": "Consumer"}}))
     local, remote = fakes(p)

@@ -215,6 +215,14 @@ class ClusterClient:
             absent = absent or known
         return None if absent else self._get_live(res, name, namespace)
 
+    def cached(self, res: Resource, name: str, namespace: str | None = None) -> bool:
+        """Whether ``get`` answers without a request: an informer holds the object or knows it is absent."""
+        for informer in self._covering(res, namespace):
+            known, hit = informer.lookup(namespace if res.namespaced else None, name)
+            if known or hit is not None:
+                return True
+        return False
+
     def read(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object as the API server has it now, never from an informer's cache, which may not have seen
         the change that woke the caller yet."""

@@ -7,11 +7,28 @@ The reverse direction of a bidirectional peering is the same stages on a run wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from liqo_peering.api.model import LiqoPeeringSpec, OffloadingSpec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.liqo.context import PeeringContext
+
+
+@dataclass(frozen=True)
+class KeysExchanged:
+    """The gateways' public keys, as a pass read them from the Secrets Liqo generated and gave to the other side."""
+
+    gateways: tuple[str, ...]  # each gateway's uid and key Secret's name (status.secretRef): the keys' source
+    server_key: str
+    client_key: str
+
+
+@dataclass
+class PassMemo:
+    """What a pass read that the next one need not read again while nothing but Liqo's objects changed: it goes
+    with the discovery the runner lets such a pass reuse (a full pass starts with an empty one)."""
+
+    keys: KeysExchanged | None = None
 
 
 @dataclass
@@ -21,6 +38,7 @@ class PeeringRun:
     provider: ClusterClient  # this direction's provider (forward: through the Secret's kubeconfig)
     ctx: PeeringContext
     reverse: bool = False  # the reverse direction: its consumer is the provider cluster, and the other way round
+    memo: PassMemo = field(default_factory=PassMemo)
 
     @property
     def offloading(self) -> OffloadingSpec:

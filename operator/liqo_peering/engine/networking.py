@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.engine.direction import PeeringRun
+from liqo_peering.engine.direction import KeysExchanged, PeeringRun
 from liqo_peering.engine.teardown import remove_networking
 from liqo_peering.errors import ConnectionFailed, LiqoNotReady
 from liqo_peering.fields import dig
@@ -14,6 +14,7 @@ from liqo_peering.liqo import resources as r
 from liqo_peering.stages import StageResult
 
 STAGE = "networking"
+_UID, _SECRET_REF = ("metadata", "uid"), ("status", "secretRef", "name")
 
 
 def _client(p: PeeringRun, side: str) -> ClusterClient:
@@ -103,14 +104,29 @@ def reconcile(p: PeeringRun) -> StageResult:
             STAGE, "WaitingForGatewayClient", f"waiting for the gateway client on the {dialing.side}"
         )
 
-    # Exchange the gateways' public keys: each side gets a PublicKey named after its peer.
-    server_key = _gateway_public_key(serving, server, where.server_namespace)
-    client_key = _gateway_public_key(dialing, client, where.client_namespace)
-    if not server_key or not client_key:
-        return StageResult.waiting(STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys")
+    # Exchange the gateways' public keys: each side gets a PublicKey named after its peer, from the Secret Liqo
+    # generated for the other side's gateway. Liqo makes a new key only with a new gateway or Secret: while the
+    # gateways and their Secrets' names stay, passes woken by Liqo's objects (the tunnel coming up) take the
+    # keys the last pass exchanged, and each PublicKey is ensured again only where an informer serves it.
+    gateways = tuple(str(dig(g, *path) or "") for g in (server, client) for path in (_UID, _SECRET_REF))
+    known = p.memo.keys if p.memo.keys is not None and p.memo.keys.gateways == gateways else None
+    if known is None:
+        server_key = _gateway_public_key(serving, server, where.server_namespace)
+        client_key = _gateway_public_key(dialing, client, where.client_namespace)
+        if not server_key or not client_key:
+            return StageResult.waiting(
+                STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys"
+            )
+    else:
+        server_key, client_key = known.server_key, known.client_key
     # Each key goes to the other cluster, named after the cluster it came from.
-    dialing.ensure(r.PUBLIC_KEY, networking.public_key(ctx, where.client_name, where.client_namespace, server_key))
-    serving.ensure(r.PUBLIC_KEY, networking.public_key(ctx, where.server_name, where.server_namespace, client_key))
+    for to, name, namespace, key in (
+        (dialing, where.client_name, where.client_namespace, server_key),
+        (serving, where.server_name, where.server_namespace, client_key),
+    ):
+        if known is None or to.cached(r.PUBLIC_KEY, name, namespace):
+            to.ensure(r.PUBLIC_KEY, networking.public_key(ctx, name, namespace, key))
+    p.memo.keys = KeysExchanged(gateways, server_key, client_key)
 
     states = {
         "consumer": networking.connection_state(

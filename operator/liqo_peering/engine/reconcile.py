@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.informer import SharedInformers
 from liqo_peering.clients.remotes import RemoteClients
 from liqo_peering.engine import credentials, detail, discovery, protection, reverse
-from liqo_peering.engine.direction import PeeringRun
+from liqo_peering.engine.direction import PassMemo, PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.duplicate import DuplicateCheck
 from liqo_peering.engine.stagerunner import run_stages
@@ -72,6 +72,7 @@ class Outcome:
     reverse: bool = False  # the reverse direction is on, or still being removed: its objects wake the peering
     liqo_namespaces: tuple[str, str] | None = None  # Liqo's namespace on the consumer and the provider (spec)
     gateway_location: GatewayLocation = "Provider"  # the cluster whose gateway serves (spec)
+    memo: PassMemo = field(default_factory=PassMemo)  # reused with the discovery (``ctx``)
 
 
 class Reconciler:
@@ -138,7 +139,8 @@ class Reconciler:
         """One pass. ``known``: the last pass, when it succeeded and nothing but Liqo's objects changed since;
         its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
         none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
-        change, Secret change, error and resync)."""
+        change, error and resync, and a changed kubeconfig makes another provider client, which it is not
+        reused with)."""
         # A full pass reads its own object from the API server: woken by a spec change (kopf's event), the
         # shared informer's cache may not hold that change yet, and nothing would wake the pass again.
         read = self.local.get if known is not None else self.local.read
@@ -187,7 +189,8 @@ class Reconciler:
             created_anything = True
             outcome.ctx = ctx
             removing = not spec.bidirectional and status_compute.has_reverse(status)
-            run = PeeringRun(spec, self.local, remote, ctx)
+            outcome.memo = known.memo if reused is not None and known is not None else PassMemo()
+            run = PeeringRun(spec, self.local, remote, ctx, memo=outcome.memo)
             stages = run_stages(run, self.calls, removing)
             shown = detail.observe(run, reverse.run_of(run) if spec.bidirectional else None)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
