@@ -18,7 +18,14 @@ from liqo_peering.engine.runner import ObjectKey, Runner, TeardownOutcome
 from liqo_peering.engine.stagerunner import run_stages
 from liqo_peering.engine.unpeering import Teardown, Unpeerer
 from liqo_peering.engine.wakeups import Wakeups
-from liqo_peering.engine.watches import HEALTH_CHANGED, LIQO_IDENTITY, RELISTED, WatchHub, teardown_routes
+from liqo_peering.engine.watches import (
+    HEALTH_CHANGED,
+    KUBECONFIG,
+    LIQO_IDENTITY,
+    RELISTED,
+    WatchHub,
+    teardown_routes,
+)
 from liqo_peering.errors import (
     AdmissionDenied,
     AnswerTooSlow,
@@ -150,12 +157,23 @@ def test_a_pass_woken_by_liqos_objects_only_reuses_the_last_discovery() -> None:
     assert svc.calls == ["reconcile p", "reconcile p reusing", "reconcile p"]
 
 
+def test_a_pass_woken_by_the_kubeconfig_secret_leaves_the_reuse_to_the_reconciler() -> None:
+    """The Secret's change may be the operator's own finalizer: the reconciler reuses the discovery only with
+    the same provider client (the same kubeconfig). The spec and Liqo's identity always discover again."""
+    run, svc, _ = runner()
+    run.one_pass(KEY)
+    run.one_pass(KEY, frozenset({KUBECONFIG}))
+    run.one_pass(KEY, frozenset({KUBECONFIG, "spec"}))
+    run.one_pass(KEY, frozenset({LIQO_IDENTITY}))
+    assert svc.calls == ["reconcile p", "reconcile p reusing", "reconcile p", "reconcile p"]
+
+
 def test_each_pass_gives_the_hub_its_routes_and_teardown_forgets_everything() -> None:
     run, svc, hub = runner()
     run.one_pass(KEY)
     (route,) = hub.routes[KEY]  # no context yet: only the kubeconfig Secret
     assert (route.scope.res, route.scope.namespace, route.name) == (r.SECRET, "ns", "kubeconfig")
-    assert route.wake_as == "kubeconfig"  # a rotated kubeconfig makes the next pass discover again
+    assert route.wake_as == "kubeconfig"  # a rotated kubeconfig: the next pass's provider client is another
     run.teardown(KEY, {"metadata": {"namespace": "ns", "name": "p"}})
     assert KEY not in hub.routes and svc.released == [("ns", "p")]
     assert peerings(run)._last == {} and run._locks == {}
