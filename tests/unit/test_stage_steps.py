@@ -415,14 +415,16 @@ def test_networking_waiting_for_the_tunnel_reads_the_keys_once_per_gateway() -> 
         return [(c.side, plural, name) for c in (local, remote) for plural, _, name in c.reads if plural in key_kinds]
 
     key_kinds = {r.SECRET.plural, r.PUBLIC_KEY.plural}
-    local.reads.clear(), remote.reads.clear()
+    local.reads.clear()
+    remote.reads.clear()
     del local.store[(r.PUBLIC_KEY.plural, C_NS, "provider-id")]
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConnection")
     assert key_reads() == [("consumer", r.PUBLIC_KEY.plural, "provider-id")]
     assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)["spec"] == {"publicKey": SERVER_KEY}
 
     # A new gateway server (another uid) has a new key: read again, and given to the consumer.
-    local.reads.clear(), remote.reads.clear()
+    local.reads.clear()
+    remote.reads.clear()
     server["metadata"]["uid"] = "another-server"
     remote.obj(r.SECRET, "gw-consumer-id", P_NS)["data"]["publicKey"] = CLIENT_KEY
     networking.reconcile(p)
@@ -431,7 +433,8 @@ def test_networking_waiting_for_the_tunnel_reads_the_keys_once_per_gateway() -> 
 
     # A full pass starts from an empty memo.
     fresh = PeeringRun(p.spec, local, remote, p.ctx)
-    local.reads.clear(), remote.reads.clear()
+    local.reads.clear()
+    remote.reads.clear()
     networking.reconcile(fresh)
     assert {(r.SECRET.plural, "gw-provider-id")} <= {(pl, n) for pl, _, n in local.reads}
     assert {(r.SECRET.plural, "gw-consumer-id")} <= {(pl, n) for pl, _, n in remote.reads}
@@ -1295,11 +1298,30 @@ def test_cluster_info_reads_id_and_cidrs() -> None:
             "status": {"cidr": "10.96.0.0/12"},
         },
     )
-    assert discovery.cluster_info(client, "liqo", discovery.VersionCache()) == dataclasses.replace(
-        PROVIDER, liqo_version=versions.from_label("v1.2.0"), kubernetes_version="v1.35.0"
+    configmap = client.obj(r.CONFIGMAP, "liqo-clusterid-configmap", "liqo")
+    configmap["metadata"]["uid"] = "cm-uid"
+    found = discovery.cluster_info(client, "liqo", discovery.VersionCache())
+    assert found == dataclasses.replace(
+        PROVIDER,
+        liqo_version=versions.from_label("v1.2.0"),
+        kubernetes_version="v1.35.0",
+        identity=("cm-uid", configmap["metadata"]["resourceVersion"]),
     )
     # The chart's label says the version: no discovery document is read for it.
     assert client.path_reads == ["/version"]
+
+
+def test_the_cluster_id_configmap_as_discovery_read_it_is_the_same_identity() -> None:
+    """A pass reuses the last discovery only while Liqo's cluster-ID ConfigMap is the one it read: an upgrade
+    (its labels) or a reinstall (a new object) is discovered again, as is a Liqo gone."""
+    client = FakeClusterClient("provider")
+    liqo_installed(client, "provider-id", pod_cidrs=("10.200.0.0/16",), external="10.210.0.0/16")
+    found = discovery.cluster_info(client, "liqo", discovery.VersionCache())
+    assert discovery.same_identity(client, found)
+    client.obj(r.CONFIGMAP, "liqo-clusterid-configmap", "liqo")["metadata"]["resourceVersion"] = "upgraded"
+    assert not discovery.same_identity(client, found)
+    client.store.clear()
+    assert not discovery.same_identity(client, found)
 
 
 def test_cluster_info_reads_kubernetes_version_once_per_client() -> None:

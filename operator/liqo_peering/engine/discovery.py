@@ -96,8 +96,9 @@ def cluster_info(client: ClusterClient, liqo_namespace: str, cache: VersionCache
     refusal = versions.unsupported(client.side, client.describe, version)
     if refusal is not None:
         raise refusal
-    pods = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=pod-cidr")
-    external = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE}=external-cidr")
+    networks = client.find(resources.NETWORK, liqo_namespace, labels=f"{naming.NETWORK_TYPE} in {_CIDR_TYPES}")
+    pods = [n for n in networks if _network_type(n) == "pod-cidr"]
+    external = [n for n in networks if _network_type(n) == "external-cidr"]
     pod_cidrs = tuple(str(n["status"]["cidr"]) for n in pods if (n.get("status") or {}).get("cidr"))
     ext = [str(n["status"]["cidr"]) for n in external if (n.get("status") or {}).get("cidr")]
     if not pod_cidrs or len(ext) != 1:
@@ -112,7 +113,31 @@ def cluster_info(client: ClusterClient, liqo_namespace: str, cache: VersionCache
         liqo_namespace=liqo_namespace,
         liqo_version=version,
         kubernetes_version=kubernetes_version(client, cache),
+        identity=_identity(configmap),
     )
+
+
+# The Networks discovery reads, in one list: the pod CIDRs and the external CIDR.
+_CIDR_TYPES = "(pod-cidr,external-cidr)"
+
+
+def _network_type(network: dict[str, Any]) -> str | None:
+    return ((network.get("metadata") or {}).get("labels") or {}).get(naming.NETWORK_TYPE)
+
+
+def _identity(configmap: dict[str, Any]) -> tuple[str, str]:
+    meta = configmap.get("metadata") or {}
+    return (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+
+
+def same_identity(client: ClusterClient, info: ClusterInfo) -> bool:
+    """Whether Liqo's cluster-ID ConfigMap is still the one discovery read: a reinstall or an upgrade of Liqo
+    rewrites it, and then the cluster is discovered again. Read where an informer holds it, as a pass does
+    once its routes are in place."""
+    try:
+        return _identity(_cluster_id_configmap(client, info.liqo_namespace)) == info.identity
+    except LiqoNotInstalled:
+        return False
 
 
 # What a cluster's API says about its versions, per client: read at most once in this long (a cluster is

@@ -18,7 +18,6 @@ from liqo_peering.engine.runner import ObjectKey
 from liqo_peering.engine.unpeering import Teardown, Unpeerer
 from liqo_peering.engine.watches import (
     HEALTH_CHANGED,
-    LIQO_IDENTITY,
     Route,
     peering_routes,
     set_routes,
@@ -50,11 +49,11 @@ class Peerings:
 
     def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Outcome:
         """The ForeignCluster fast path when only it changed, else a reconcile; one woken by Liqo's objects
-        only reuses the last pass's discovery. A timer (resync, timeout), a spec change or Liqo's identity
-        discovers again; a relist alone does not: discovery reads nothing the informers hold but the
-        kubeconfig Secret. Woken by that Secret, the pass reuses the discovery only if the kubeconfig is the
-        one it was made with (the same provider client): the operator's own finalizer on the Secret, or
-        its labels, change nothing that discovery found."""
+        only reuses the last pass's discovery. A timer (resync, timeout) or a spec change discovers again; a
+        relist alone does not. Woken by the kubeconfig Secret or Liqo's cluster-ID ConfigMaps, the
+        reconciler reuses the discovery only if the kubeconfig is the one it was made with (the same
+        provider client) and both ConfigMaps are as it read them: the operator's own finalizer on the Secret,
+        or an informer's first list of what the pass just read, changes nothing that discovery found."""
         with self._guard:
             last = self._last.get(key)
         if last is not None and last.error is not None and last.error.reason == InternalError.reason:
@@ -63,7 +62,7 @@ class Peerings:
         if last is not None and woken_by == {FOREIGN_CLUSTER}:
             outcome = self.reconciler.refresh_mirror(key.namespace, key.name, last)
         if outcome is None:
-            rediscover = {"spec", LIQO_IDENTITY}  # what a pass must discover again after
+            rediscover = {"spec"}  # what a pass must discover again after
             full = not woken_by or bool(woken_by & rediscover) or last is None or last.transient_error
             outcome = self.reconciler.reconcile(key.namespace, key.name, None if full else last)
         with self._guard:

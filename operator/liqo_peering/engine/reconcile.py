@@ -175,6 +175,9 @@ class Reconciler:
             # own user in place of the first peering's on the provider (the minted names are the consumer's).
             remote = outcome.remote = self._discovery_client(body, spec)
             reused = known.ctx if known is not None and known.error is None and known.remote is remote else None
+            sides = ((self.local, reused.consumer), (remote, reused.provider)) if reused is not None else ()
+            if not all(discovery.same_identity(client, info) for client, info in sides):
+                reused = None  # Liqo was reinstalled or upgraded on either side: discovered again
             discovered = reused or self._discover(namespace, name, meta, spec, remote)
             # Before anything is made on either cluster (tenant namespaces included): a pair that cannot peer.
             version_check = discovery.check_versions(discovered, spec, status)

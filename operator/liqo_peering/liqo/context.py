@@ -20,6 +20,8 @@ class ClusterInfo:
     liqo_namespace: str = "liqo"
     liqo_version: LiqoVersion = field(default_factory=LiqoVersion)
     kubernetes_version: str | None = None
+    # Liqo's cluster-ID ConfigMap as discovery read it (uid, resourceVersion): a later change is a new discovery.
+    identity: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
