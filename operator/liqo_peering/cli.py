@@ -25,7 +25,7 @@ from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMarkers
 from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.reconcile import Reconciler
-from liqo_peering.engine.runner import MAX_CALLS, Runner, Wakeups
+from liqo_peering.engine.runner import MAX_CALLS, ObjectKey, Runner, Wakeups
 from liqo_peering.engine.sweep import ProtectionSweep
 from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.engine.watches import WatchHub, consumer_scopes
@@ -292,6 +292,7 @@ def run(args: argparse.Namespace) -> None:
             remote_ids=remote_ids,
             versions=VersionCache(),
             informers=informers,
+            superseded=lambda namespace, name: wakeups.due(ObjectKey(r.LIQOPEERING.kind, namespace, name)),
         ),
         Unpeerer(local, events, metrics, policy, remotes=remotes, calls=calls, remote_ids=remote_ids),
         args.resync_interval,

@@ -90,11 +90,12 @@ class Reconciler:
         remote_ids: logs.RemoteClusterIds | None = None,
         versions: discovery.VersionCache | None = None,
         informers: SharedInformers | None = None,
+        superseded: Callable[[str, str], bool] | None = None,
     ) -> None:
         """``calls``: the pool of sub-calls the stages run side by side in (None: one after another).
         ``remote_ids``: shared with the log setup (cli.py), whose kopf lines name a peering's remote cluster ID;
         ``informers``: the shared informers, the cluster-wide one of LiqoPeerings among them (the duplicate
-        check)."""
+        check); ``superseded``: whether a peering's next pass is due already (statuswriter.py)."""
         self.local = local
         self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
         self.versions = versions if versions is not None else discovery.VersionCache()
@@ -106,7 +107,7 @@ class Reconciler:
         self.now = now
         self.remotes = remotes if remotes is not None else RemoteClients()
         self.calls = calls
-        self.status = StatusWriter(local, events, metrics, now)
+        self.status = StatusWriter(local, events, metrics, now, superseded)
 
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
         """The provider client discovery and the duplicate check use: nothing is minted yet."""
@@ -130,6 +131,7 @@ class Reconciler:
         """The peering is gone: let go of its provider client."""
         self.remotes.release((namespace, name))
         self.remote_ids.forget(namespace, name)
+        self.status.forget(namespace, name)
 
     def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         with self.remote_ids.peering_pass(namespace, name):

@@ -46,6 +46,10 @@ class Wakeups:
     def pending(self, key: Hashable) -> frozenset[str]:
         return frozenset(self._causes.get(key) or ())
 
+    def due(self, key: Hashable) -> bool:
+        """Whether the object was woken since its pass began (from any thread: a set's size is read at once)."""
+        return bool(self._causes.get(key))
+
     def close(self, key: Hashable, trigger: asyncio.Event) -> bool:
         """Unless a new object of the same name already runs its own loop; whether it was this one's."""
         if self._triggers.get(key) is not trigger:
