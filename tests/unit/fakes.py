@@ -196,7 +196,9 @@ class FakeClusterClient(ClusterClient):
         self.path_reads.append(path)
         return copy.deepcopy(self.paths.get(path))
 
-    def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def get(
+        self, res: r.Resource, name: str, namespace: str | None = None, carries: str | None = None
+    ) -> dict[str, Any] | None:
         self._check_served(res)
         key = (res.plural, namespace if res.namespaced else None, name)
         self.reads.append(key)
@@ -297,6 +299,7 @@ class FakeClusterClient(ClusterClient):
         name: str,
         namespace: str | None,
         edit: Callable[[dict[str, Any]], list[str] | None],
+        known: dict[str, Any] | None = None,
     ) -> bool:
         key = (res.plural, namespace if res.namespaced else None, name)
         old = self.store.get(key)

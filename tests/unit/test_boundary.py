@@ -87,7 +87,7 @@ def service(monkeypatch: pytest.MonkeyPatch, **stages: Any) -> tuple[Reconciler,
         now=lambda: NOW,
         protect_secrets=False,
     )
-    monkeypatch.setattr(svc, "_discovery_client", lambda body, spec: provider)
+    monkeypatch.setattr(svc, "_discovery_client", lambda body, spec: (provider, None))
     monkeypatch.setattr(svc, "_remote_client", lambda body, spec, *_: (provider, Credentials()))
     monkeypatch.setattr(svc, "_discover", lambda *_: CTX)
     monkeypatch.setattr(svc, "_tenancy", lambda found, remote: found)

@@ -643,6 +643,30 @@ def test_a_synced_informer_that_holds_the_name_answers_absent_without_a_request(
     assert (cluster.calls == []) is known, cluster.calls
 
 
+@pytest.mark.parametrize(
+    ("carries", "known"),
+    [
+        ("liqo.io/remote-cluster-id=p", True),  # within the informer's selector: it would hold the object
+        ("liqo.io/remote-cluster-id", True),
+        ("app=other", False),  # labels the informer does not select by
+        (None, False),
+    ],
+    ids=["value", "key", "other-labels", "nothing-said"],
+)
+def test_a_read_of_an_object_known_to_carry_the_scopes_labels_is_answered_by_the_informer(
+    watched: tuple[ListWatch, Wakes, WatchHub], carries: str | None, known: bool
+) -> None:
+    """A gateway Deployment from Liqo's templates carries their label: a synced informer of that label that
+    does not hold it knows it absent, though other Deployments without the label may exist."""
+    cluster, wakes, hub = watched
+    cluster.objects = [labelled("tenant-a", "p", "p")]
+    scope = Scope(r.CONNECTION, labels="liqo.io/remote-cluster-id")
+    hub.set_routes("a", [Route(cast(ClusterClient, cluster), scope, namespace="tenant-a")])
+    assert wakes.wait_for("a")
+    assert cluster.get(r.CONNECTION, "absent", "tenant-a", carries=carries) is None
+    assert (cluster.calls == []) is known, cluster.calls
+
+
 def test_a_deleted_object_is_asked_for_until_its_next_event(watched: tuple[ListWatch, Wakes, WatchHub]) -> None:
     cluster, wakes, hub = watched
     cluster.objects = [labelled("tenant-a", "p", "p")]

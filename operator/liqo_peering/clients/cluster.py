@@ -203,13 +203,18 @@ class ClusterClient:
         )
 
     # -- reads ----------------------------------------------------------------------------------
-    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def get(
+        self, res: Resource, name: str, namespace: str | None = None, carries: str | None = None
+    ) -> dict[str, Any] | None:
         """From an informer that holds it, or that knows it is absent (as controller-runtime's cached client
-        answers NotFound), else from the API server."""
+        answers NotFound), else from the API server. ``carries``: labels the object has if it exists (a
+        selector), so that an informer whose scope selects everything with them knows it absent too."""
         self._raise_failed(res, namespace)
         absent = False
         for informer in self._covering(res, namespace):
-            known, hit = informer.lookup(namespace if res.namespaced else None, name)
+            selects = carries is not None and informer.scope.fields is None
+            labelled = selects and selector_within(informer.scope.labels, carries)
+            known, hit = informer.lookup(namespace if res.namespaced else None, name, labelled)
             if hit is not None:
                 return dict(hit)
             absent = absent or known
@@ -398,12 +403,15 @@ class ClusterClient:
         namespace: str | None,
         write: Callable[[dict[str, Any]], dict[str, Any] | None],
         attempts: int = 3,
+        known: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """GET the live object (not a cache) and ``write(live)``, again on 409 (someone wrote in between). The
-        written object (or the live one, when ``write`` wrote nothing); None when the object is absent."""
+        written object (or the live one, when ``write`` wrote nothing); None when the object is absent.
+        ``known``: a copy the caller read, written from first: a write that holds its resourceVersion as a
+        precondition turns a stale copy into a 409, and the live object is read then."""
         for attempt in range(attempts):
             try:
-                live = self._call("GET", res.path(namespace, name))
+                live = known if attempt == 0 and known is not None else self._call("GET", res.path(namespace, name))
                 written = write(live)
                 return self._remember(res, written) if written is not None else dict(live)
             except ApiError as exc:
@@ -421,11 +429,16 @@ class ClusterClient:
         )
 
     def edit_finalizers(
-        self, res: Resource, name: str, namespace: str | None, edit: Callable[[dict[str, Any]], list[str] | None]
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None,
+        edit: Callable[[dict[str, Any]], list[str] | None],
+        known: dict[str, Any] | None = None,
     ) -> bool:
-        """Set an object's finalizers to ``edit(live metadata)`` (None: leave them). The live object, not a
-        cache, with its resourceVersion as a precondition: another writer's finalizer is never lost (409:
-        read again). False when the object is absent."""
+        """Set an object's finalizers to ``edit(live metadata)`` (None: leave them), with its resourceVersion as
+        a precondition: another writer's finalizer is never lost (409: read the live object again). From
+        ``known`` first, when the caller has just read it. False when the object is absent."""
         path = res.path(namespace, name)
 
         def write(live: dict[str, Any]) -> dict[str, Any] | None:
@@ -436,7 +449,7 @@ class ClusterClient:
             patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
             return dict(self._call("PATCH", path, body=patch, content_type="application/merge-patch+json"))
 
-        return self._read_modify_write(res, name, namespace, write) is not None
+        return self._read_modify_write(res, name, namespace, write, known=known) is not None
 
     def delete(
         self, res: Resource, name: str, namespace: str | None = None, *, with_dependents: bool = False

@@ -320,13 +320,15 @@ class Informer:
             if now is not None:
                 values.setdefault(now, set()).add(key)
 
-    def lookup(self, namespace: str | None, name: str) -> tuple[bool, dict[str, Any] | None]:
+    def lookup(self, namespace: str | None, name: str, labelled: bool = False) -> tuple[bool, dict[str, Any] | None]:
         """(known, object): the object if the store has it; else whether its absence is known (the informer
-        is synced, its scope holds that name, and it was not forgotten since its last event)."""
+        is synced, its scope holds that name, or the caller knows the object carries the scope's labels
+        (``labelled``), and it was not forgotten since its last event)."""
         key = (namespace, name)
         with self._store_lock:
             obj = self._store.get(key)
-            known = obj is not None or (self.synced and key not in self._unknown and self.scope.holds(name))
+            held = labelled or self.scope.holds(name)
+            known = obj is not None or (self.synced and key not in self._unknown and held)
         return known, (copy.deepcopy(obj) if obj is not None else None)
 
     def cached_items(self, wanted: Callable[[dict[str, Any]], bool] = lambda _meta: True) -> list[dict[str, Any]]:

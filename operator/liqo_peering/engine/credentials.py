@@ -102,19 +102,21 @@ def provider_credentials(
     connect: Connect = connect_remote,
     protect: bool = True,
     consumer_id: str | None = None,
+    read: RemoteKubeconfig | None = None,
 ) -> Credentials:
     """The kubeconfig this pass reaches the provider with; minting, renewing or finishing either first. A pass
     calls it only after discovery and the duplicate check (``discovery_kubeconfig``), which give
     ``consumer_id``: a duplicate peering never mints, so never rebinds the first one's identity.
 
     ``protect`` (kubeconfig Secret protection): the Secret unpeering would need keeps the finalizer, the
-    bootstrap one until a credential is minted, then the minted one; the bootstrap Secret is released."""
+    bootstrap one until a credential is minted, then the minted one; the bootstrap Secret is released.
+    ``read``: the kubeconfig ``discovery_kubeconfig`` gave this pass, which is the Secret's without minting."""
     namespace, name = peering["metadata"]["namespace"], peering["metadata"]["name"]
     bootstrap_ref = f"{namespace}/{spec.remote_kubeconfig_secret_ref.name}"
     secret_name = naming.minted_secret(name)
     minted_ref = f"{namespace}/{secret_name}"
     if not spec.credentials.mint:
-        kubeconfig = discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
+        kubeconfig = read or discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
         _revoke_switched_off(local, peering, spec, kubeconfig, connect)
         return Credentials(kubeconfig)
     state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))

@@ -21,8 +21,11 @@ def _client(p: PeeringRun, side: str) -> ClusterClient:
     return p.consumer if side == "consumer" else p.provider
 
 
-def _deployment_ready(client: ClusterClient, gateway: str, namespace: str) -> bool:
-    dep = client.get(r.DEPLOYMENT, naming.gateway_deployment(gateway), namespace)
+def _deployment_ready(client: ClusterClient, gateway: str, namespace: str, labelled: bool = True) -> bool:
+    """``labelled``: made from Liqo's own templates, which label every gateway Deployment (a gateway informer
+    then knows one absent); templates of one's own (spec.skipValidation) may not."""
+    carries = naming.GATEWAY_COMPONENT_SELECTOR if labelled else None
+    dep = client.get(r.DEPLOYMENT, naming.gateway_deployment(gateway), namespace, carries=carries)
     return dep is not None and int((dep.get("status") or {}).get("readyReplicas") or 0) > 0
 
 
@@ -86,7 +89,7 @@ def reconcile(p: PeeringRun) -> StageResult:
     # else about the gateway changes; re-creating the client toward no address would cut a tunnel that is up. The
     # Connections below say whether it is.
     if endpoint is not None or client is None:
-        if endpoint is None or not _deployment_ready(serving, where.server_name, where.server_namespace):
+        if endpoint is None or not _deployment_ready(serving, where.server_name, where.server_namespace, validate):
             return StageResult.waiting(
                 STAGE,
                 "WaitingForGatewayServer",
@@ -99,7 +102,7 @@ def reconcile(p: PeeringRun) -> StageResult:
         if client is None and validate:
             _check_templates(p, where, server=False)
         client = dialing.ensure(r.GATEWAY_CLIENT, want_client)
-    if not _deployment_ready(dialing, where.client_name, where.client_namespace):
+    if not _deployment_ready(dialing, where.client_name, where.client_namespace, validate):
         return StageResult.waiting(
             STAGE, "WaitingForGatewayClient", f"waiting for the gateway client on the {dialing.side}"
         )

@@ -108,7 +108,7 @@ def protect(local: ClusterClient, namespace: str, secret: str) -> None:
     if cached is None or adding(cached.get("metadata") or {}) is None:
         return  # absent: reading it reports that; going: nothing may stop it any more
     try:
-        local.edit_finalizers(r.SECRET, secret, namespace, adding)
+        local.edit_finalizers(r.SECRET, secret, namespace, adding, known=cached)
     except AccessRefused as exc:
         raise exc.restated(
             f"cannot protect Secret {namespace}/{secret} from deletion while in use: {exc.message}; or run the"

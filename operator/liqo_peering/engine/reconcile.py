@@ -31,7 +31,7 @@ from liqo_peering.engine.stagerunner import run_stages
 from liqo_peering.engine.statuswriter import StatusWriter
 from liqo_peering.errors import InternalError, InvalidSpec, PeeringError, own_cluster_unavailable
 from liqo_peering.health import TrackedPool
-from liqo_peering.kubeconfig import KubeconfigError
+from liqo_peering.kubeconfig import KubeconfigError, RemoteKubeconfig
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import offloading as offloading_builders
 from liqo_peering.liqo import resources as r
@@ -109,21 +109,29 @@ class Reconciler:
         self.calls = calls
         self.status = StatusWriter(local, events, metrics, now, superseded)
 
-    def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> ClusterClient:
-        """The provider client discovery and the duplicate check use: nothing is minted yet."""
+    def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> tuple[ClusterClient, RemoteKubeconfig]:
+        """The provider client discovery and the duplicate check use, and its kubeconfig: nothing is minted yet."""
         meta = body["metadata"]
         kubeconfig = credentials.discovery_kubeconfig(
             self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets
         )
-        return self.remotes.get((meta["namespace"], meta["name"]), kubeconfig)
+        return self.remotes.get((meta["namespace"], meta["name"]), kubeconfig), kubeconfig
 
     def _remote_client(
-        self, body: dict[str, Any], spec: LiqoPeeringSpec, consumer_id: str
+        self, body: dict[str, Any], spec: LiqoPeeringSpec, consumer_id: str, read: RemoteKubeconfig
     ) -> tuple[ClusterClient, credentials.Credentials]:
-        """The provider client of this pass: the Secret's kubeconfig, or the credential minted with it."""
+        """The provider client of this pass: the Secret's kubeconfig (``read`` by discovery), or the credential
+        minted with it."""
         meta = body["metadata"]
         found = credentials.provider_credentials(
-            self.local, body, spec, self.policy, self.now(), protect=self.protect_secrets, consumer_id=consumer_id
+            self.local,
+            body,
+            spec,
+            self.policy,
+            self.now(),
+            protect=self.protect_secrets,
+            consumer_id=consumer_id,
+            read=read,
         )
         return self.remotes.get((meta["namespace"], meta["name"]), found.kubeconfig), found
 
@@ -175,7 +183,8 @@ class Reconciler:
                 protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
             # Discovery, the duplicate and version checks come before any minting: a duplicate never binds its
             # own user in place of the first peering's on the provider (the minted names are the consumer's).
-            remote = outcome.remote = self._discovery_client(body, spec)
+            remote, read_kubeconfig = self._discovery_client(body, spec)
+            outcome.remote = remote
             reused = known.ctx if known is not None and known.error is None and known.remote is remote else None
             sides = ((self.local, reused.consumer), (remote, reused.provider)) if reused is not None else ()
             if not all(discovery.same_identity(client, info) for client, info in sides):
@@ -186,7 +195,8 @@ class Reconciler:
             if version_check.refusal is not None:
                 raise version_check.refusal
             ctx = reused or self._tenancy(discovered, remote)
-            remote, found = self._remote_client(body, spec, ctx.consumer.cluster_id)  # protects what unpeering needs
+            # Protects what unpeering needs.
+            remote, found = self._remote_client(body, spec, ctx.consumer.cluster_id, read_kubeconfig)
             outcome.remote = remote
             minted = found.observation
             ids = (ctx.consumer.cluster_id, ctx.provider.cluster_id)
