@@ -146,7 +146,9 @@ def test_a_duplicate_never_mints_nor_writes_to_the_provider(calls: list[str]) ->
 class _Refusing(FakeClusterClient):
     """The provider as a credential without rights sees it."""
 
-    def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def get(
+        self, res: r.Resource, name: str, namespace: str | None = None, carries: str | None = None
+    ) -> dict[str, Any] | None:
         raise ClusterForbidden("may not get", side="provider")
 
 

@@ -21,7 +21,9 @@ class _Reads(FakeClusterClient):
         super().__init__("consumer")
         self.ways: list[str] = []
 
-    def get(self, res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def get(
+        self, res: r.Resource, name: str, namespace: str | None = None, carries: str | None = None
+    ) -> dict[str, Any] | None:
         if res == r.LIQOPEERING:
             self.ways.append("get")
         return None  # gone: the pass ends there

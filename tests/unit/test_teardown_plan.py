@@ -499,7 +499,9 @@ def test_a_phase_reads_its_objects_side_by_side(clusters: tuple[FakeClusterClien
     def get(client: FakeClusterClient) -> Any:
         plain = client.get
 
-        def waiting(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        def waiting(
+            res: r.Resource, name: str, namespace: str | None = None, carries: str | None = None
+        ) -> dict[str, Any] | None:
             if res in (r.IDENTITY, r.GATEWAY_CLIENT, r.GATEWAY_SERVER, r.PUBLIC_KEY, r.CONFIGURATION):
                 first.append(name)
                 if len(first) <= 9:
@@ -524,7 +526,9 @@ def test_a_failed_read_fails_the_pass_once_the_others_have_ended(
     teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
     plain = remote.get
 
-    def failing(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def failing(
+        res: r.Resource, name: str, namespace: str | None = None, carries: str | None = None
+    ) -> dict[str, Any] | None:
         if res == r.TENANT:
             raise ClusterUnreachable("provider", "https://provider:6443", "connection refused")
         return plain(res, name, namespace)
@@ -539,7 +543,9 @@ def counting(client: FakeClusterClient) -> list[str]:
     reads: list[str] = []
     plain = client.get
 
-    def counted(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def counted(
+        res: r.Resource, name: str, namespace: str | None = None, carries: str | None = None
+    ) -> dict[str, Any] | None:
         reads.append(res.kind)
         return plain(res, name, namespace)
 
@@ -601,7 +607,9 @@ def test_a_slow_read_in_a_phase_holds_up_no_other_object_of_it() -> None:
     release = threading.Event()
     plain = remote.get
 
-    def slow(res: r.Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def slow(
+        res: r.Resource, name: str, namespace: str | None = None, carries: str | None = None
+    ) -> dict[str, Any] | None:
         if res == r.SECRET:
             assert release.wait(10)  # the nonce's read waits for the Tenant's delete
         return plain(res, name, namespace)
