@@ -203,9 +203,6 @@ class Kind:
         self.calls: list[str] = []
         self.reported: list[PeeringError] = []
 
-    def linger(self, woken_by: frozenset[str]) -> float:
-        return 0.0
-
     def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Done:
         self.calls.append(f"reconcile {key.name}")
         return Done()

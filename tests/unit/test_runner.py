@@ -229,44 +229,6 @@ def test_a_provider_back_up_starts_the_backoff_over() -> None:
     assert waits == [5.0, 10.0, 20.0, 40.0, 5.0, 10.0]
 
 
-def test_a_foreigncluster_change_alone_lingers_until_another_cause_comes() -> None:
-    """A wake-up by Liqo's ForeignCluster alone waits up to the mirror's linger for more of it; a wake-up of any
-    other cause ends the wait at once, and the pass gets both."""
-    run, _, _ = runner()
-    peerings(run).mirror_linger = 3600.0  # only another cause can end it within the test
-    woken: list[frozenset[str]] = []
-    real = peerings(run).reconcile
-    peerings(run).reconcile = lambda key, woken_by: woken.append(woken_by) or real(key, woken_by)  # type: ignore[method-assign,func-returns-value]
-    assert peerings(run).linger(FOREIGN_CLUSTER_ONLY) == 3600.0 and peerings(run).linger(LIQO_ONLY) == 0.0
-    assert peerings(run).linger(FOREIGN_CLUSTER_ONLY | LIQO_ONLY) == 0.0
-
-    async def scenario() -> None:
-        stopped = Stopped()
-        loop = asyncio.create_task(run.run(KEY, stopped))
-
-        async def passes(count: int) -> None:
-            for _ in range(1000):
-                if len(woken) >= count or loop.done():
-                    break
-                await asyncio.sleep(0.01)
-            assert len(woken) >= count, (woken, loop.done() and loop.exception())
-
-        await passes(1)
-        run.wakeups.wake(KEY, "ForeignCluster")
-        for _ in range(20):
-            await asyncio.sleep(0.01)
-            run.wakeups.wake(KEY, "ForeignCluster")
-        assert len(woken) == 1  # lingering: no pass for the mirror alone yet
-        run.wakeups.wake(KEY, "Connection")
-        await passes(2)
-        stopped.event.set()
-        run.wakeups.wake(KEY, "spec")
-        await asyncio.wait_for(loop, 10)
-
-    asyncio.run(scenario())
-    assert woken[1] == FOREIGN_CLUSTER_ONLY | LIQO_ONLY
-
-
 def test_routes_follow_the_peering_context() -> None:
     run, svc, _ = runner()
     consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")

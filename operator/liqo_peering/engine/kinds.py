@@ -32,9 +32,6 @@ FOREIGN_CLUSTER = "ForeignCluster"  # what the watch hub says when Liqo's Foreig
 class Peerings:
     kind = r.LIQOPEERING.kind
     debounce = 0.05  # Liqo updates several objects at once
-    # Liqo's ForeignCluster aggregates the objects the stages read at their source: a change of it alone only
-    # updates the status's mirror of it, and while Liqo builds a peering it changes several times a second.
-    mirror_linger = 0.5
 
     def __init__(
         self,
@@ -74,9 +71,6 @@ class Peerings:
             else:
                 self._last[key] = outcome
         return outcome
-
-    def linger(self, woken_by: frozenset[str]) -> float:
-        return self.mirror_linger if woken_by == {FOREIGN_CLUSTER} else 0.0
 
     def report(self, key: ObjectKey, error: PeeringError) -> Outcome:
         with self._guard:
@@ -137,9 +131,6 @@ class PeeringSets:
     def __init__(self, service: SetService, resync_interval: float) -> None:
         self.service = service
         self.resync_interval = resync_interval
-
-    def linger(self, woken_by: frozenset[str]) -> float:
-        return 0.0
 
     def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> SetOutcome:
         return self.service.reconcile(key.namespace, key.name)

@@ -101,11 +101,6 @@ class Kind(Protocol):
         """Events come in bursts (one write, several objects): one pass for those this close together."""
         ...
 
-    def linger(self, woken_by: frozenset[str]) -> float:
-        """How much longer than ``debounce`` a pass woken only by these may wait for more of them: none of
-        them needs an answer soon. Any other wake-up ends the wait."""
-        ...
-
     def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Any:
         """One pass; ``woken_by``: what changed since the last one (empty: a timer, or the first pass)."""
         ...
@@ -269,14 +264,6 @@ class Runner:
             with self._guard:
                 self._locks.pop(key, None)
 
-    async def _linger(self, key: ObjectKey, kind: Kind, trigger: asyncio.Event, stopped: Any) -> None:
-        """Wait on while only what the kind lets linger woke the object, up to its linger."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + kind.linger(self.wakeups.pending(key))
-        while not stopped and (left := deadline - loop.time()) > 0 and kind.linger(self.wakeups.pending(key)):
-            trigger.clear()
-            await wait(trigger, stopped, left)
-
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         # In a copy of the caller's context: what a pass binds for its log lines stays out of the pool thread.
         call = contextvars.copy_context().run
@@ -316,7 +303,6 @@ class Runner:
                 failures = failures + 1 if outcome.transient_error else 0
                 await wait(trigger, stopped, kind.delay(outcome, failures))
                 await asyncio.sleep(kind.debounce)
-                await self._linger(key, kind, trigger, stopped)
                 if kind.restart_backoff(self.wakeups.pending(key)):
                     # A provider back up: the first pass failing in it (an API server just back still
                     # initialising its caches answers 429) is retried soon, not after the longest delay.
