@@ -99,6 +99,16 @@ def install_templates(p: PeeringRun) -> None:
     local.put(r.WG_CLIENT_TEMPLATE, naming.CLIENT_TEMPLATE, "liqo")
 
 
+def configurations_accepted(p: PeeringRun) -> tuple[FakeClusterClient, FakeClusterClient]:
+    """Liqo's templates in place and both Configurations made and accepted: the gateways come next."""
+    local, remote = fakes(p)
+    install_templates(p)
+    networking.reconcile(p)
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
+    return local, remote
+
+
 def deployment(client: FakeClusterClient, gateway: str, namespace: str, ready: int) -> None:
     client.add(
         r.DEPLOYMENT,
@@ -135,11 +145,7 @@ CLIENT_KEY = base64.b64encode(b"client-public-key-32-bytes-long!").decode()
 
 def networking_to_ready(p: PeeringRun) -> None:
     """Play Liqo's part for every networking step until the stage is ready."""
-    local, remote = fakes(p)
-    install_templates(p)
-    networking.reconcile(p)
-    accept_configuration(local, "provider-id", C_NS)
-    accept_configuration(remote, "consumer-id", P_NS)
+    local, remote = configurations_accepted(p)
     networking.reconcile(p)
     remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
     deployment(remote, "consumer-id", P_NS, ready=1)
@@ -252,11 +258,7 @@ def test_networking_missing_templates_raise_liqo_not_ready_unless_validation_is_
 
 def test_networking_gateway_server_then_client_then_keys_then_connection() -> None:
     p = make_run()
-    local, remote = fakes(p)
-    install_templates(p)
-    networking.reconcile(p)
-    accept_configuration(local, "provider-id", C_NS)
-    accept_configuration(remote, "consumer-id", P_NS)
+    local, remote = configurations_accepted(p)
 
     # The server on the provider, named after the consumer, with liqoctl's defaults.
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
@@ -395,11 +397,7 @@ def test_networking_waiting_for_the_tunnel_reads_the_keys_once_per_gateway() -> 
     Secret is read again, and a PublicKey is ensured again only where an informer serves it (a deleted one is
     made again at once). A new gateway, or a full pass (a new memo), reads the Secrets again."""
     p = make_run()
-    local, remote = fakes(p)
-    install_templates(p)
-    networking.reconcile(p)
-    accept_configuration(local, "provider-id", C_NS)
-    accept_configuration(remote, "consumer-id", P_NS)
+    local, remote = configurations_accepted(p)
     networking.reconcile(p)
     server = remote.obj(r.GATEWAY_SERVER, "consumer-id", P_NS)
     server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
