@@ -210,23 +210,28 @@ class ClusterClient:
         answers NotFound), else from the API server. ``carries``: labels the object has if it exists (a
         selector), so that an informer whose scope selects everything with them knows it absent too."""
         self._raise_failed(res, namespace)
+        known, hit = self._from_cache(res, name, namespace, carries)
+        if hit is not None:
+            return dict(hit)
+        return None if known else self._get_live(res, name, namespace)
+
+    def cached(self, res: Resource, name: str, namespace: str | None = None) -> bool:
+        """Whether ``get`` answers without a request: an informer holds the object or knows it is absent."""
+        return self._from_cache(res, name, namespace)[0]
+
+    def _from_cache(
+        self, res: Resource, name: str, namespace: str | None, carries: str | None = None
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """(known, object) from the synced informers: the object one holds, else whether one knows it absent."""
         absent = False
         for informer in self._covering(res, namespace):
             selects = carries is not None and informer.scope.fields is None
             labelled = selects and selector_within(informer.scope.labels, carries)
             known, hit = informer.lookup(namespace if res.namespaced else None, name, labelled)
             if hit is not None:
-                return dict(hit)
+                return True, hit
             absent = absent or known
-        return None if absent else self._get_live(res, name, namespace)
-
-    def cached(self, res: Resource, name: str, namespace: str | None = None) -> bool:
-        """Whether ``get`` answers without a request: an informer holds the object or knows it is absent."""
-        for informer in self._covering(res, namespace):
-            known, hit = informer.lookup(namespace if res.namespaced else None, name)
-            if known or hit is not None:
-                return True
-        return False
+        return absent, None
 
     def read(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object as the API server has it now, never from an informer's cache, which may not have seen
