@@ -360,3 +360,14 @@ class Stopped:
 
     async def wait(self) -> None:
         await self.event.wait()
+
+
+class EventsClient:
+    """What EventRecorder needs of a client: ``create``, each Event kept in ``events``."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        self.events.append(body)
+        return body

@@ -30,7 +30,7 @@ from liqo_peering.kubeconfig import RemoteKubeconfig
 from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
 from liqo_peering.stages import StageResult
-from unit.fakes import FakeClusterClient, Hub
+from unit.fakes import EventsClient, FakeClusterClient, Hub
 from unit.test_stage_steps import liqo_installed
 
 
@@ -110,7 +110,7 @@ def test_a_forgotten_peerings_id_stays_until_enough_others_are_forgotten(log: Js
 
 def test_a_released_peering_is_forgotten() -> None:
     ids = logs.RemoteClusterIds(kept=0)
-    local, events = FakeClusterClient("consumer"), EventRecorder(cast(ClusterClient, _Events()))
+    local, events = FakeClusterClient("consumer"), EventRecorder(cast(ClusterClient, EventsClient()))
     reconciler = Reconciler(local, events, Metrics(), KubeconfigPolicy(), remote_ids=ids)
     unpeerer = Unpeerer(local, events, Metrics(), KubeconfigPolicy(), remote_ids=ids)
     for forget in (reconciler.forget, unpeerer.forget):
@@ -159,11 +159,6 @@ class _Providers:
         return self.clients[kubeconfig.server.rsplit(":", 1)[1]]
 
 
-class _Events:
-    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        return body
-
-
 def _stage(stage: str) -> Any:
     """A stage that only logs, with the peering whose run it is."""
 
@@ -189,7 +184,7 @@ def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outliv
         local.add(r.SECRET, secret)
         spec = {"remoteKubeconfigSecretRef": {"name": f"kc-{name}"}}
         local.add(r.LIQOPEERING, {"metadata": {"name": name, "namespace": "team-a"}, "spec": spec})
-    events, metrics, calls = EventRecorder(cast(ClusterClient, _Events())), Metrics(), TrackedPool(2, "calls")
+    events, metrics, calls = EventRecorder(cast(ClusterClient, EventsClient())), Metrics(), TrackedPool(2, "calls")
     svc = Reconciler(local, events, metrics, KubeconfigPolicy(), remotes=cast(Any, _Providers()), calls=calls)
     unpeerer = Unpeerer(local, events, metrics, KubeconfigPolicy())
     runner = Runner([Peerings(svc, unpeerer, resync_interval=60.0)], cast(Any, Hub()), Wakeups(), calls=calls)

@@ -26,7 +26,7 @@ from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo
 from liqo_peering.metrics import Metrics
 from liqo_peering.status.conditions import get_condition
-from unit.fakes import FakeClusterClient
+from unit.fakes import EventsClient, FakeClusterClient
 from unit.test_stage_steps import liqo_installed
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,11 +43,6 @@ KUBECONFIG = yaml.safe_dump(
         "current-context": "p",
     }
 ).encode()
-
-
-class _Events:
-    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        return body
 
 
 class _Remotes:
@@ -76,7 +71,7 @@ def _clusters() -> tuple[FakeClusterClient, FakeClusterClient, Reconciler]:
     local.add(r.SECRET, {"metadata": {"name": BOOTSTRAP, "namespace": NS}, "data": {"kubeconfig": _b64(KUBECONFIG)}})
     svc = Reconciler(
         local,
-        EventRecorder(cast(ClusterClient, _Events())),
+        EventRecorder(cast(ClusterClient, EventsClient())),
         Metrics(),
         KubeconfigPolicy(),
         now=lambda: NOW,
@@ -86,7 +81,7 @@ def _clusters() -> tuple[FakeClusterClient, FakeClusterClient, Reconciler]:
 
 
 def _unpeerer(local: FakeClusterClient, provider: FakeClusterClient) -> Unpeerer:
-    events = EventRecorder(cast(ClusterClient, _Events()))
+    events = EventRecorder(cast(ClusterClient, EventsClient()))
     return Unpeerer(
         local, events, Metrics(), KubeconfigPolicy(), now=lambda: NOW, remotes=cast(Any, _Remotes(provider))
     )

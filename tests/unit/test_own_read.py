@@ -11,7 +11,7 @@ from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.engine.reconcile import Outcome, Reconciler
 from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
-from unit.fakes import FakeClusterClient
+from unit.fakes import EventsClient, FakeClusterClient
 
 
 class _Reads(FakeClusterClient):
@@ -33,14 +33,9 @@ class _Reads(FakeClusterClient):
         return None
 
 
-class _Events:
-    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        return body
-
-
 def test_a_full_pass_reads_its_own_object_from_the_api_server_and_a_light_one_may_use_the_cache() -> None:
     local = _Reads()
-    reconciler = Reconciler(local, EventRecorder(cast(ClusterClient, _Events())), Metrics(), KubeconfigPolicy())
+    reconciler = Reconciler(local, EventRecorder(cast(ClusterClient, EventsClient())), Metrics(), KubeconfigPolicy())
     assert reconciler.reconcile("ns", "p").gone  # a full pass: nothing known from the last one
     assert reconciler.reconcile("ns", "p", known=Outcome()).gone  # Liqo's objects changed, nothing else
     assert local.ways == ["read", "get"]

@@ -20,7 +20,7 @@ from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
 from liqo_peering.status.conditions import get_condition
-from unit.fakes import FakeClusterClient
+from unit.fakes import EventsClient, FakeClusterClient
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 # (namespace, peering, Secret): names that end like credential keys.
@@ -32,20 +32,9 @@ NAMES = [
 ]
 
 
-class _EventsClient:
-    """What EventRecorder needs of a client: ``create``, recorded."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        self.events.append(body)
-        return body
-
-
 def _reconcile(local: FakeClusterClient, namespace: str, peering: str) -> tuple[dict[str, Any], list[str], list[str]]:
     """One pass; the status written, the Events' messages and the logged lines."""
-    client = _EventsClient()
+    client = EventsClient()
     events = EventRecorder(cast(ClusterClient, client))
     svc = Reconciler(local, events, Metrics(), KubeconfigPolicy(), now=lambda: NOW)
     with structlog.testing.capture_logs() as logged:

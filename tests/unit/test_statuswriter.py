@@ -15,19 +15,10 @@ from liqo_peering.engine.statuswriter import MAX_DEFERRED, StatusWriter
 from liqo_peering.liqo import resources as r
 from liqo_peering.metrics import Metrics
 from liqo_peering.status import compute as status_compute
-from unit.fakes import FakeClusterClient
+from unit.fakes import EventsClient, FakeClusterClient
 
 BODY = {"metadata": {"namespace": "ns", "name": "p", "generation": 1}}
 OBS = status_compute.Observation(generation=1, now=datetime(2026, 1, 1, tzinfo=UTC), timeout_seconds=300)
-
-
-class _Events:
-    def __init__(self) -> None:
-        self.made: list[dict[str, Any]] = []
-
-    def create(self, res: r.Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        self.made.append(body)
-        return body
 
 
 def status(ready: str, message: str) -> dict[str, Any]:
@@ -40,7 +31,7 @@ def status(ready: str, message: str) -> dict[str, Any]:
 def writer(due: list[bool]) -> tuple[StatusWriter, FakeClusterClient]:
     local = FakeClusterClient("consumer")
     local.add(r.LIQOPEERING, {**BODY, "status": status("False", "start")})
-    events = EventRecorder(cast(ClusterClient, _Events()))
+    events = EventRecorder(cast(ClusterClient, EventsClient()))
     return StatusWriter(local, events, Metrics(), lambda: OBS.now, lambda ns, name: due[0]), local
 
 
