@@ -21,6 +21,12 @@ TARGET_IDLE_CPU = 1.0
 TARGET_MEMORY_RATIO = 1.1
 # Unpeering on Liqo's chart: at or below `liqoctl unpeer`'s, medians of the same alternating runs.
 TARGET_DELETE_RATIO = 1.0
+# On Liqo's chart, the same alternating runs: the virtual node usable sooner, reactions, and no more API
+# requests than `liqoctl peer` makes while establishing, on each cluster.
+TARGET_CHART_M2_RATIO = 0.4
+TARGET_CHART_REACTION_P50 = 0.050
+TARGET_CHART_REACTION_P95 = 0.200
+TARGET_CHART_REQUESTS_RATIO = 1.0
 # The pass-cost row: a full pass's requests with N other LiqoPeerings in the cluster, against with none.
 TARGET_PASS_REQUESTS_RATIO = 1.0
 
@@ -226,8 +232,18 @@ def targets(
         add("reaction p50 < 100 ms", op["reaction_p50"], TARGET_REACTION_P50, "s")
         add("reaction p95 < 500 ms", op["reaction_p95"], TARGET_REACTION_P95, "s")
     if chart:
-        ratio = chart["ratio_operator_to_liqoctl"]["delete"]
-        add("delete <= liqoctl's delete on Liqo's chart", ratio, TARGET_DELETE_RATIO, "x")
+        ratios, op = chart["ratio_operator_to_liqoctl"], chart["operator"]
+        add("M2 <= 0.4x liqoctl's M2 on Liqo's chart", ratios["m2"], TARGET_CHART_M2_RATIO, "x")
+        add("reaction p50 <= 50 ms on Liqo's chart", op["reaction_p50"], TARGET_CHART_REACTION_P50, "s")
+        add("reaction p95 <= 200 ms on Liqo's chart", op["reaction_p95"], TARGET_CHART_REACTION_P95, "s")
+        for side in ("consumer", "provider"):
+            add(
+                f"requests on the {side} while establishing <= liqoctl's on Liqo's chart",
+                ratios.get(f"requests_{side}"),
+                TARGET_CHART_REQUESTS_RATIO,
+                "x",
+            )
+        add("delete <= liqoctl's delete on Liqo's chart", ratios["delete"], TARGET_DELETE_RATIO, "x")
     if scale:
         by_n = {row["peerings"]: row for row in scale}
         top = by_n[max(by_n)]

@@ -31,7 +31,9 @@ FOREIGN_CLUSTER = "ForeignCluster"  # what the watch hub says when Liqo's Foreig
 
 class Peerings:
     kind = r.LIQOPEERING.kind
-    debounce = 0.05  # Liqo updates several objects at once
+    # One write of Liqo's reaches the informers of both clusters within a few ms: one pass for those, and a
+    # prerequisite waits no longer than that for its reaction.
+    debounce = 0.01
 
     def __init__(
         self,
