@@ -3,8 +3,8 @@ section, docs/installation.md, docs/getting-started.md and the Flux and Argo CD 
 
 BLOCKS lists each of them, by page and first line: run as written (after SUBSTITUTIONS) by
 tests/e2e/test_docs_run.py, run as written by the end-to-end test where what it needs runs (``Elsewhere``:
-the Flux and Argo CD suites), or not run, with the reason. A block in none of these fails that test and
-tests/unit/test_doc_blocks.py, which reads the pages without clusters.
+the Flux and Argo CD suites, and the real Liqo suite for liqoctl's), or not run, with the reason. A block in
+none of these fails that test and tests/unit/test_doc_blocks.py, which reads the pages without clusters.
 """
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ SUBSTITUTIONS: dict[str, str] = {
     # Your registry, and a mirror of it: two paths on the test's registry, which the nodes trust.
     "registry.example.com/platform": "{registry}/platform",
     "mirror.example.com/platform": "{registry}/mirror",
-    # The provider's kubeconfig.
+    # The provider's kubeconfig for the operator: written by liqoctl, read into the Secret.
+    "> provider.kubeconfig": "> {provider_kubeconfig}",
     "--from-file=kubeconfig=provider.kubeconfig": "--from-file=kubeconfig={provider_kubeconfig}",
+    # The provider's administrator's kubeconfig, and the consumer's cluster ID, for liqoctl.
+    "--kubeconfig provider-admin.kubeconfig": "--kubeconfig {provider_admin_kubeconfig}",
+    "<consumer-id>": "{consumer_id}",
     # The harness built the venv and the tools already; `make tools` would also build the oldest Kubernetes,
     # which another tier builds meanwhile.
     "make release ": "make -o venv -o tools release ",
@@ -57,10 +61,7 @@ class Elsewhere:
 FLUX = Elsewhere("test_flux_helmrelease.py")
 ARGOCD = Elsewhere("test_argocd.py")
 
-LIQOCTL = (
-    "liqoctl with a provider's admin kubeconfig; the test's provider.kubeconfig is the provider cluster's own "
-    "kubeconfig, which the operator is given as written"
-)
+REAL_LIQO = Elsewhere("test_real_liqo.py")  # liqoctl's peering user needs Liqo's own chart on the provider
 
 # Every block, by its page and the start of its first line: None runs it; Elsewhere names the test that runs
 # it; a string says why it cannot run in the test environment. Each block matches one entry, and each entry
@@ -79,13 +80,13 @@ BLOCKS: dict[tuple[str, str], str | Elsewhere | None] = {
     ): None,
     ("docs/getting-started.md", "helm install liqo-peering-operator deploy/helm/liqo-peering-operator "): None,
     ("docs/getting-started.md", "kubectl -n liqo get configmap -l app.kubernetes.io/name=clusterid-configmap"): None,
-    ("docs/getting-started.md", "liqoctl generate peering-user "): LIQOCTL,
+    ("docs/getting-started.md", "liqoctl generate peering-user "): REAL_LIQO,
     ("docs/getting-started.md", "kubectl -n default create secret generic provider-kubeconfig "): None,
     ("docs/getting-started.md", "kubectl apply -f examples/basic.yaml"): None,
     ("docs/getting-started.md", "kubectl -n default wait --for=condition=Ready lp/provider"): None,
     ("docs/getting-started.md", "kubectl -n default describe lp provider"): None,
     ("docs/getting-started.md", "kubectl -n default delete lp provider"): None,
-    ("docs/getting-started.md", "liqoctl delete peering-user "): LIQOCTL,
+    ("docs/getting-started.md", "liqoctl delete peering-user "): REAL_LIQO,
     ("docs/getting-started.md", "make demo "): "starts clusters of its own, for which the test's clusters stand",
     ("docs/guides/flux.md", "kubectl -n flux-system create secret generic registry-ca "): FLUX,
     ("docs/guides/argocd.md", "kubectl -n argocd patch configmap argocd-cm "): ARGOCD,

@@ -2,10 +2,10 @@
 docs/getting-started.md, with the placeholders of doc_blocks.SUBSTITUTIONS replaced, against the session's
 clusters with nodes (`liqo_node_clusters`: the consumer's node pulls the operator's image) and the harness's
 OCI registry (`oci_registry`, which the nodes' containerd trusts). tests/doc_blocks.py lists every block, with
-the reason for each that cannot run here (liqoctl, `make demo`), and the Flux and Argo CD guides' blocks, which
-their suites run. `docker` is a stand-in (testenv/docker/docker): buildah does the pages' `docker build` and
-`docker push`, FROM the python base image the harness built, since no Docker engine runs here and Docker Hub
-cannot be reached. The Liqo stand-in plays Liqo's controllers.
+the reason for each that cannot run here (`make demo`), and the blocks that other suites run: the Flux and Argo
+CD guides' and liqoctl's (Liqo's own chart). `docker` is a stand-in (testenv/docker/docker): buildah does the
+pages' `docker build` and `docker push`, FROM the python base image the harness built, since no Docker engine
+runs here and Docker Hub cannot be reached. The Liqo stand-in plays Liqo's controllers.
 
 The blocks run in bash (-e, pipefail) from the repository's root, as a user's shell on a machine that trusts
 the registry: helm, kubectl and oras of the tool cache first on PATH, KUBECONFIG the consumer's, the registry's

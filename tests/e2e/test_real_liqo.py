@@ -35,6 +35,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+import doc_blocks
 from testenv import audit, chart_rbac, inventory, liqo_info, operator_support, real_pair
 from testenv.killpoints import POINTS, Counts, Cycle
 from testenv.leakscan import LeakScan
@@ -877,32 +878,29 @@ def _frozen_and_back(env: RealEnv, ns: str, capsys: pytest.CaptureFixture[str]) 
     assert writes == {"consumer": [], "provider": []}
 
 
-def _liqoctl_peering_user(env: RealEnv, verb: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """`liqoctl <verb> peering-user` on the provider for this consumer."""
-    return subprocess.run(
-        [
-            str(liqo_binary("liqoctl")),
-            verb,
-            "peering-user",
-            "--consumer-cluster-id",
-            env.consumer_id,
-            "--kubeconfig",
-            str(env.pair["provider"].kubeconfig),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
-    )
+# Getting started's liqoctl blocks, run as written: the peering user made for this consumer, and revoked.
+GENERATE = doc_blocks.block("docs/getting-started.md", "liqoctl generate peering-user ")
+DELETE = doc_blocks.block("docs/getting-started.md", "liqoctl delete peering-user ")
+
+
+def _liqoctl_peering_user(env: RealEnv, page_block: doc_blocks.Block, home: Path) -> None:
+    """One of Getting started's liqoctl blocks, with the provider's admin kubeconfig, this consumer's cluster ID,
+    and ``home``/provider.kubeconfig for the kubeconfig liqoctl prints."""
+    values = {
+        "consumer_id": env.consumer_id,
+        "provider_admin_kubeconfig": str(env.pair["provider"].kubeconfig),
+        "provider_kubeconfig": str(home / "provider.kubeconfig"),
+    }
+    path = f"{liqo_binary('liqoctl').parent}:/usr/bin:/bin"
+    doc_blocks.shell(page_block, values, {"PATH": path, "HOME": str(home)}, timeout=120)
 
 
 def _peering_user_kubeconfig(env: RealEnv, home: Path) -> bytes:
-    """What `liqoctl generate peering-user` prints for this consumer: a kubeconfig (after its warnings)."""
-    out = _liqoctl_peering_user(env, "generate", home)
-    assert out.returncode == 0, f"liqoctl generate peering-user failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
-    start = out.stdout.find("apiVersion:")
-    assert start >= 0, "no kubeconfig in liqoctl's output"
-    return out.stdout[start:].encode()
+    """The kubeconfig Getting started's `liqoctl generate peering-user` block leaves in provider.kubeconfig."""
+    _liqoctl_peering_user(env, GENERATE, home)
+    written = (home / "provider.kubeconfig").read_text()
+    assert written.startswith("apiVersion:"), f"not a kubeconfig after the page's sed:\n{written[:2000]}"
+    return written.encode()
 
 
 def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path) -> None:
@@ -974,6 +972,12 @@ def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path
             ),
         ):
             assert items(api, group, plural, where) == [], f"{plural} left in {where}"
+        # Getting started's last step: revoked, the user may no longer read Liqo's namespace.
+        _liqoctl_peering_user(env, DELETE, tmp_path)
+        revoked = k8s.CoreV1Api(api_client(str(tmp_path / "provider.kubeconfig")))
+        with pytest.raises(ApiException) as denied:
+            revoked.list_namespaced_config_map(LIQO_NAMESPACE)
+        assert denied.value.status in (401, 403), denied.value
     finally:
         # Whatever happened, the peering can still be unpeered once the peering-user is revoked below.
         env.peerings.put_kubeconfig_secret(ns, user_secret, env.provider_kubeconfig())
@@ -981,7 +985,8 @@ def test_least_privilege_peering_user(rcase: tuple[RealEnv, str], tmp_path: Path
             bind(writer["roleRef"]["name"])
         with contextlib.suppress(ApiException):
             rbac.delete_cluster_role(lacking)
-        _liqoctl_peering_user(env, "delete", tmp_path)
+        with contextlib.suppress(AssertionError):  # done above unless the test failed before: its error stands
+            _liqoctl_peering_user(env, DELETE, tmp_path)
 
 
 PEERING_USER_LABEL = "liqo.io/peering-user-name"  # Liqo's pkg/consts PeeringUserNameLabelKey

@@ -31,6 +31,8 @@ from doc_blocks import (
 VALUES = {
     "registry": "198.18.0.1:5000",
     "provider_kubeconfig": "/tmp/docs-run/provider.kubeconfig",
+    "provider_admin_kubeconfig": "/tmp/docs-run/provider-admin.kubeconfig",
+    "consumer_id": "consumer-id",
     "registry_ca": "/tmp/docs-run/ca.crt",
 }
 
