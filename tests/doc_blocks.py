@@ -3,8 +3,9 @@ section, docs/installation.md, docs/getting-started.md and the Flux and Argo CD 
 
 BLOCKS lists each of them, by page and first line: run as written (after SUBSTITUTIONS) by
 tests/e2e/test_docs_run.py, run as written by the end-to-end test where what it needs runs (``Elsewhere``:
-the Flux and Argo CD suites, and the real Liqo suite for liqoctl's), or not run, with the reason. A block in
-none of these fails that test and tests/unit/test_doc_blocks.py, which reads the pages without clusters.
+the Flux and Argo CD suites, the real Liqo suite for liqoctl's, and `make demo`'s own), or not run, with the
+reason. A block in none of these fails that test and tests/unit/test_doc_blocks.py, which reads the pages
+without clusters.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ FLUX = Elsewhere("test_flux_helmrelease.py")
 ARGOCD = Elsewhere("test_argocd.py")
 
 REAL_LIQO = Elsewhere("test_real_liqo.py")  # liqoctl's peering user needs Liqo's own chart on the provider
+DEMO = Elsewhere("test_demo.py")  # in a clone: `make demo-down` removes the checkout's .local/
 
 # Every block, by its page and the start of its first line: None runs it; Elsewhere names the test that runs
 # it; a string says why it cannot run in the test environment. Each block matches one entry, and each entry
@@ -87,7 +89,7 @@ BLOCKS: dict[tuple[str, str], str | Elsewhere | None] = {
     ("docs/getting-started.md", "kubectl -n default describe lp provider"): None,
     ("docs/getting-started.md", "kubectl -n default delete lp provider"): None,
     ("docs/getting-started.md", "liqoctl delete peering-user "): REAL_LIQO,
-    ("docs/getting-started.md", "make demo "): "starts clusters of its own, for which the test's clusters stand",
+    ("docs/getting-started.md", "make demo "): DEMO,
     ("docs/guides/flux.md", "kubectl -n flux-system create secret generic registry-ca "): FLUX,
     ("docs/guides/argocd.md", "kubectl -n argocd patch configmap argocd-cm "): ARGOCD,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
@@ -12,7 +13,21 @@ import threading
 # run side by side, one process each: each process takes its own block (use_block), so that two of them
 # never hand out the same port.
 LOW, HIGH = 10000, 30000
-_block = (LOW, HIGH)
+
+
+def _given() -> tuple[int, int]:
+    """The block a process is started with, LPO_PORTS=low-high (a `make demo` that a test runs: its tier's
+    block); the whole range without it."""
+    low, sep, high = os.environ.get("LPO_PORTS", "").partition("-")
+    if not sep:
+        return LOW, HIGH
+    given = int(low), int(high)
+    if not LOW <= given[0] < given[1] <= HIGH:
+        raise ValueError(f"LPO_PORTS={low}-{high}: not a block of {LOW}-{HIGH}")
+    return given
+
+
+_block = _given()
 # Ports handed out by this process: several clusters start in parallel, so never give the same one twice.
 _handed_out: set[int] = set()
 _lock = threading.Lock()

@@ -69,6 +69,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
     }
     assert modules["matrix"] == {"tests/e2e/test_liqo_matrix.py"}
     assert modules["solo"] == {
+        "tests/e2e/test_demo.py",
         "tests/e2e/test_faults.py",
         "tests/e2e/test_kubernetes_floor.py",
         "testenv/tests/e2e/test_liqo_real.py",

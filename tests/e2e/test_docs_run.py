@@ -1,9 +1,9 @@
 """The install pages run as written: the ```sh blocks of docs/installation.md, README.md's Install section and
 docs/getting-started.md, with the placeholders of doc_blocks.SUBSTITUTIONS replaced, against the session's
 clusters with nodes (`liqo_node_clusters`: the consumer's node pulls the operator's image) and the harness's
-OCI registry (`oci_registry`, which the nodes' containerd trusts). tests/doc_blocks.py lists every block, with
-the reason for each that cannot run here (`make demo`), and the blocks that other suites run: the Flux and Argo
-CD guides' and liqoctl's (Liqo's own chart). `docker` is a stand-in (testenv/docker/docker): buildah does the
+OCI registry (`oci_registry`, which the nodes' containerd trusts). tests/doc_blocks.py lists every block, and
+the test that runs each of the others: the Flux and Argo CD guides' (their controllers), liqoctl's (Liqo's own
+chart) and `make demo` (clusters of its own). `docker` is a stand-in (testenv/docker/docker): buildah does the
 pages' `docker build` and `docker push`, FROM the python base image the harness built, since no Docker engine
 runs here and Docker Hub cannot be reached. The Liqo stand-in plays Liqo's controllers.
 
