@@ -4,7 +4,7 @@
 # Liqo's controllers as processes, the data plane stood in; DEMO_LIQO=standin: Liqo's objects and the
 # lighter Liqo stand-in), installs the operator with Helm (a Pod on the consumer's node), applies an
 # example LiqoPeering and waits until it is Ready.
-# `make demo-down` (hack/demo.sh down) stops everything and removes .local/.
+# `make demo-down` (hack/demo.sh down) stops everything and removes the clusters' and the demo's state in .local/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD:$PWD/operator"

@@ -63,7 +63,7 @@ FLUX = Elsewhere("test_flux_helmrelease.py")
 ARGOCD = Elsewhere("test_argocd.py")
 
 REAL_LIQO = Elsewhere("test_real_liqo.py")  # liqoctl's peering user needs Liqo's own chart on the provider
-DEMO = Elsewhere("test_demo.py")  # in a clone: `make demo-down` removes the checkout's .local/
+DEMO = Elsewhere("test_demo.py")  # in a clone: the demo keeps its clusters' state in the checkout's .local/
 
 # Every block, by its page and the start of its first line: None runs it; Elsewhere names the test that runs
 # it; a string says why it cannot run in the test environment. Each block matches one entry, and each entry

@@ -1,9 +1,9 @@
 """Getting started's "Try it on one machine" block, as written: `make demo` brings up two clusters, Liqo's chart,
 the operator and a peering, and returns once that peering is Ready (hack/demo.py fails otherwise); `make
-demo-down` then stops it all and removes the checkout's .local/.
+demo-down` then stops it all: no process of the demo's is left, nor its clusters' state.
 
-It runs in a clone of this checkout (its uncommitted changes included), since `make demo-down` removes the
-checkout's .local/, where the suite keeps its state. The clone finds what `make test` built in the shared
+It runs in a clone of this checkout (its uncommitted changes included), since the demo keeps its clusters' state
+in the checkout's .local/, where the suite keeps its own. The clone finds what `make test` built in the shared
 cache: the tools, Liqo's images and, once its build has ended, the operator's image of the same files. The
 demo's clusters take their ports from this tier's block (LPO_PORTS), and its LAN a /24 of its own, as every
 session's does.
@@ -14,6 +14,8 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,17 +51,40 @@ def _image_built() -> None:
             fcntl.flock(held, fcntl.LOCK_SH)
 
 
-def test_make_demo_then_demo_down_as_written(tmp_path: Path) -> None:
-    checkout = tmp_path / "checkout"
+def _state_left(checkout: Path) -> list[str]:
+    """What the demo keeps in .local/ while it runs."""
+    return [name for name in ("clusters", "liqo-chart", "liqo-real", "demo") if (checkout / ".local" / name).exists()]
+
+
+def _processes_in(checkout: Path) -> list[str]:
+    """The command lines of the processes that name a file of ``checkout`` (the demo's clusters and Liqo)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not a process
+            continue
+        if str(checkout) in cmdline:
+            found.append(cmdline.strip())
+    return found
+
+
+@pytest.fixture
+def checkout() -> Iterator[Path]:
+    """Where the clone goes: a short path, since the nodes' unix sockets live under its .local/."""
+    with tempfile.TemporaryDirectory(prefix="demo-", dir="/tmp") as where:
+        yield Path(where)
+        if _state_left(Path(where)):  # the block failed before its `make demo-down`
+            subprocess.run(["make", "demo-down"], cwd=where, capture_output=True, timeout=300)
+
+
+def test_make_demo_then_demo_down_as_written(checkout: Path) -> None:
     _clone(checkout)
     _image_built()
     low, high = ports.block()
-    environ = {
-        "PATH": os.environ["PATH"],
-        "HOME": os.environ.get("HOME", "/root"),
-        "LPO_PORTS": f"{low}-{high}",
-        **{k: v for k, v in os.environ.items() if k.startswith("LPO_") and k != "LPO_PORTS"},
-    }
+    # A user's shell: this one's (the package index's certificates, the cache), without the suite's cluster.
+    environ = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "VIRTUAL_ENV", "PYTHONPATH")}
+    environ["LPO_PORTS"] = f"{low}-{high}"
     proc = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", DEMO.commands({})],
         cwd=checkout, env=environ, capture_output=True, text=True, timeout=TIMEOUT,
@@ -69,4 +94,5 @@ def test_make_demo_then_demo_down_as_written(tmp_path: Path) -> None:
         f"--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-4000:]}"
     )
     assert "LiqoPeering default/provider is ready" in proc.stdout, proc.stdout[-4000:]
-    assert not (checkout / ".local").exists(), "make demo-down left .local/"
+    assert _state_left(checkout) == [], "make demo-down left its state"
+    assert _processes_in(checkout) == [], "make demo-down left processes running"
