@@ -7,6 +7,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -203,7 +204,7 @@ class Kind:
         self.calls: list[str] = []
         self.reported: list[PeeringError] = []
 
-    def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Done:
+    def reconcile(self, key: ObjectKey, woken_by: frozenset[str], route: Callable[[Done], None]) -> Done:
         self.calls.append(f"reconcile {key.name}")
         return Done()
 
