@@ -133,10 +133,18 @@ class Cycle:
             reaches(apis, before, expected[phase], what)
             return expected[phase]
 
+        def reached(when: When, what: str) -> None:
+            """Until the kill point: it comes before Ready (or before gone), so within the same time."""
+            try:
+                when.wait(timeout=self.ready_timeout)
+            except AssertionError as exc:
+                status = peerings.status(ns, NAME) if peerings.get(ns, NAME) is not None else "gone"
+                raise AssertionError(f"{point}: {exc} ({what}); the peering's status then: {status}") from None
+
         if point is not None and not point.teardown:
             with watching(point) as when:
                 peerings.create(ns, NAME, self.spec)
-                when.wait(timeout=90)
+                reached(when, "while establishing")
                 env.operator.start()
         else:
             peerings.create(ns, NAME, self.spec)
@@ -148,7 +156,7 @@ class Cycle:
                 # goes within a second) could be over before the watch starts, and never be seen.
                 when.wait_seen(timeout=30)
                 peerings.delete(ns, NAME)
-                when.wait(timeout=90)
+                reached(when, "while unpeering")
                 env.operator.start()
         else:
             peerings.delete(ns, NAME)
