@@ -21,7 +21,7 @@ from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.passmarkers import PassMarkers
 from liqo_peering.engine.peeringset import SetService
-from liqo_peering.engine.reconcile import Outcome, Reconciler
+from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.stagerunner import run_stages, side_by_side
 from liqo_peering.engine.unpeering import Unpeerer
@@ -125,28 +125,6 @@ def test_a_stage_raising_anything_is_an_internal_error_of_that_stage(
     assert all(TOKEN not in message for _, _, message in events.sent)
     assert errors_counted(svc, "InternalError") == 1
     assert outcome.transient_error  # retried with backoff
-
-
-def test_a_pass_routes_both_clusters_before_its_stages_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``route`` gets the context, the provider client and the credential's Secret before any stage runs: the
-    informers of what the stages make start before Liqo answers them."""
-    order: list[str] = []
-
-    def networking(*_: Any) -> StageResult:
-        order.append("networking")
-        return StageResult.ready("networking", "ok")
-
-    svc, _, _ = service(monkeypatch, networking=networking)
-    routed: list[Outcome] = []
-
-    def route(outcome: Outcome) -> None:
-        order.append("route")
-        routed.append(outcome)
-
-    svc.reconcile(NS, NAME, route=route)
-    assert order == ["route", "networking"]
-    (early,) = routed
-    assert early.ctx == CTX and early.remote is not None and early.secret == (NS, "provider-kubeconfig")
 
 
 def test_a_pass_raising_outside_the_stages_is_an_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,6 @@ import asyncio
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -204,7 +203,7 @@ class Kind:
         self.calls: list[str] = []
         self.reported: list[PeeringError] = []
 
-    def reconcile(self, key: ObjectKey, woken_by: frozenset[str], route: Callable[[Done], None]) -> Done:
+    def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Done:
         self.calls.append(f"reconcile {key.name}")
         return Done()
 

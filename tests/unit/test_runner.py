@@ -51,7 +51,7 @@ class Service:
         self.released: list[tuple[str, str]] = []
         self.mirror_result: Outcome | None = None
 
-    def reconcile(self, namespace: str, name: str, known: Outcome | None = None, route: Any = None) -> Outcome:
+    def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         self.calls.append(f"reconcile {name}" + (" reusing" if known is not None else ""))
         return Outcome(secret=(namespace, "kubeconfig"))
 
@@ -95,7 +95,7 @@ def test_teardown_waits_for_the_running_reconcile_of_the_same_peering() -> None:
     order: list[str] = []
     reconciling, release = threading.Event(), threading.Event()
 
-    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None, route: Any = None) -> Outcome:
+    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         reconciling.set()
         release.wait(10)
         order.append("reconcile applied")
@@ -120,7 +120,7 @@ def test_other_peerings_are_not_blocked() -> None:
     run, svc, _ = runner()
     reconciling, release = threading.Event(), threading.Event()
 
-    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None, route: Any = None) -> Outcome:
+    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         reconciling.set()
         release.wait(10)
         return Outcome()
@@ -180,26 +180,9 @@ def test_each_pass_gives_the_hub_its_routes_and_teardown_forgets_everything() ->
     assert peerings(run)._last == {} and run._locks == {}
 
 
-def test_a_pass_routes_what_it_knows_before_it_returns() -> None:
-    """The routes a pass gives the runner mid-pass take effect at once: its informers run before its writes."""
-    run, svc, hub = runner()
-    seen: list[list[Any]] = []
-
-    def routing(namespace: str, name: str, known: Outcome | None = None, route: Any = None) -> Outcome:
-        route(Outcome(secret=(namespace, "early")))
-        seen.append(list(hub.routes[KEY]))
-        return Outcome(secret=(namespace, "kubeconfig"))
-
-    svc.reconcile = routing  # type: ignore[method-assign]
-    run.one_pass(KEY)
-    ((early,),) = seen
-    assert early.name == "early"
-    assert [route.name for route in hub.routes[KEY]] == ["kubeconfig"]  # then the final outcome's
-
-
 def test_a_gone_peering_gets_no_routes() -> None:
     run, svc, hub = runner()
-    svc.reconcile = lambda namespace, name, known=None, route=None: Outcome(gone=True)  # type: ignore[method-assign]
+    svc.reconcile = lambda namespace, name, known=None: Outcome(gone=True)  # type: ignore[method-assign]
     assert run.one_pass(KEY).gone and hub.routes == {}
 
 
@@ -217,7 +200,7 @@ def test_a_provider_back_up_starts_the_backoff_over() -> None:
     answers 429 while its caches fill) is retried after the shortest delay, not the longest the outage built.
     Any other wake keeps the backoff."""
     run, svc, _ = runner()
-    svc.reconcile = lambda namespace, name, known=None, route=None: Outcome(requeue_after=5.0, transient_error=True)  # type: ignore[method-assign]
+    svc.reconcile = lambda namespace, name, known=None: Outcome(requeue_after=5.0, transient_error=True)  # type: ignore[method-assign]
     waits: list[float] = []
 
     async def scenario() -> None:

@@ -10,7 +10,6 @@ forgotten, the Unpeered Event). LiqoPeeringSets keep nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from liqo_peering.engine.peeringset import SetOutcome, SetService
@@ -50,9 +49,7 @@ class Peerings:
         self._guard = threading.Lock()
         self._last: dict[ObjectKey, Outcome] = {}
 
-    def reconcile(
-        self, key: ObjectKey, woken_by: frozenset[str], route: Callable[[Outcome], None] = lambda _: None
-    ) -> Outcome:
+    def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Outcome:
         """The ForeignCluster fast path when only it changed, else a reconcile; one woken by Liqo's objects
         only reuses the last pass's discovery. A timer (resync, timeout) or a spec change discovers again; a
         relist alone does not. Woken by the kubeconfig Secret or Liqo's cluster-ID ConfigMaps, the
@@ -69,7 +66,7 @@ class Peerings:
         if outcome is None:
             rediscover = {"spec"}  # what a pass must discover again after
             full = not woken_by or bool(woken_by & rediscover) or last is None or last.transient_error
-            outcome = self.reconciler.reconcile(key.namespace, key.name, None if full else last, route)
+            outcome = self.reconciler.reconcile(key.namespace, key.name, None if full else last)
         with self._guard:
             if outcome.gone:
                 self._last.pop(key, None)
@@ -137,9 +134,7 @@ class PeeringSets:
         self.service = service
         self.resync_interval = resync_interval
 
-    def reconcile(
-        self, key: ObjectKey, woken_by: frozenset[str], route: Callable[[SetOutcome], None] = lambda _: None
-    ) -> SetOutcome:
+    def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> SetOutcome:
         return self.service.reconcile(key.namespace, key.name)
 
     def report(self, key: ObjectKey, error: PeeringError) -> SetOutcome:

@@ -141,18 +141,11 @@ class Reconciler:
         self.remote_ids.forget(namespace, name)
         self.status.forget(namespace, name)
 
-    def reconcile(
-        self, namespace: str, name: str, known: Outcome | None = None, route: Callable[[Outcome], None] | None = None
-    ) -> Outcome:
-        """``route(outcome)``: called once the pass knows both clusters and its credential, before any stage
-        writes, so that the informers of what the stages make already run when Liqo answers: a peering's
-        first pass otherwise starts them only after its last write (the runner routes the final outcome)."""
+    def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         with self.remote_ids.peering_pass(namespace, name):
-            return self._reconcile(namespace, name, known, route)
+            return self._reconcile(namespace, name, known)
 
-    def _reconcile(
-        self, namespace: str, name: str, known: Outcome | None = None, route: Callable[[Outcome], None] | None = None
-    ) -> Outcome:
+    def _reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
         """One pass. ``known``: the last pass, when it succeeded and nothing but Liqo's objects changed since;
         its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
         none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
@@ -213,9 +206,6 @@ class Reconciler:
             removing = not spec.bidirectional and status_compute.has_reverse(status)
             outcome.memo = known.memo if reused is not None and known is not None else PassMemo()
             run = PeeringRun(spec, self.local, remote, ctx, memo=outcome.memo)
-            if route is not None:
-                outcome.reverse = spec.bidirectional or removing
-                route(outcome)
             stages = run_stages(run, self.calls, removing)
             shown = detail.observe(run, reverse.run_of(run) if spec.bidirectional else None)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))

@@ -101,10 +101,8 @@ class Kind(Protocol):
         """Events come in bursts (one write, several objects): one pass for those this close together."""
         ...
 
-    def reconcile(self, key: ObjectKey, woken_by: frozenset[str], route: Callable[[Any], None]) -> Any:
-        """One pass; ``woken_by``: what changed since the last one (empty: a timer, or the first pass);
-        ``route(outcome)``: the routes of ``outcome`` so far take effect now, before the pass writes what they
-        watch (the runner sets the final outcome's once the pass returns)."""
+    def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Any:
+        """One pass; ``woken_by``: what changed since the last one (empty: a timer, or the first pass)."""
         ...
 
     def report(self, key: ObjectKey, error: PeeringError) -> Any:
@@ -184,9 +182,7 @@ class Runner:
         log.debug("pass", object=str(key), woken_by=sorted(woken_by))
         with self._lock(key), self.markers.in_flight(key.marker, uid, RECONCILE):
             try:
-                outcome = kind.reconcile(
-                    key, woken_by, lambda partial: self.hub.set_routes(key, kind.routes(key, partial))
-                )
+                outcome = kind.reconcile(key, woken_by)
             except Exception as raised:
                 # Its routes stay: they still say what concerns the object.
                 return kind.report(key, _to_report(key, raised, "pass"))
