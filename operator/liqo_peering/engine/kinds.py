@@ -31,9 +31,9 @@ FOREIGN_CLUSTER = "ForeignCluster"  # what the watch hub says when Liqo's Foreig
 
 class Peerings:
     kind = r.LIQOPEERING.kind
-    # One write of Liqo's reaches the informers of both clusters within a few ms: one pass for those, and a
-    # prerequisite waits no longer than that for its reaction.
-    debounce = 0.01
+    # Liqo updates several objects at once: one pass for those. At 10 ms, the extra passes cost more
+    # requests than liqoctl makes on the consumer while establishing, and the virtual node came later.
+    debounce = 0.05
 
     def __init__(
         self,
