@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -57,7 +58,7 @@ def stop_background() -> None:
             pid = int(pid_file.read_text())
             os.killpg(pid, signal.SIGTERM)
             # liqo_real stops its clusters on SIGTERM: give it the time to.
-            wait_for(f"{pid_file.stem} to stop", lambda pid=pid: not _alive(pid), timeout=60)
+            wait_for(f"{pid_file.stem} to stop", partial(_stopped, pid), timeout=60)
             print(f"stopped {pid_file.stem}")
         except (ProcessLookupError, ValueError):
             pass
@@ -70,6 +71,10 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def _stopped(pid: int) -> bool:
+    return not _alive(pid)
 
 
 def real_liqo_up() -> tuple[Path, Path]:

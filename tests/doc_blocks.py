@@ -224,13 +224,14 @@ def shell(
     environ: Mapping[str, str],
     timeout: float = 300,
     diagnosis: Callable[[], str] = lambda: "",
+    cwd: Path = REPO,
 ) -> str:
-    """Run a block as a user's shell would (bash -e, pipefail, from the repository's root) in ``environ``; its
-    output. A failure says what ran, what it printed, and ``diagnosis()``."""
+    """Run a block as a user's shell would (bash -e, pipefail, from the repository's root, or ``cwd``) in
+    ``environ``; its output. A failure says what ran, what it printed, and ``diagnosis()``."""
     commands = found.commands(values)
     proc = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", commands],
-        cwd=REPO, env=dict(environ), capture_output=True, text=True, timeout=timeout,
+        cwd=cwd, env=dict(environ), capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     assert proc.returncode == 0, (
         f"{found.page}:{found.line} failed (exit {proc.returncode}):\n{commands}\n"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import doc_blocks
+from hack.demo import CLUSTERS, LIQO_CHART, LIQO_REAL, ROOT, STATE
 from testenv.localk8s import ports
 
 pytestmark = pytest.mark.solo  # clusters of the demo's own
@@ -52,8 +53,9 @@ def _image_built() -> None:
 
 
 def _state_left(checkout: Path) -> list[str]:
-    """What the demo keeps in .local/ while it runs."""
-    return [name for name in ("clusters", "liqo-chart", "liqo-real", "demo") if (checkout / ".local" / name).exists()]
+    """What the demo keeps in .local/ while it runs (hack/demo.py's directories, in the clone)."""
+    kept = (path.relative_to(ROOT) for path in (CLUSTERS, LIQO_CHART, LIQO_REAL, STATE))
+    return [str(path) for path in kept if (checkout / path).exists()]
 
 
 def _processes_in(checkout: Path) -> list[str]:
@@ -85,14 +87,7 @@ def test_make_demo_then_demo_down_as_written(checkout: Path) -> None:
     # A user's shell: this one's (the package index's certificates, the cache), without the suite's cluster.
     environ = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "VIRTUAL_ENV", "PYTHONPATH")}
     environ["LPO_PORTS"] = f"{low}-{high}"
-    proc = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", DEMO.commands({})],
-        cwd=checkout, env=environ, capture_output=True, text=True, timeout=TIMEOUT,
-    )  # fmt: skip
-    assert proc.returncode == 0, (
-        f"{DEMO.page}:{DEMO.line} failed (exit {proc.returncode}):\n{DEMO.text}\n"
-        f"--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-4000:]}"
-    )
-    assert "LiqoPeering default/provider is ready" in proc.stdout, proc.stdout[-4000:]
+    out = doc_blocks.shell(DEMO, {}, environ, TIMEOUT, cwd=checkout)
+    assert "LiqoPeering default/provider is ready" in out, out[-4000:]
     assert _state_left(checkout) == [], "make demo-down left its state"
     assert _processes_in(checkout) == [], "make demo-down left processes running"
