@@ -115,6 +115,13 @@ class LiqoNotInstalled(PeeringError):
     reason = "LiqoNotInstalled"
 
 
+class KindNotServed(PeeringError):
+    """The consumer does not serve a kind that is not Liqo's (Cluster API's Cluster, the ClusterProfile):
+    installing its CRD fixes it, and the retry finds it."""
+
+    reason = "KindNotServed"
+
+
 class LiqoNotReady(PeeringError):
     reason = "LiqoNotReady"
     waiting = True

@@ -15,7 +15,7 @@ from unit.chart import FULLNAME, NAMESPACE, find, helm, render, template_args
 CONFIGURATIONS = (
     (),
     ("credentialsMinting=true",),
-    ("watchNamespaces={team-a,team-b}", "credentialsMinting=true"),
+    ("watchNamespaces={team-a,team-b}", "credentialsMinting=true", "clusterAPI.enabled=true"),
     ("watchNamespaces={team-a}", "ha.enabled=true", "replicaCount=2"),
     ("ha.enabled=true", "replicaCount=2", "kubeconfigSecretProtection=false"),
 )

@@ -13,7 +13,7 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.informer import Scope
 from liqo_peering.engine.kinds import PeeringSets
-from liqo_peering.engine.peeringset import SetOutcome, SetService
+from liqo_peering.engine.peeringset import Selection, SetOutcome, SetService
 from liqo_peering.engine.runner import ObjectKey, Runner
 from liqo_peering.engine.wakeups import Wakeups
 from liqo_peering.engine.watches import WatchHub, peering_routes, set_routes
@@ -88,7 +88,8 @@ def test_a_pass_creates_one_peering_per_selected_secret_and_reports() -> None:
     add_secret(local, "a")
     add_secret(local, "b")
     add_secret(local, "other", fleet=None)
-    assert service.reconcile(NS, SET) == SetOutcome(secrets="fleet=edge")  # the Secrets its routes watch
+    # the Secrets its routes watch
+    assert service.reconcile(NS, SET) == SetOutcome(selection=Selection(r.SECRET, "fleet=edge"))
     kids = children(local)
     assert sorted(kids) == ["edge-a", "edge-b"]
     a = kids["edge-a"]
@@ -270,7 +271,7 @@ def test_teardown_waits_for_the_sets_running_pass() -> None:
 
 def test_a_set_is_woken_by_the_secrets_it_selects_and_by_its_own_peerings_only() -> None:
     local = FakeClusterClient("consumer")
-    kids, secrets = set_routes(local, NS, SET, "fleet=edge")
+    kids, secrets = set_routes(local, NS, SET, (r.SECRET, "fleet=edge"))
     # Only the Secrets its selector selects: one that stops matching arrives as DELETED (the API server's).
     assert secrets.scope == Scope(r.SECRET, NS, labels="fleet=edge")
     assert secrets.matches({"metadata": {"namespace": NS, "name": "any", "labels": {}}})
@@ -291,6 +292,6 @@ def test_a_set_lists_the_secrets_its_selector_selects_set_based_terms_included()
     add_secret(local, "b", fleet="core")
     add_secret(local, "other", fleet="lab")
     outcome = service.reconcile(NS, SET)
-    assert outcome.secrets == "fleet in (core,edge)"  # the query its Secret informer lists and watches
+    assert outcome.selection == Selection(r.SECRET, "fleet in (core,edge)")  # what its informer lists and watches
     refs = {c["spec"]["remoteKubeconfigSecretRef"]["name"] for c in children(local).values()}
     assert refs == {"a", "b"}

@@ -19,8 +19,8 @@ TOKEN = re.compile(r"`([^`]+)`")
 # watchNamespaces (Roles in each namespace, the tenant-access role).
 RENDERS = (
     (),
-    ("credentialsMinting=true", "ha.enabled=true"),
-    ("watchNamespaces={team-a,team-b}", "credentialsMinting=true", "ha.enabled=true"),
+    ("credentialsMinting=true", "ha.enabled=true", "clusterAPI.enabled=true"),
+    ("watchNamespaces={team-a,team-b}", "credentialsMinting=true", "ha.enabled=true", "clusterAPI.enabled=true"),
     ("watchNamespaces={team-a}", "kubeconfigSecretProtection=false"),
 )
 

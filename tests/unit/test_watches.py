@@ -512,7 +512,8 @@ def test_every_informer_on_the_consumer_carries_a_selector() -> None:
         *peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), namespaced_tenant_reads=True),
         *teardown_routes(local, remote, ctx, reverse=True, namespaces=both),
         *reverse_routes(local, remote, ctx),
-        *set_routes(local, "team-a", "edge", "fleet=edge"),
+        *set_routes(local, "team-a", "edge", (r.SECRET, "fleet=edge")),
+        *set_routes(local, "team-a", "edge", (r.CAPI_CLUSTER, "fleet=edge")),
     ]
     assert not [route.scope for route in routes if unscoped(route.scope)]
     bare = [route.scope for route in routes if route.client is local and not (route.scope.labels or route.scope.fields)]

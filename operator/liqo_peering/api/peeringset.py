@@ -1,4 +1,5 @@
-"""LiqoPeeringSet v1alpha1: one LiqoPeering per kubeconfig Secret a label selector picks, in its namespace.
+"""LiqoPeeringSet v1alpha1: one LiqoPeering per provider a label selector picks in its namespace: a kubeconfig
+Secret, a Cluster API Cluster or a ClusterProfile (spec.source).
 
 The same rules as model.py: this pydantic model is the one source of the CRD (crdgen), the chart's copy
 and docs/reference/liqopeeringset-fields.md; CEL rules sit next to the fields they constrain, and the
@@ -39,7 +40,7 @@ VALUES_RULE = _cel(
 SELECTOR_RULE = _cel(
     "(has(self.matchLabels) && size(self.matchLabels) > 0)"
     " || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",
-    "selector must name at least one label: an empty selector would take every Secret in the namespace",
+    "selector must name at least one label: an empty selector would take every object of its kind in the namespace",
     ".matchLabels",
 )
 
@@ -64,10 +65,10 @@ class LabelSelector(_Model):
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [SELECTOR_RULE]})
     match_labels: dict[str, SelectorValue] = Field(
-        default_factory=dict, max_length=MAX_SELECTOR_TERMS, description="Labels a Secret must carry, exactly."
+        default_factory=dict, max_length=MAX_SELECTOR_TERMS, description="Labels an object must carry, exactly."
     )
     match_expressions: list[LabelSelectorRequirement] = Field(
-        default_factory=list, max_length=MAX_SELECTOR_TERMS, description="Set-based requirements on a Secret's labels."
+        default_factory=list, max_length=MAX_SELECTOR_TERMS, description="Set-based requirements on an object's labels."
     )
 
     @model_validator(mode="after")
@@ -77,14 +78,25 @@ class LabelSelector(_Model):
         return self
 
 
+Source = Literal["Secret", "Cluster", "ClusterProfile"]
+
+
 class LiqoPeeringSetSpec(_Model):
+    source: Source = Field(
+        default="Secret",
+        description="What the selector picks in this namespace, one provider each: Secret, a kubeconfig Secret"
+        " (key kubeconfig); Cluster, a Cluster API Cluster (cluster.x-k8s.io), peered through its kubeconfig"
+        " Secret <cluster>-kubeconfig (key value) once it is Provisioned; ClusterProfile, a ClusterProfile"
+        " (multicluster.x-k8s.io), reached through the operator's access providers once its ControlPlaneHealthy"
+        " condition is True. The chart grants reading Clusters with clusterAPI.enabled=true.",
+    )
     selector: LabelSelector = Field(
-        description="Which kubeconfig Secrets of this namespace to peer with: one LiqoPeering per Secret (key"
-        " kubeconfig). A Secret that stops matching, or is deleted, has its LiqoPeering deleted: it unpeers."
+        description="Which objects of spec.source's kind in this namespace to peer with: one LiqoPeering each. One"
+        " that stops matching, or is deleted, has its LiqoPeering deleted: it unpeers."
     )
     template: LiqoPeeringTemplate = Field(
         default_factory=LiqoPeeringTemplate,
-        description="The spec of every LiqoPeering, but the Secret reference (the set fills it in). A change"
+        description="The spec of every LiqoPeering, but the provider's reference (the set fills it in). A change"
         " updates every LiqoPeering; a LiqoPeering's own edits are overwritten.",
     )
     deletion_policy: Literal["Delete", "Orphan"] = Field(
@@ -104,12 +116,16 @@ class PeeringLine(_Model):
     """One LiqoPeering of the set."""
 
     name: str = Field(description="The LiqoPeering's name.")
-    secret: str = Field(description="The kubeconfig Secret it peers through.")
+    secret: str | None = Field(default=None, description="The kubeconfig Secret it peers through.")
+    cluster: str | None = Field(
+        default=None, description="The Cluster or ClusterProfile it peers with (source Cluster or ClusterProfile)."
+    )
     remote_cluster_id: str | None = Field(default=None, alias="remoteClusterID", description="The provider's ID.")
     peer_status: PeerStatus | None = Field(default=None, description="Its peerStatus (unset: not created yet).")
     reason: str = Field(
         description="Its Ready reason; or the set's: Waiting (maxConcurrent), Removing (unpeering),"
-        " NameConflict (a LiqoPeering of that name the set does not own)."
+        " NameConflict (a LiqoPeering of that name the set does not own), NotProvisioned (a Cluster whose phase"
+        " is not Provisioned yet), ControlPlaneUnhealthy (a ClusterProfile whose ControlPlaneHealthy is not True)."
     )
     overwritten_at: str | None = Field(
         default=None, description="When the set last overwrote edits made to this LiqoPeering's spec (RFC 3339)."
@@ -119,11 +135,19 @@ class PeeringLine(_Model):
 class LiqoPeeringSetStatus(_Model):
     observed_generation: int | None = Field(default=None, description="The generation this status describes.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Reconciling, Stalled.")
-    desired: int = Field(default=0, description="Secrets the selector picks: the LiqoPeerings there should be.")
+    desired: int = Field(
+        default=0,
+        description="Providers the selector picks (its unavailable ones too): the LiqoPeerings there should be.",
+    )
     ready: int = Field(default=0, description="LiqoPeerings ready.")
     establishing: int = Field(default=0, description="LiqoPeerings being created, updated or established.")
     waiting: int = Field(default=0, description="LiqoPeerings held back by maxConcurrent.")
     error: int = Field(default=0, description="LiqoPeerings in error or timeout, or that cannot be made.")
+    unavailable: int = Field(
+        default=0,
+        description="Providers picked but not peered with yet: a Cluster not Provisioned, a ClusterProfile whose"
+        " control plane is not healthy.",
+    )
     peerings: list[PeeringLine] = Field(
         default_factory=list, description="One line per LiqoPeering, by name (those being removed included)."
     )

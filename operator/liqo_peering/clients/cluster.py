@@ -33,6 +33,7 @@ from liqo_peering.errors import (
     ApiError,
     ClusterForbidden,
     ClusterUnreachable,
+    KindNotServed,
     LiqoNotInstalled,
     Request,
 )
@@ -196,7 +197,12 @@ class ClusterClient:
         details = exc.body.get("details") or {}
         return not details.get("name")
 
-    def _not_installed(self, res: Resource) -> LiqoNotInstalled:
+    def _not_installed(self, res: Resource) -> LiqoNotInstalled | KindNotServed:
+        if not res.group.endswith("liqo.io"):
+            return KindNotServed(
+                f"the {self.side} cluster at {self.describe} does not serve {res.plural}.{res.group}: install"
+                f" the CRD of {res.kind} ({res.api_version}) there"
+            )
         return LiqoNotInstalled(
             f"the {self.side} cluster at {self.describe} does not serve {res.plural}.{res.group}: Liqo is not"
             f" installed there; install Liqo v1.x on the {self.side} cluster"

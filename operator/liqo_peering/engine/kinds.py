@@ -141,7 +141,9 @@ class PeeringSets:
         return self.service.report_failure(key.namespace, key.name, error)
 
     def routes(self, key: ObjectKey, outcome: SetOutcome) -> list[Route]:
-        return set_routes(self.service.local, key.namespace, key.name, outcome.secrets)
+        selection = outcome.selection
+        members = None if selection is None else (selection.resource, selection.labels)
+        return set_routes(self.service.local, key.namespace, key.name, members)
 
     def delay(self, outcome: SetOutcome, failures: int) -> float:
         return min(2.0**failures, self.resync_interval) if failures else self.resync_interval

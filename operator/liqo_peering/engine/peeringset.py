@@ -2,7 +2,7 @@
 and one teardown pass; nothing else.
 
 Synchronous, called from the set runner's threads, one call per set at a time. It keeps no state between
-calls: what it needs is read again each pass, mostly from the watch hub's caches (the Secrets its
+calls: what it needs is read again each pass, mostly from the watch hub's caches (the objects its
 selector selects, the LiqoPeerings labelled with a set), so an operator restarted at any point resumes where the
 last one stopped, without duplicates (children have fixed names; creating one twice is a 409).
 """
@@ -18,11 +18,12 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from liqo_peering.api.peeringset import parse_set_spec
+from liqo_peering.api.peeringset import LiqoPeeringSetSpec, Source, parse_set_spec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.errors import (
     ApiError,
+    ConsumerForbidden,
     InternalError,
     InvalidSpec,
     PeeringError,
@@ -42,11 +43,27 @@ log = structlog.get_logger("liqo_peering.peeringset")
 Obj = dict[str, Any]
 
 
+# The kind each spec.source picks, and the chart value that lets the operator read it (None: always may).
+SOURCES: dict[Source, tuple[r.Resource, str | None]] = {
+    "Secret": (r.SECRET, None),
+    "Cluster": (r.CAPI_CLUSTER, "clusterAPI.enabled"),
+    "ClusterProfile": (r.CLUSTER_PROFILE, "clusterProfiles.enabled"),
+}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a set selects: a kind, and a labelSelector query in its namespace."""
+
+    resource: r.Resource
+    labels: str
+
+
 @dataclass
 class SetOutcome:
     gone: bool = False
     transient_error: bool = False
-    secrets: str | None = None  # the labelSelector of the Secrets it selects (None: its spec is unreadable)
+    selection: Selection | None = None  # what wakes it (None: its spec is unreadable)
 
 
 class SetService:
@@ -74,12 +91,13 @@ class SetService:
             obs = _failed(obs, namespace, name, InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}; fix the spec"))
             self._write_status(body, obs)
             return SetOutcome()
-        query = selector.as_query(spec.selector)
+        selection = _selection(spec)
+        obs = _with(obs, source=spec.source)
         try:
-            secrets = self.local.find(r.SECRET, namespace, labels=query)
+            picked = self._find_members(spec.source, selection, namespace)
             mine = self.local.find(r.LIQOPEERING, namespace, labels=f"{naming.SET_LABEL}={name}")
             template = (body.get("spec") or {}).get("template") or {}
-            desired = ch.desired_children(name, template, spec.selector, secrets)
+            desired = ch.desired_children(name, template, spec.selector, picked, spec.source)
             plan = ch.plan(meta["uid"], name, desired, mine, spec.max_concurrent)
             obs = _with(obs, desired=desired, children={c["metadata"]["name"]: c for c in mine}, plan=plan)
             done, conflicts = self._apply(body, plan, obs.children)
@@ -92,7 +110,19 @@ class SetService:
                 log.error("pass failed", set=f"{namespace}/{name}", exc_info=raised)
             obs = _failed(obs, namespace, name, error)
         self._write_status(body, obs)
-        return SetOutcome(transient_error=obs.error_reason is not None and obs.error_transient, secrets=query)
+        return SetOutcome(transient_error=obs.error_reason is not None and obs.error_transient, selection=selection)
+
+    def _find_members(self, source: Source, selection: Selection, namespace: str) -> list[Obj]:
+        try:
+            return self.local.find(selection.resource, namespace, labels=selection.labels)
+        except ConsumerForbidden as exc:  # this cluster's RBAC: the chart grants it with a value
+            value = SOURCES[source][1]
+            if value is None:
+                raise
+            raise exc.restated(
+                f"spec.source {source}: {exc.refused}; the operator may read them when its chart is installed"
+                f" with {value}=true (helm upgrade --reuse-values --set {value}=true)"
+            ) from None
 
     def report_failure(self, namespace: str, name: str, error: PeeringError) -> SetOutcome:
         """A pass failed where it could not say so itself (reading the set, writing its status): say it now.
@@ -111,7 +141,7 @@ class SetService:
             if event.type == "Warning":
                 self.events.emit(body, event.type, event.reason, event.message)
                 log.warning(redact(event.message), reason=event.reason, set=f"{namespace}/{name}")
-        return SetOutcome(transient_error=True, secrets=_query(body))
+        return SetOutcome(transient_error=True, selection=_query(body))
 
     def _apply(self, body: Obj, plan: ch.Plan, live: dict[str, Obj]) -> tuple[dict[str, ch.Why], dict[str, str]]:
         """The plan's writes; returns what was done and the names found taken (a 409 on create)."""
@@ -213,10 +243,14 @@ def _failed(
     return _with(obs, error_reason=exc.reason, error_message=message, error_transient=exc.transient)
 
 
-def _query(body: Obj) -> str | None:
-    """The labelSelector of the set's Secrets, None when its spec is unreadable (then no Secret wakes it)."""
+def _selection(spec: LiqoPeeringSetSpec) -> Selection:
+    return Selection(SOURCES[spec.source][0], selector.as_query(spec.selector))
+
+
+def _query(body: Obj) -> Selection | None:
+    """What the set selects, None when its spec is unreadable (then none of it wakes the set)."""
     try:
-        return selector.as_query(parse_set_spec(body.get("spec") or {}).selector)
+        return _selection(parse_set_spec(body.get("spec") or {}))
     except ValidationError:
         return None
 

@@ -31,7 +31,7 @@ KUBECONFIG, RELISTED = "kubeconfig", "relisted"
 # Liqo's cluster-ID ConfigMap changed on either cluster (such as its version label, on an upgrade of Liqo).
 LIQO_IDENTITY = "liqo-identity"
 HEALTH_CHANGED = "health"  # the provider went down or came back (the probe)
-SECRETS = "secrets"  # a Secret of a LiqoPeeringSet's namespace changed
+MEMBERS = "members"  # an object a LiqoPeeringSet selects (a Secret, a Cluster, a ClusterProfile) changed
 
 
 @dataclass(frozen=True)
@@ -273,15 +273,18 @@ def teardown_routes(
     return routes
 
 
-def set_routes(local: ClusterClient, namespace: str, name: str, selector: str | None = None) -> list[Route]:
-    """What wakes a LiqoPeeringSet: the Secrets of its namespace its ``selector`` selects (fleet.selector's
-    query; None while its spec is unreadable), and its LiqoPeerings (their status, their deletion). A label
-    change that starts or ends a match reaches the watch too: the API server sends an object that leaves a
-    watch's selector as DELETED, and one that enters it as ADDED. The LiqoPeering informer is one per
-    namespace, shared by every set there (narrowed to LiqoPeerings of some set)."""
+def set_routes(
+    local: ClusterClient, namespace: str, name: str, members: tuple[r.Resource, str] | None = None
+) -> list[Route]:
+    """What wakes a LiqoPeeringSet: the objects of its namespace it selects (``members``: their kind and
+    fleet.selector's query; None while its spec is unreadable), and its LiqoPeerings (their status, their
+    deletion). A label change that starts or ends a match reaches the watch too: the API server sends an
+    object that leaves a watch's selector as DELETED, and one that enters it as ADDED. The LiqoPeering
+    informer is one per namespace, shared by every set there (narrowed to LiqoPeerings of some set)."""
     routes = [Route(local, Scope(r.LIQOPEERING, namespace, labels=naming.SET_LABEL), label=(naming.SET_LABEL, name))]
-    if selector is not None:
-        routes.append(Route(local, Scope(r.SECRET, namespace, labels=selector), wake_as=SECRETS))
+    if members is not None:
+        resource, selector = members
+        routes.append(Route(local, Scope(resource, namespace, labels=selector), wake_as=MEMBERS))
     return routes
 
 

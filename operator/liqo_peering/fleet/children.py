@@ -1,9 +1,11 @@
 """What a LiqoPeeringSet wants and the next writes to get there, as controller-runtime's owner pattern (pure).
 
-One LiqoPeering (a "child") per Secret the selector picks, named after the set and the Secret, labelled
-with the set's name, owned by the set (controller). ``desired_children`` says which children there should
+One LiqoPeering (a "child") per provider the selector picks (fleet.members: a Secret, a Cluster, a
+ClusterProfile), named after the set and that object, labelled with the set's name, owned by the set
+(controller). ``desired_children`` says which children there should
 be; ``plan`` compares them with the live ones and says what to create, update or delete, and what waits
-for a slot (maxConcurrent). A selected Secret deleted while its LiqoPeering exists is kept, for that
+for a slot (maxConcurrent) or for its provider to become available (a Cluster being provisioned: not made
+until it is, but kept once made). A selected Secret deleted while its LiqoPeering exists is kept, for that
 LiqoPeering's unpeering, by the operator's kubeconfig protection (engine.protection), as any LiqoPeering's.
 """
 
@@ -18,13 +20,13 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from liqo_peering.api.model import LiqoPeeringSpec
-from liqo_peering.api.peeringset import KIND, LabelSelector
+from liqo_peering.api.peeringset import KIND, LabelSelector, Source
+from liqo_peering.fleet import members
 from liqo_peering.fleet.selector import matches
 from liqo_peering.liqo import naming
 
 NAME_MAX_LENGTH = 63  # a LiqoPeering's name is a label value on every Liqo object it makes
 HASH_LENGTH = 8
-KUBECONFIG_KEY = "kubeconfig"
 SETTLED = ("ready", "error", "timeout")
 
 Obj = dict[str, Any]
@@ -32,13 +34,13 @@ Obj = dict[str, Any]
 Why = Literal["Created", "TemplateChanged", "Overwritten", "Adopted", "Removed"]
 
 
-def child_name(set_name: str, secret_name: str) -> str:
-    """``<set>-<secret>``: stable, and a DNS label. When that is too long or has dots (a Secret name may),
-    the rest is cut and a hash of both names appended, so that two Secrets never share a name."""
-    base = f"{set_name}-{secret_name}"
+def child_name(set_name: str, member_name: str) -> str:
+    """``<set>-<member>``: stable, and a DNS label. When that is too long or has dots (a Secret name may),
+    the rest is cut and a hash of both names appended, so that two members never share a name."""
+    base = f"{set_name}-{member_name}"
     if len(base) <= NAME_MAX_LENGTH and "." not in base:
         return base
-    digest = hashlib.sha256(f"{set_name}/{secret_name}".encode()).hexdigest()[:HASH_LENGTH]
+    digest = hashlib.sha256(f"{set_name}/{member_name}".encode()).hexdigest()[:HASH_LENGTH]
     stem = base.replace(".", "-")[: NAME_MAX_LENGTH - HASH_LENGTH - 1].rstrip("-")
     return f"{stem}-{digest}"
 
@@ -55,32 +57,39 @@ def spec_hash(spec: Obj) -> str:
 @dataclass(frozen=True)
 class Desired:
     name: str
-    secret: str
+    member: members.Member
     spec: Obj
     spec_hash: str
 
+    @property
+    def secret(self) -> str | None:
+        return self.member.secret
 
-def child_spec(template: Obj, secret: str) -> Obj:
-    return {"remoteKubeconfigSecretRef": {"name": secret, "key": KUBECONFIG_KEY}, **copy.deepcopy(template)}
+
+def child_spec(template: Obj, member: members.Member) -> Obj:
+    return {**copy.deepcopy(member.ref), **copy.deepcopy(template)}
 
 
 def deleting(obj: Obj) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def desired_children(set_name: str, template: Obj, selector: LabelSelector, secrets: list[Obj]) -> dict[str, Desired]:
-    """One child per Secret the selector picks, by child name; not Secrets being deleted, nor the minted
-    credentials a LiqoPeering owns (spec.credentials.mint: a peering's own, never a provider to peer with)."""
+def desired_children(
+    set_name: str, template: Obj, selector: LabelSelector, objects: list[Obj], source: Source = "Secret"
+) -> dict[str, Desired]:
+    """One child per object of ``source``'s kind the selector picks, by child name; not objects being
+    deleted, nor what fleet.members turns down (the minted credentials a LiqoPeering owns)."""
     out: dict[str, Desired] = {}
-    for secret in sorted(secrets, key=lambda s: str(s["metadata"]["name"])):
-        meta = secret["metadata"]
-        if deleting(secret) or not matches(selector, meta.get("labels") or {}):
+    for obj in sorted(objects, key=lambda o: str(o["metadata"]["name"])):
+        meta = obj["metadata"]
+        if deleting(obj) or not matches(selector, meta.get("labels") or {}):
             continue
-        if (controller(secret) or {}).get("kind") == "LiqoPeering":
+        member = members.of(source, obj)
+        if member is None:
             continue
-        name = child_name(set_name, meta["name"])
-        spec = child_spec(template, meta["name"])
-        out.setdefault(name, Desired(name, meta["name"], spec, spec_hash(spec)))
+        name = child_name(set_name, member.name)
+        spec = child_spec(template, member)
+        out.setdefault(name, Desired(name, member, spec, spec_hash(spec)))
     return out
 
 
@@ -116,6 +125,7 @@ class Plan:
     waiting: list[str] = field(default_factory=list)  # desired children whose create or update waits for a slot
     conflicts: dict[str, str] = field(default_factory=dict)  # name -> why the set cannot have it
     removing: list[str] = field(default_factory=list)  # children of the set that are going (not desired)
+    unavailable: list[str] = field(default_factory=list)  # desired, not made: their provider is not available yet
 
 
 def plan(
@@ -133,6 +143,9 @@ def plan(
     spec_writes: list[Action] = []
     for name, want in desired.items():
         child = by_name.get(name)
+        if child is None and want.member.unavailable is not None:
+            out.unavailable.append(name)  # a peering once made stays: its own status says how it fares
+            continue
         if child is None:
             spec_writes.append(Action("create", name, "Created", want))
             continue

@@ -1,6 +1,7 @@
 """A LiqoPeeringSet's status from one pass's observations (pure): counts, one line per LiqoPeering, kstatus
-conditions (Ready when every LiqoPeering is ready, Stalled when one failed, else Reconciling), and the
-Events worth emitting (what the pass wrote, and transitions)."""
+conditions (Ready when every LiqoPeering is ready, Stalled when one failed, else Reconciling, which includes
+waiting for a provider to become available), and the Events worth emitting (what the pass wrote, and
+transitions)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from liqo_peering.api.peeringset import Source
 from liqo_peering.fleet.children import Desired, Plan, Why, deleting
 from liqo_peering.status.compute import EventSpec
 from liqo_peering.status.conditions import format_time, get_condition, make_condition, set_condition
@@ -30,6 +32,7 @@ class SetObservation:
     error_reason: str | None = None  # the set itself cannot be reconciled (InvalidSpec, ConsumerForbidden, ...)
     error_message: str | None = None
     error_transient: bool = True
+    source: Source = "Secret"
 
 
 def _ready_condition(child: Obj) -> Obj:
@@ -46,11 +49,12 @@ def child_state(child: Obj) -> str:
     return "error" if status.get("peerStatus") in ("error", "timeout") else "establishing"
 
 
-def _line(name: str, secret: str, child: Obj | None, reason: str | None, previous: Obj | None) -> Obj:
+def _line(name: str, member: Named, child: Obj | None, reason: str | None, previous: Obj | None) -> Obj:
     status = (child or {}).get("status") or {}
     line: Obj = {
         "name": name,
-        "secret": secret,
+        "secret": member.secret,
+        "cluster": member.cluster,
         "remoteClusterID": status.get("remoteClusterID"),
         "peerStatus": status.get("peerStatus"),
         "reason": reason or _ready_condition(child or {}).get("reason") or PENDING,
@@ -63,32 +67,36 @@ def compute(previous: Obj | None, obs: SetObservation) -> tuple[Obj, list[EventS
     prev = previous or {}
     prev_lines = {line.get("name"): line for line in prev.get("peerings") or []}
     lines: list[Obj] = []
-    counts = {"ready": 0, "establishing": 0, "waiting": 0, "error": 0}
+    counts = {"ready": 0, "establishing": 0, "waiting": 0, "error": 0, "unavailable": 0}
     failed: list[str] = []
+    unavailable: list[str] = []
     events: list[EventSpec] = []
     for name in sorted(set(obs.desired) | set(obs.plan.removing) | set(obs.conflicts)):
         want, child = obs.desired.get(name), obs.children.get(name)
-        secret = want.secret if want else _secret_of(child)
+        named = _member_of(want, child, obs.source)
         why = obs.done.get(name)
         if want is None:  # not desired any more: being removed, not counted
-            lines.append(_line(name, secret, child, REMOVING, prev_lines.get(name)))
+            lines.append(_line(name, named, child, REMOVING, prev_lines.get(name)))
             continue
         if name in obs.conflicts:
-            state, line = "error", _line(name, secret, None, NAME_CONFLICT, None)
+            state, line = "error", _line(name, named, None, NAME_CONFLICT, None)
             failed.append(f"{name}: {obs.conflicts[name]}")
+        elif want.member.unavailable is not None and name in obs.plan.unavailable:
+            state, line = "unavailable", _line(name, named, None, want.member.unavailable, None)
+            unavailable.append(want.member.detail)
         elif name in obs.plan.waiting:
-            state, line = "waiting", _line(name, secret, child, WAITING, prev_lines.get(name))
+            state, line = "waiting", _line(name, named, child, WAITING, prev_lines.get(name))
         elif why is not None:
             state, line = (
                 "establishing",
-                _line(name, secret, child if why != "Created" else None, why, prev_lines.get(name)),
+                _line(name, named, child if why != "Created" else None, why, prev_lines.get(name)),
             )
             if why == "Overwritten":
                 line["overwrittenAt"] = format_time(obs.now)
         elif child is None or deleting(child):
-            state, line = "establishing", _line(name, secret, child, REMOVING if child else PENDING, None)
+            state, line = "establishing", _line(name, named, child, REMOVING if child else PENDING, None)
         else:
-            state, line = child_state(child), _line(name, secret, child, None, prev_lines.get(name))
+            state, line = child_state(child), _line(name, named, child, None, prev_lines.get(name))
             if state == "error":
                 ready = _ready_condition(child)
                 failed.append(f"{name}: {ready.get('reason', 'Error')} ({ready.get('message', '')})")
@@ -101,7 +109,7 @@ def compute(previous: Obj | None, obs: SetObservation) -> tuple[Obj, list[EventS
         if (prev_lines.get(name) or {}).get("reason") != NAME_CONFLICT
     ]
     desired = len(obs.desired)
-    conditions, more = _conditions(prev, obs, desired, counts, failed, len(obs.plan.removing))
+    conditions, more = _conditions(prev, obs, desired, counts, failed, unavailable, len(obs.plan.removing))
     status: Obj = {
         "observedGeneration": obs.generation,
         "conditions": conditions,
@@ -112,25 +120,40 @@ def compute(previous: Obj | None, obs: SetObservation) -> tuple[Obj, list[EventS
     return status, events + more
 
 
-def _secret_of(child: Obj | None) -> str:
-    return str((((child or {}).get("spec") or {}).get("remoteKubeconfigSecretRef") or {}).get("name", ""))
+@dataclass(frozen=True)
+class Named:
+    """What a line names: the Secret it peers through, the Cluster or ClusterProfile it peers with."""
+
+    secret: str | None
+    cluster: str | None
+
+
+def _member_of(want: Desired | None, child: Obj | None, source: Source) -> Named:
+    if want is not None:
+        return Named(want.secret, None if source == "Secret" else want.member.name)
+    spec = (child or {}).get("spec") or {}
+    secret = (spec.get("remoteKubeconfigSecretRef") or {}).get("name")
+    profile = (spec.get("remoteClusterProfileRef") or {}).get("name")
+    return Named(None if secret is None else str(secret), None if profile is None else str(profile))
+
+
+def _named(member: Named) -> str:
+    return f"Secret {member.secret}" if member.secret else f"ClusterProfile {member.cluster}"
 
 
 def _write_events(obs: SetObservation) -> list[EventSpec]:
     out = []
     for name, why in sorted(obs.done.items()):
-        want = obs.desired.get(name)
-        secret = want.secret if want else _secret_of(obs.children.get(name))
+        member = _member_of(obs.desired.get(name), obs.children.get(name), obs.source)
+        what = f"{obs.source} {member.cluster}" if member.cluster and obs.source != "Secret" else _named(member)
         if why == "Created":
-            out.append(EventSpec("Normal", "Created", f"created LiqoPeering {name} for Secret {secret}"))
+            out.append(EventSpec("Normal", "Created", f"created LiqoPeering {name} for {what}"))
         elif why == "Removed":
-            out.append(
-                EventSpec("Normal", "Deleted", f"deleted LiqoPeering {name}: Secret {secret} is no longer selected")
-            )
+            out.append(EventSpec("Normal", "Deleted", f"deleted LiqoPeering {name}: {what} is no longer selected"))
         elif why == "TemplateChanged":
             out.append(EventSpec("Normal", "Updated", f"updated LiqoPeering {name} to the template"))
         elif why == "Adopted":
-            out.append(EventSpec("Normal", "Adopted", f"adopted LiqoPeering {name} (Secret {secret})"))
+            out.append(EventSpec("Normal", "Adopted", f"adopted LiqoPeering {name} ({what})"))
         else:
             out.append(
                 EventSpec(
@@ -144,13 +167,22 @@ def _write_events(obs: SetObservation) -> list[EventSpec]:
 
 
 def _conditions(
-    prev: Obj, obs: SetObservation, desired: int, counts: dict[str, int], failed: list[str], removing: int
+    prev: Obj,
+    obs: SetObservation,
+    desired: int,
+    counts: dict[str, int],
+    failed: list[str],
+    unavailable: list[str],
+    removing: int,
 ) -> tuple[list[Obj], list[EventSpec]]:
     gen, now = obs.generation, obs.now
     summary = (
         f"{counts['ready']} of {desired} LiqoPeerings ready, {counts['establishing']} establishing,"
         f" {counts['waiting']} waiting (maxConcurrent), {counts['error']} failed, {removing} being removed"
     )
+    if unavailable:
+        shown = "; ".join(unavailable[:MESSAGE_NAMES]) + ("; ..." if len(unavailable) > MESSAGE_NAMES else "")
+        summary += f", {len(unavailable)} providers not available yet ({shown})"
     stalled_reason = ""
     if obs.error_reason is not None:
         ready, reason, message = False, obs.error_reason, obs.error_message or ""
@@ -162,8 +194,12 @@ def _conditions(
         stalled_reason = reason
     elif counts["ready"] == desired and not removing:
         ready = True
-        reason = "AllReady" if desired else "NoSecretsSelected"
-        message = summary if desired else "no Secret in this namespace matches the selector: nothing to peer with"
+        reason = "AllReady" if desired else "NoSecretsSelected" if obs.source == "Secret" else "NothingSelected"
+        message = (
+            summary if desired else f"no {obs.source} in this namespace matches the selector: nothing to peer with"
+        )
+    elif unavailable and counts["ready"] + counts["unavailable"] == desired and not removing:
+        ready, reason, message = False, "ProvidersUnavailable", summary
     else:
         ready, reason, message = False, "Progressing", summary
     conditions = list(prev.get("conditions") or [])

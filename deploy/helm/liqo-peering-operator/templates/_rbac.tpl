@@ -41,6 +41,13 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"{{ if or .Values.kubeconfigSecretProtection .Values.credentialsMinting }}, "patch"{{ end }}{{ if .Values.credentialsMinting }}, "create", "delete"{{ end }}]
+{{- if .Values.clusterAPI.enabled }}
+# LiqoPeeringSets with spec.source Cluster: the Cluster API Clusters their selector picks, listed and
+# watched by label; their kubeconfig Secrets are read through the Secret rule above.
+- apiGroups: ["cluster.x-k8s.io"]
+  resources: ["clusters"]
+  verbs: ["list", "watch"]
+{{- end }}
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
 # HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set): watched,
 # and its own entry patched in.
