@@ -28,8 +28,9 @@ NAMESPACE = "lpo-process"
 # The token outlives a whole tier, across every restart of the operator.
 TOKEN_SECONDS = 24 * 3600
 # The operator's rights as the suite exercises them: the chart's defaults (every namespace) and credential
-# minting. The suite applies the CRDs itself (install_crd), so the release leaves them alone.
-SUITE_VALUES = ("replicaCount=0", "crds.enabled=false", "credentialsMinting=true")
+# minting, and reading Cluster API Clusters (LiqoPeeringSets with spec.source Cluster). The suite applies
+# the CRDs itself (install_crd), so the release leaves them alone.
+SUITE_VALUES = ("replicaCount=0", "crds.enabled=false", "credentialsMinting=true", "clusterAPI.enabled=true")
 # The Deployment's flags that scope the operator's rights (the rest are the Pod's own, e.g. its ports).
 SCOPE_FLAGS = ("--namespace", "--tenant-access-role", "--service-account")
 
