@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from e2e.test_peeringset import LIQOPEERING, LIQOPEERINGSET, Fleet, _start_standins, assert_peered, children, condition
+from e2e.test_peeringset import LIQOPEERING, LIQOPEERINGSET, Fleet, _start_standins, assert_peered, condition
 from testenv import audit
 from testenv import kube as k
 from testenv.kube import Kube
@@ -165,6 +165,10 @@ def rewrite_kubeconfig(capi: Capi, name: str, kubeconfig: bytes) -> None:
     capi.fleet.consumer.patch(k.SECRET, f"{name}-kubeconfig", {"data": {"value": k.b64(kubeconfig)}}, NS)
 
 
+def children(capi: Capi) -> dict[str, Status]:
+    return {c["metadata"]["name"]: c for c in capi.fleet.consumer.list(LIQOPEERING, NS)}
+
+
 def set_status(capi: Capi) -> Status:
     return dict((capi.fleet.consumer.get(LIQOPEERINGSET, SET, NS) or {}).get("status") or {})
 
@@ -207,8 +211,8 @@ def test_a_cluster_still_provisioning_is_reported_while_a_provisioned_one_is_pee
     lines = {line["cluster"]: line for line in status["peerings"]}
     assert lines[p2] == {"name": f"{SET}-{p2}", "secret": f"{p2}-kubeconfig", "cluster": p2, "reason": "NotProvisioned"}
     assert lines[p1]["peerStatus"] == "ready" and lines[p1]["remoteClusterID"] == capi.fleet.ids[p1]
-    assert sorted(children(capi.fleet)) == [f"{SET}-{p1}"]
-    kid = children(capi.fleet)[f"{SET}-{p1}"]
+    assert sorted(children(capi)) == [f"{SET}-{p1}"]
+    kid = children(capi)[f"{SET}-{p1}"]
     assert kid["spec"]["remoteKubeconfigSecretRef"] == {"name": f"{p1}-kubeconfig", "key": "value"}
     secret = capi.fleet.consumer.get(k.SECRET, f"{p1}-kubeconfig", NS) or {}
     assert secret["metadata"]["finalizers"] == [IN_USE]  # kept for the unpeering when Cluster API deletes it
@@ -257,7 +261,7 @@ def provoke_a_write(capi: Capi, name: str) -> None:
 def test_a_deleted_cluster_is_unpeered_and_its_kubeconfig_released(capi: Capi) -> None:
     p1, p2 = sorted(capi.fleet.providers)
     capi.fleet.consumer.delete(CLUSTER, p2, NS)
-    wait_for(f"{SET}-{p2} to go", lambda: f"{SET}-{p2}" not in children(capi.fleet))
+    wait_for(f"{SET}-{p2} to go", lambda: f"{SET}-{p2}" not in children(capi))
     assert_peered(capi.fleet, [p1], [p2])
     # Its Secret, owned by the deleted Cluster, went with it once the unpeering no longer needed it.
     wait_for(f"Secret {p2}-kubeconfig to go", lambda: capi.fleet.consumer.get(k.SECRET, f"{p2}-kubeconfig", NS) is None)
@@ -268,7 +272,7 @@ def test_deleting_the_set_unpeers_leaving_nothing(capi: Capi) -> None:
     p1, p2 = sorted(capi.fleet.providers)
     capi.fleet.consumer.delete(LIQOPEERINGSET, SET, NS)
     wait_for("the set to go", lambda: capi.fleet.consumer.get(LIQOPEERINGSET, SET, NS) is None)
-    assert children(capi.fleet) == {}
+    assert children(capi) == {}
     assert_peered(capi.fleet, [], [p1, p2])
     secret = capi.fleet.consumer.get(k.SECRET, f"{p1}-kubeconfig", NS) or {}
     assert not secret["metadata"].get("finalizers")  # released: Cluster API may delete it
