@@ -47,6 +47,7 @@ SET_PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "All Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
     {"name": "Reason", "type": "string", "priority": 1, "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
     {"name": "Waiting", "type": "integer", "priority": 1, "jsonPath": ".status.waiting"},
+    {"name": "Unavailable", "type": "integer", "priority": 1, "jsonPath": ".status.unavailable"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

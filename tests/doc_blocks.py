@@ -1,9 +1,10 @@
 """The shell commands of the pages that say how to install the operator: the ```sh blocks of README.md's Install
-section, docs/installation.md, docs/getting-started.md and the Flux and Argo CD guides.
+section, docs/installation.md, docs/getting-started.md, the Flux and Argo CD guides, and the Cluster API guide.
 
 BLOCKS lists each of them, by page and first line: run as written (after SUBSTITUTIONS) by
 tests/e2e/test_docs_run.py, run as written by the end-to-end test where what it needs runs (``Elsewhere``:
-the Flux and Argo CD suites, the real Liqo suite for liqoctl's, and `make demo`'s own), or not run, with the
+the Flux and Argo CD suites, the real Liqo suite for liqoctl's, `make demo`'s own, and the Cluster API fleet's),
+or not run, with the
 reason. A block in none of these fails that test and tests/unit/test_doc_blocks.py, which reads the pages
 without clusters.
 """
@@ -26,6 +27,7 @@ PAGES: dict[str, str | None] = {
     "docs/getting-started.md": None,
     "docs/guides/flux.md": None,
     "docs/guides/argocd.md": None,
+    "docs/guides/cluster-api.md": None,
 }
 
 # The one table of what the pages leave to the reader, and what it is in the test environment: the values
@@ -46,6 +48,10 @@ SUBSTITUTIONS: dict[str, str] = {
     "make release ": "make -o venv -o tools release ",
     # A watch never ends: the peerings are listed once.
     "kubectl -n default get lp -o wide -w": "kubectl -n default get lp -o wide",
+    # The operator's release, as the suite installed it.
+    "helm upgrade liqo-peering-operator deploy/helm/liqo-peering-operator -n liqo-peering ": (
+        "helm upgrade {release} deploy/helm/liqo-peering-operator -n {release_namespace} "
+    ),
     # Your registry's CA certificate.
     "/path/to/ca.crt": "{registry_ca}",
 }
@@ -64,6 +70,7 @@ ARGOCD = Elsewhere("test_argocd.py")
 
 REAL_LIQO = Elsewhere("test_real_liqo.py")  # liqoctl's peering user needs Liqo's own chart on the provider
 DEMO = Elsewhere("test_demo.py")  # in a clone: the demo keeps its clusters' state in the checkout's .local/
+CAPI = Elsewhere("test_capi_fleet.py")  # Cluster API's Clusters, with providers for them
 
 # Every block, by its page and the start of its first line: None runs it; Elsewhere names the test that runs
 # it; a string says why it cannot run in the test environment. Each block matches one entry, and each entry
@@ -92,6 +99,9 @@ BLOCKS: dict[tuple[str, str], str | Elsewhere | None] = {
     ("docs/getting-started.md", "make demo "): DEMO,
     ("docs/guides/flux.md", "kubectl -n flux-system create secret generic registry-ca "): FLUX,
     ("docs/guides/argocd.md", "kubectl -n argocd patch configmap argocd-cm "): ARGOCD,
+    ("docs/guides/cluster-api.md", "helm upgrade liqo-peering-operator "): CAPI,
+    ("docs/guides/cluster-api.md", "kubectl -n fleet label cluster "): CAPI,
+    ("docs/guides/cluster-api.md", "kubectl apply -f examples/cluster-api-fleet.yaml"): CAPI,
 }
 
 

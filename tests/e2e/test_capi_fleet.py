@@ -5,15 +5,18 @@ with the Liqo stand-in, as in test_peeringset.py.
 Cluster API's own Cluster CRD (cluster.x-k8s.io, at CLUSTER_API_VERSION of hack/versions.env) is installed on
 the consumer; its controllers do not run: the test writes what they would, a Cluster's status.phase and its
 kubeconfig Secret `<cluster>-kubeconfig` (type cluster.x-k8s.io/secret, key value, owned by the Cluster).
-The tests run in order on one module-wide setup: a Cluster still provisioning is reported and not peered
-with while a provisioned one is; it is peered with once provisioned; a kubeconfig rotated to another
-identity, the old one revoked, under the live peering; a deleted Cluster unpeers (the garbage collector
-deletes its kubeconfig Secret after); the deleted set leaves nothing on any cluster.
+The tests run in order on one module-wide setup. The first runs the Cluster API guide's commands as written
+(docs/guides/cluster-api.md: the chart's value, the Clusters' label, the example set): a Cluster still
+provisioning is reported and not peered with while a provisioned one is. Then: it is peered with once
+provisioned; a kubeconfig rotated to another identity, the old one revoked, under the live peering; a deleted
+Cluster unpeers (the garbage collector deletes its kubeconfig Secret after); the deleted set leaves nothing
+on any cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,20 +26,24 @@ from typing import Any
 
 import pytest
 
+import doc_blocks
 from e2e.test_peeringset import LIQOPEERING, LIQOPEERINGSET, Fleet, _start_standins, assert_peered, condition
-from testenv import audit
+from testenv import audit, chart_rbac
 from testenv import kube as k
 from testenv.kube import Kube
 from testenv.leakscan import LeakScan
 from testenv.lightk8s import install_liqo_on_providers, render_provider_chart, start_light_providers
+from testenv.localk8s import tool_path
 from testenv.operator_support import OperatorEnv, wait_for
 from testenv.reactions import OPERATOR_AGENT
 from testenv.rotation import admin_service_account, token_kubeconfig
 from testenv.spawned import Spawned
 from testenv.upstream import cluster_api_crd
 
-NS = "e2e-capi"
-SET = "capi"
+# The guide's namespace, Clusters and set (examples/cluster-api-fleet.yaml).
+NS = "fleet"
+SET = "workload"
+CLUSTERS = ("workload-1", "workload-2")
 LABEL = "liqo-fleet"
 CLUSTER = k.Res("cluster.x-k8s.io", "v1beta2", "clusters")
 CRD = k.Res("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -82,19 +89,20 @@ def capi(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, le
         ids = {c.name: f"capi-{c.name}-id" for c in providers.clusters}
         install_liqo_on_providers(providers.clusters, ids, render_provider_chart())
         standins = _start_standins(operator_env, providers, ids, work)
+        named = dict(zip(CLUSTERS, providers.clusters, strict=True))  # each Cluster's provider
         consumer.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, "e2e")
         capi = Capi(
             Fleet(
                 str(operator_env.lc["consumer"].kubeconfig),
                 consumer,
                 operator_env.consumer_id,
-                {c.name: Kube(c.api_client()) for c in providers.clusters},
-                dict(ids),
+                {name: Kube(c.api_client()) for name, c in named.items()},
+                {name: ids[c.name] for name, c in named.items()},
                 0.0,
                 0.0,
             ),
-            {c.name: c.kubeconfig.read_bytes() for c in providers.clusters},
-            {c.name: c.audit_log for c in providers.clusters},
+            {name: c.kubeconfig.read_bytes() for name, c in named.items()},
+            {name: c.audit_log for name, c in named.items()},
         )
         yield capi
         _clean_up(consumer)
@@ -143,7 +151,7 @@ def add_cluster(capi: Capi, name: str, kubeconfig: bytes) -> None:
     body = {
         "apiVersion": CLUSTER.api_version,
         "kind": "Cluster",
-        "metadata": {"name": name, "labels": {LABEL: SET}},
+        "metadata": {"name": name},
         "spec": {"controlPlaneEndpoint": {"host": host, "port": int(port)}},
     }
     uid = capi.fleet.consumer.create(CLUSTER, body, NS)["metadata"]["uid"]
@@ -154,6 +162,22 @@ def add_cluster(capi: Capi, name: str, kubeconfig: bytes) -> None:
         "data": {"value": k.b64(kubeconfig)},
     }
     capi.fleet.consumer.create(k.SECRET, secret, NS)
+
+
+# The guide's blocks, in its order.
+GUIDE = (
+    doc_blocks.block("docs/guides/cluster-api.md", "helm upgrade liqo-peering-operator "),
+    doc_blocks.block("docs/guides/cluster-api.md", "kubectl -n fleet label cluster "),
+    doc_blocks.block("docs/guides/cluster-api.md", "kubectl apply -f examples/cluster-api-fleet.yaml"),
+)
+
+
+def run_guide(capi: Capi, block: doc_blocks.Block) -> None:
+    """One of the guide's blocks as written, against the consumer, with the suite's release."""
+    values = {"release": chart_rbac.RELEASE, "release_namespace": chart_rbac.NAMESPACE}
+    path = os.pathsep.join([str(Path(tool_path(t)).parent) for t in ("kubectl", "helm")] + ["/usr/bin", "/bin"])
+    out = doc_blocks.shell(block, values, {"PATH": path, "KUBECONFIG": capi.fleet.kubeconfig, "HOME": str(Path.home())})
+    print(f"ran {block.page}:{block.line}: {block.first}\n{out[-1500:]}")
 
 
 def set_phase(capi: Capi, name: str, phase: str) -> None:
@@ -196,13 +220,8 @@ def test_a_cluster_still_provisioning_is_reported_while_a_provisioned_one_is_pee
     add_cluster(capi, p2, capi.admin[p2])
     set_phase(capi, p1, "Provisioned")
     set_phase(capi, p2, "Provisioning")
-    body = {
-        "apiVersion": LIQOPEERINGSET.api_version,
-        "kind": "LiqoPeeringSet",
-        "metadata": {"name": SET},
-        "spec": {"source": "Cluster", "selector": {"matchLabels": {LABEL: SET}}, "template": {"timeout": "2m"}},
-    }
-    capi.fleet.consumer.create(LIQOPEERINGSET, body, NS)
+    for block in GUIDE:
+        run_guide(capi, block)
     status = wait_set(capi, f"{p1} Ready, {p2} not provisioned", ready_count(1, 1))
     ready = condition(status, "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "ProvidersUnavailable")

@@ -34,6 +34,8 @@ VALUES = {
     "provider_admin_kubeconfig": "/tmp/docs-run/provider-admin.kubeconfig",
     "consumer_id": "consumer-id",
     "registry_ca": "/tmp/docs-run/ca.crt",
+    "release": "lpo-process",
+    "release_namespace": "lpo-process",
 }
 
 

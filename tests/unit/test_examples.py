@@ -47,6 +47,14 @@ def test_fleet_example() -> None:
     assert "remoteKubeconfigSecretRef" not in doc["spec"]["template"]
 
 
+def test_cluster_api_fleet_example() -> None:
+    (doc,) = documents(EXAMPLES / "cluster-api-fleet.yaml")
+    assert doc["apiVersion"] == model.API_VERSION and doc["kind"] == peeringset.KIND
+    spec = peeringset.parse_set_spec(doc["spec"])
+    assert (spec.source, spec.selector.match_labels) == ("Cluster", {"liqo-fleet": "workload"})
+    assert "remoteKubeconfigSecretRef" not in doc["spec"]["template"]
+
+
 def test_several_slices_example() -> None:
     (doc,) = documents(EXAMPLES / "several-slices.yaml")
     spec = model.parse_spec(doc["spec"])
