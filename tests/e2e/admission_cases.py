@@ -249,8 +249,7 @@ INVALID: list[Invalid] = [
         "empty-selector",
         {"selector": {}},
         "spec.selector.matchLabels",
-        "selector must name at least one label: an empty selector would take every object of its kind in the"
-        " namespace",
+        "selector must name at least one label: an empty selector would take every object of its kind in the namespace",
     ),
     Invalid(
         "LiqoPeeringSet",
