@@ -10,9 +10,10 @@ last one stopped, without duplicates (children have fixed names; creating one tw
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -44,11 +45,13 @@ Obj = dict[str, Any]
 
 
 # The kind each spec.source picks, and the chart value that lets the operator read it (None: always may).
-SOURCES: dict[Source, tuple[r.Resource, str | None]] = {
-    "Secret": (r.SECRET, None),
-    "Cluster": (r.CAPI_CLUSTER, "clusterAPI.enabled"),
-    "ClusterProfile": (r.CLUSTER_PROFILE, "clusterProfiles.enabled"),
-}
+SOURCES: Mapping[Source, tuple[r.Resource, str | None]] = MappingProxyType(
+    {
+        "Secret": (r.SECRET, None),
+        "Cluster": (r.CAPI_CLUSTER, "clusterAPI.enabled"),
+        "ClusterProfile": (r.CLUSTER_PROFILE, "clusterProfiles.enabled"),
+    }
+)
 
 
 @dataclass(frozen=True)
