@@ -46,3 +46,21 @@ def strings(value: Any) -> list[str]:
     """The non-empty strings of a list, or a one-string list: a field that was a string in older versions."""
     items = value if isinstance(value, list) else [value]
     return [v for v in items if isinstance(v, str) and v]
+
+
+# A gateway endpoint holds at most this many ports (Liqo's CRD after v1.2.0: MaxItems=64).
+MAX_PORTS = 64
+
+
+def _port(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 65535
+
+
+def endpoint_ports(endpoint: Any) -> list[int]:
+    """The ports of a Liqo gateway endpoint, in either of its forms: ``port`` (every release), or ``ports`` (after
+    v1.2.0, one per WireGuard interface; ``port`` is then deprecated and the two are mutually exclusive)."""
+    endpoint = mapping(endpoint)
+    listed = endpoint.get("ports")
+    if isinstance(listed, list) and listed:
+        return [p for p in listed[:MAX_PORTS] if _port(p)]
+    return [endpoint["port"]] if _port(endpoint.get("port")) else []

@@ -643,7 +643,12 @@ class GatewayStatus(_Model):
         description="The addresses the gateway client dials (its GatewayClient's endpoint: the server's published"
         " one, or spec.networking.gatewayClient's override), else those the GatewayServer publishes.",
     )
-    port: int | None = Field(default=None, description="The port the gateway client dials.")
+    port: int | None = Field(default=None, description="The port the gateway client dials (the first, with several).")
+    ports: list[int] = Field(
+        default_factory=list,
+        description="Every port the gateway client dials, when there are several (Liqo after v1.2.0 may publish a"
+        " list, one per WireGuard interface).",
+    )
     protocol: str | None = Field(default=None, description="The tunnel's transport protocol, such as UDP.")
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from liqo_peering.api.model import GatewayLocation, NetworkingSpec
-from liqo_peering.fields import mapping, mapping_at, mappings_at, strings, text_at
+from liqo_peering.fields import endpoint_ports, mapping, mapping_at, mappings_at, strings, text_at
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.liqo.versions import LiqoVersion
@@ -126,11 +126,22 @@ def server_endpoint(server: dict[str, Any]) -> dict[str, Any] | None:
     return {**endpoint, "addresses": addresses} if addresses else None
 
 
+def lists_ports(endpoint: dict[str, Any]) -> bool:
+    """Whether the endpoint is in the list form (``ports``): the client's endpoint is then written in it too, which
+    the CRD of a Liqo that writes it knows, and an older Liqo never sees."""
+    listed = endpoint.get("ports")
+    return isinstance(listed, list) and bool(listed) and "port" not in endpoint
+
+
 def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str, Any]) -> dict[str, Any]:
     """GatewayClient on the cluster that does not serve, named after the serving one, dialing the server's
-    endpoint (or spec.networking.gatewayClient's override)."""
+    endpoint (or spec.networking.gatewayClient's override), its port or ports in the form the server publishes."""
     override = spec.gateway_client
     where = gateways(ctx, spec.gateway_server.location)
+    ports = [override.port] if override.port else endpoint_ports(endpoint)
+    dialed: dict[str, Any] = (
+        {"ports": ports} if lists_ports(endpoint) else {"port": ports[0] if ports else endpoint.get("port")}
+    )
     return {
         "apiVersion": resources.GATEWAY_CLIENT.api_version,
         "kind": resources.GATEWAY_CLIENT.kind,
@@ -139,7 +150,7 @@ def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str
             "mtu": spec.mtu,
             "endpoint": {
                 "addresses": [override.address] if override.address else list(endpoint.get("addresses") or []),
-                "port": override.port or endpoint.get("port"),
+                **dialed,
                 "protocol": endpoint.get("protocol") or "UDP",
             },
             "clientTemplateRef": {
@@ -227,10 +238,10 @@ def _primary(cidrs: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None
 
 
 def endpoint_text(endpoint: dict[str, Any] | None) -> str:
-    """A gateway endpoint as people write it, ``address:port/protocol``, several addresses joined."""
+    """A gateway endpoint as people write it, ``address:port/protocol``, several addresses or ports joined."""
     endpoint = mapping(endpoint)
     addresses = strings(endpoint.get("addresses")) or ["<no address>"]
-    port, protocol = endpoint.get("port"), endpoint.get("protocol")
+    ports, protocol = endpoint_ports(endpoint), endpoint.get("protocol")
     hosts = [f"[{a}]" if ":" in a else a for a in addresses]  # an IPv6 address before its port
-    text = ", ".join(f"{h}:{port}" if port else h for h in hosts)
+    text = ", ".join(f"{h}:{port}" for h in hosts for port in ports) if ports else ", ".join(hosts)
     return f"{text}/{protocol}" if protocol else text

@@ -8,7 +8,8 @@ to show (a merge patch then removes the field).
 
 Field names as Liqo v1.2.0 stores them: a Configuration's ``spec.remote.cidr.{pod,external}`` (the described
 cluster's CIDRs) and ``status.remote.cidr`` (what this cluster remaps them to); a GatewayServer's
-``status.endpoint`` and a GatewayClient's ``spec.endpoint`` (``addresses``, ``port``, ``protocol``); a
+``status.endpoint`` and a GatewayClient's ``spec.endpoint`` (``addresses``, ``port`` or, after v1.2.0, ``ports``,
+``protocol``); a
 ResourceSlice's ``spec.{class,resources}``, ``status.resources`` and ``status.conditions``; a VirtualNode's
 label ``liqo.io/resourceslice-name`` and ``spec.resourceQuota.hard``; an Identity's
 ``spec.authParams.{apiServer,proxyURL}``. The choices follow `liqoctl info peer`
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from liqo_peering.api.model import GatewayLocation
-from liqo_peering.fields import mapping_at, mappings_at, strings, text_at
+from liqo_peering.fields import endpoint_ports, mapping_at, mappings_at, strings, text_at
 
 # The status fields this module fills, in the order the docs list them.
 FIELDS = ("network", "gateway", "resourceSlices", "virtualNodes", "apiServer")
@@ -84,9 +85,11 @@ def gateway(objects: LiqoObjects) -> dict[str, Any] | None:
     addresses = strings(endpoint.get("addresses"))
     if addresses:
         out["addresses"] = addresses
-    port = endpoint.get("port")
-    if isinstance(port, int) and not isinstance(port, bool) and 0 < port <= 65535:
-        out["port"] = port
+    ports = endpoint_ports(endpoint)
+    if ports:
+        out["port"] = ports[0]
+    if len(ports) > 1:
+        out["ports"] = ports
     if isinstance(endpoint.get("protocol"), str) and endpoint["protocol"]:
         out["protocol"] = endpoint["protocol"]
     return out
