@@ -34,6 +34,7 @@ require_version hack/tools/helm helm.sh/helm/v3 "v$HELM_VERSION"
 require_version hack/tools/coredns github.com/coredns/coredns "v$COREDNS_VERSION"
 require_version hack/tools/registry github.com/distribution/distribution/v3 "v$REGISTRY_VERSION"
 require_version hack/tools/oras oras.land/oras "v$ORAS_VERSION"
+require_version hack/tools/aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator "v$AWS_IAM_AUTHENTICATOR_VERSION"
 # Prometheus publishes release 3.16.0 as module version v0.316.0.
 IFS=. read -r prom_major prom_minor prom_patch <<<"$PROMETHEUS_VERSION"
 require_version hack/tools/prometheus github.com/prometheus/prometheus \
@@ -142,6 +143,10 @@ build hack/tools/registry . "$cache_dir/registry-$REGISTRY_VERSION/registry" \
 # oras, which attaches the SBOM to a released image (hack/release.sh).
 build hack/tools/oras oras.land/oras/cmd/oras "$cache_dir/oras-$ORAS_VERSION/oras" \
     "-X oras.land/oras/internal/version.Version=$ORAS_VERSION -X oras.land/oras/internal/version.BuildMetadata="
+# aws-iam-authenticator's server, which verifies EKS tokens as a provider's webhook in the tests.
+build hack/tools/aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator \
+    "$cache_dir/aws-iam-authenticator-$AWS_IAM_AUTHENTICATOR_VERSION/aws-iam-authenticator" \
+    "-X sigs.k8s.io/aws-iam-authenticator/pkg.Version=$AWS_IAM_AUTHENTICATOR_VERSION"
 # The GitHub Actions workflow linter for hack/lint.sh (which builds it too, when missing).
 hack/build-actionlint.sh
 if [[ $what == all ]]; then

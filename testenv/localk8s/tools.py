@@ -25,6 +25,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "prometheus": ("prometheus", "PROMETHEUS_VERSION"),
     "registry": ("registry", "REGISTRY_VERSION"),
     "oras": ("oras", "ORAS_VERSION"),
+    "aws-iam-authenticator": ("aws-iam-authenticator", "AWS_IAM_AUTHENTICATOR_VERSION"),
     "cosign": ("cosign", "COSIGN_VERSION"),
     # The GitOps e2e tests' controllers (hack/build-gitops.sh).
     "source-controller": ("source-controller", "FLUX_SOURCE_CONTROLLER_VERSION"),
