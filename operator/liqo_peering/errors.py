@@ -115,6 +115,13 @@ class LiqoNotInstalled(PeeringError):
     reason = "LiqoNotInstalled"
 
 
+class CloudIdentityFailed(PeeringError):
+    """The operator's own cloud identity gave no token for a managed provider (spec.remoteCluster): no
+    credentials in its Pod, or the cloud refused them. Retried: granting them needs no change to the LiqoPeering."""
+
+    reason = "CloudIdentityFailed"
+
+
 class KindNotServed(PeeringError):
     """The consumer does not serve a kind that is not Liqo's (Cluster API's Cluster, the ClusterProfile):
     installing its CRD fixes it, and the retry finds it."""

@@ -83,6 +83,16 @@ class KubeconfigUnsafe(KubeconfigError):
 
 
 @dataclass(frozen=True)
+class CloudIdentity:
+    """A managed provider cluster that the operator reaches with its own cloud identity (spec.remoteCluster):
+    the request's bearer token is made for it by the cloud's SDK (clients/cloud.py), not read from a user."""
+
+    provider: str  # aws
+    cluster_name: str
+    region: str
+
+
+@dataclass(frozen=True)
 class RemoteKubeconfig:
     """A vetted kubeconfig narrowed to one context.
 
