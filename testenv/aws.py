@@ -335,7 +335,7 @@ class IamAuthenticator:
         return self.dir / "webhook.kubeconfig"
 
     def start(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "state").mkdir(parents=True, exist_ok=True)  # it writes its key there, and creates no directory
         port = free_port()
         config = {
             "clusterID": self.cluster,

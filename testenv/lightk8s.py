@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,8 +128,11 @@ class SharedEtcd:
 class LightCluster:
     """One kube-apiserver (no controller manager) under `/<name>` of a shared etcd."""
 
-    def __init__(self, name: str, workdir: Path, shared: SharedPki, service_cidr: str) -> None:
+    def __init__(
+        self, name: str, workdir: Path, shared: SharedPki, service_cidr: str, extra_flags: Sequence[str] = ()
+    ) -> None:
         self.name = name
+        self.extra_flags = list(extra_flags)  # more kube-apiserver flags, such as a webhook token authenticator
         self.workdir = workdir
         self.pki = shared
         self.service_cidr = service_cidr
@@ -188,6 +192,7 @@ class LightCluster:
                 "--audit-log-mode=blocking",
                 "--v=0",
                 *LIGHT_FLAGS,
+                *self.extra_flags,
             ],
             self.workdir / "kube-apiserver.log",
             env={**os.environ, **LIGHT_ENV},
@@ -244,10 +249,14 @@ class LightProviders:
 
 
 def start_light_providers(
-    count: int, base_dir: Path, parallel: int = 6, garbage_collector: bool = False
+    count: int,
+    base_dir: Path,
+    parallel: int = 6,
+    garbage_collector: bool = False,
+    extra_flags: Sequence[str] = (),
 ) -> LightProviders:
-    """`count` API servers named p1..pN on one etcd (each with a garbage collector if asked); stopped again
-    if any fails to start."""
+    """`count` API servers named p1..pN on one etcd (each with a garbage collector if asked, and
+    `extra_flags`); stopped again if any fails to start."""
     etcd = SharedEtcd(base_dir / "etcd")
     providers = LightProviders(etcd, [], base_dir)
     try:
@@ -255,7 +264,7 @@ def start_light_providers(
         shared = SharedPki.create(base_dir / "pki")
         # Distinct service ranges, as localk8s gives its clusters.
         providers.clusters = [
-            LightCluster(f"p{i}", base_dir / f"p{i}", shared, f"10.{(i // 250) + 20}.{i % 250}.0/24")
+            LightCluster(f"p{i}", base_dir / f"p{i}", shared, f"10.{(i // 250) + 20}.{i % 250}.0/24", extra_flags)
             for i in range(1, count + 1)
         ]
         started = time.monotonic()
