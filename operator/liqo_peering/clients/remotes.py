@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Hashable
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.clients.connect import to_api_client
+from liqo_peering.clients.connect import exec_token, to_api_client
 from liqo_peering.kubeconfig import RemoteKubeconfig
 
 # A provider's calls are small (one tenant namespace): a shorter timeout than the consumer's, so that a pass
@@ -22,7 +22,14 @@ PROVIDER_TIMEOUT = (3.0, 5.0)
 
 
 def connect_remote(kubeconfig: RemoteKubeconfig) -> ClusterClient:
-    return ClusterClient(to_api_client(kubeconfig), "provider", kubeconfig.server, request_timeout=PROVIDER_TIMEOUT)
+    token = exec_token(kubeconfig)
+    return ClusterClient(
+        to_api_client(kubeconfig, token),
+        "provider",
+        kubeconfig.server,
+        request_timeout=PROVIDER_TIMEOUT,
+        on_unauthorized=token.expire if token is not None else None,
+    )
 
 
 class RemoteClients:

@@ -65,5 +65,8 @@ VIRTUAL_NODE = Resource("offloading.liqo.io", "v1beta1", "virtualnodes", "Virtua
 NAMESPACE_MAP = Resource("offloading.liqo.io", "v1beta1", "namespacemaps", "NamespaceMap")
 FOREIGN_CLUSTER = Resource("core.liqo.io", "v1beta1", "foreignclusters", "ForeignCluster", namespaced=False)
 
+# SIG-Multicluster's cluster inventory (spec.remoteClusterProfileRef).
+CLUSTER_PROFILE = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile")
+
 LIQOPEERING = Resource("peering.liqo-operator.io", "v1alpha1", "liqopeerings", "LiqoPeering")
 LIQOPEERINGSET = Resource("peering.liqo-operator.io", "v1alpha1", "liqopeeringsets", "LiqoPeeringSet")
