@@ -31,7 +31,7 @@ PLURALS = {model.KIND: model.PLURAL, peeringset.KIND: peeringset.PLURAL}
 SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}}
 SELECTOR = {"matchLabels": {"peer": "yes"}}
 PROFILE_REF = {"remoteClusterProfileRef": {"name": "provider-profile"}}
-SOURCE_RULE = model.PROVIDER_SOURCE_RULE["message"]
+SOURCE_RULE = str(model.PROVIDER_SOURCE_RULE["message"])
 # What an update case's stored object points at: nothing, so that the operator has nothing to peer with.
 NO_SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "admission-no-such-secret"}}
 NO_SELECTOR = {"matchLabels": {"admission-no-such-label": "none"}}
@@ -219,14 +219,14 @@ INVALID: list[Invalid] = [
         "profile-mint",
         {**PROFILE_REF, "credentials": {"mint": True}},
         "spec.credentials.mint",
-        model.PROFILE_MINT_RULE["message"],
+        str(model.PROFILE_MINT_RULE["message"]),
     ),
     Invalid(
         "LiqoPeering",
         "profile-context",
         {**PROFILE_REF, "remoteContext": "other"},
         "spec.remoteContext",
-        model.PROFILE_CONTEXT_RULE["message"],
+        str(model.PROFILE_CONTEXT_RULE["message"]),
     ),
     Invalid(
         "LiqoPeering",
