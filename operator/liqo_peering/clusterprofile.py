@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from liqo_peering.errors import ClusterProfileUnhealthy, NoAccessProvider
-from liqo_peering.kubeconfig import KubeconfigInvalid, RemoteKubeconfig, load_remote_kubeconfig
+from liqo_peering.kubeconfig import KubeconfigError, KubeconfigInvalid, RemoteKubeconfig, load_remote_kubeconfig
 
 PROVIDER_FILE_FLAG = "--clusterprofile-provider-file"
 GROUP, VERSION, PLURAL, KIND = "multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile"
@@ -307,7 +307,7 @@ def profile_kubeconfig(
         vetted = load_remote_kubeconfig(
             json.dumps(doc), context=None, allow_exec=True, allow_insecure_tls=allow_insecure_tls
         )
-    except KubeconfigInvalid as exc:  # the same rules as a Secret's kubeconfig: say whose cluster it is
+    except KubeconfigError as exc:  # the same rules as a Secret's kubeconfig: say whose cluster it is
         raise exc.restated(f"{at}: {exc.message}") from None
     return RemoteKubeconfig(
         config=vetted.config, server=vetted.server, context_name=vetted.context_name, access_provider=provider.name
