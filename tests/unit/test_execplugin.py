@@ -19,6 +19,7 @@ from liqo_peering.clients.connect import exec_token, to_api_client
 from liqo_peering.clusterprofile import ExecConfig
 from liqo_peering.errors import AccessProviderFailed, Unauthorized
 from liqo_peering.kubeconfig import RemoteKubeconfig
+from testenv.wait import wait_for
 
 V1 = "client.authentication.k8s.io/v1"
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6eCJ9.c2lnbmF0dXJlc2lnbmF0dXJl"
@@ -95,9 +96,15 @@ def test_a_plugin_past_its_deadline_is_killed_with_what_it_forked(tmp_path: Path
     )
     with pytest.raises(AccessProviderFailed, match=r"did not finish within 1 s: waiting"):
         plugin(tmp_path, body)(timeout=1.0)
-    child = int(pid_file.read_text())
-    status = Path(f"/proc/{child}/stat")
-    assert not status.exists() or status.read_text().split()[2] == "Z"  # gone, or a zombie of nobody's
+    status = Path(f"/proc/{int(pid_file.read_text())}/stat")
+
+    def gone() -> bool:  # or a zombie, until init reaps it: SIGKILL is delivered, not awaited
+        try:
+            return status.read_text().split()[2] == "Z"
+        except FileNotFoundError:
+            return True
+
+    wait_for("the plugin's child to be killed with it", gone, timeout=10, interval=0.05)
 
 
 def test_a_missing_command_says_so() -> None:
