@@ -70,13 +70,13 @@ def build() -> Path:
 
 def install_crd(consumer: Kube, built: Path) -> None:
     crd = yaml.safe_load((built / "clusterprofiles.yaml").read_text())
+    crd.pop("status", None)
     consumer.apply(k.CRD, crd, AGENT)
 
     def established() -> bool:
         got = consumer.get(k.CRD, crd["metadata"]["name"]) or {}
-        return any(
-            c["type"] == "Established" and c["status"] == "True" for c in got.get("status", {}).get("conditions", [])
-        )
+        conditions = (got.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     wait_for("the ClusterProfile CRD to be established", established, timeout=30)
 
@@ -158,6 +158,7 @@ def profiles(
     provider = Kube.from_kubeconfig(str(operator_env.lc["provider"].kubeconfig), AGENT)
     chart: chart_rbac.ChartRelease | None = None
     operator: OperatorProcess | None = None
+    stood_down = False
     try:
         install_crd(consumer, built)
         tokens = provider_tokens(provider)
@@ -168,6 +169,7 @@ def profiles(
         consumer.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, AGENT)
         # One operator at a time on the consumer: the session's stands down for this one.
         operator_env.operator.stop()
+        stood_down = True
         flag = ["--clusterprofile-provider-file", str(provider_file(consumer, work / "providers.json"))]
         operator = chart.operator(work, flag).start()
         leak_scan.add_log(operator.log_path)
@@ -182,7 +184,8 @@ def profiles(
             if chart is not None:
                 chart.uninstall()
             consumer.delete(k.NAMESPACE, RELEASE)
-            operator_env.operator.start()
+            if stood_down:
+                operator_env.operator.start()
 
 
 def _clean_up(env: OperatorEnv, consumer: Kube, provider: Kube) -> None:
