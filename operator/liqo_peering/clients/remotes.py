@@ -46,13 +46,23 @@ class RemoteClients:
 
     def get(self, holder: Hashable, kubeconfig: RemoteKubeconfig) -> ClusterClient:
         digest = hashlib.sha256(json.dumps(kubeconfig.config, sort_keys=True, default=str).encode()).hexdigest()
-        with self._lock:
-            client = self._clients.get(digest)
-            if client is None:
-                client = self._clients[digest] = self._connect(kubeconfig)
-            previous = self._held.get(holder)
-            self._held[holder] = digest
-            stale = self._unused(previous) if previous not in (None, digest) else None
+        fresh: ClusterClient | None = None
+        while True:
+            with self._lock:
+                client = self._clients.get(digest)
+                if client is None and fresh is not None:
+                    client, fresh = fresh, None
+                    self._clients[digest] = client
+                if client is not None:
+                    previous = self._held.get(holder)
+                    self._held[holder] = digest
+                    stale = self._unused(previous) if previous not in (None, digest) else None
+                    break
+            # Outside the lock: connecting may run an access provider's plugin for seconds, which must hold up
+            # no other peering's pass.
+            fresh = self._connect(kubeconfig)
+        if fresh is not None:  # another pass connected first
+            fresh.close()
         if stale is not None:
             self._close(stale)
         return client
