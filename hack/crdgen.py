@@ -96,7 +96,11 @@ def _resolve(node: Any, defs: dict[str, Any], object_defaults: bool = False) -> 
             required = set(node.get("required", []))
             props = {name: _resolve(sub, defs, object_defaults) for name, sub in value.items()}
             for name, sub in props.items():
-                if object_defaults and name not in required and sub.get("type") == "object" and "properties" in sub:
+                # An optional object whose absence means something (default None) gets no default.
+                absent = (value[name].get("default", 0) is None) if isinstance(value[name], dict) else False
+                if absent or name in required or not object_defaults:
+                    continue
+                if sub.get("type") == "object" and "properties" in sub:
                     sub.setdefault("default", _object_default(sub))
             out[key] = props
         else:
@@ -128,10 +132,15 @@ def openapi_schema(cls: type[BaseModel], object_defaults: bool = False) -> dict[
     return dict(_resolve(raw, raw.get("$defs", {}), object_defaults))
 
 
+# LiqoPeeringSpec's provider source (one of the two is set), listed first as a required field would be.
+SOURCE_FIELDS = ("remoteKubeconfigSecretRef", "remoteClusterProfileRef")
+
+
 def _required_first(schema: dict[str, Any]) -> dict[str, Any]:
-    """Required properties first (LiqoPeeringSpec inherits the template's fields before its own)."""
-    required = schema.get("required", [])
+    """Required properties first, then the provider source (LiqoPeeringSpec inherits the template's fields
+    before its own)."""
     props = schema["properties"]
+    required = [*schema.get("required", []), *(k for k in SOURCE_FIELDS if k in props)]
     schema["properties"] = {**{k: props[k] for k in required}, **{k: v for k, v in props.items() if k not in required}}
     return schema
 

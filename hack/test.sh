@@ -64,6 +64,8 @@ second_lane() {
 first_lane() {
   phase tools hack/build-tools.sh --no-floor || return
   if [[ -x hack/build-kstatus-check.sh ]]; then phase kstatus hack/build-kstatus-check.sh || return; fi
+  # The upstream secretreader access provider plugin and ClusterProfile CRD (tests/e2e/test_clusterprofile.py).
+  phase secretreader hack/build-secretreader.sh || return
   # kube-router, which enforces NetworkPolicies on the nodes tier's clusters (tests/e2e/test_network_policy.py).
   phase netpol hack/build-netpol.sh || return
   # cosign, for the release test's signatures.

@@ -3,7 +3,7 @@
 # and of the GitOps controllers built by hack/build-gitops.sh.
 # Usage: hack/tool-path.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign
 #                          |source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize
-#                          |actionlint|kube-router
+#                          |actionlint|kube-router|aws-iam-authenticator
 set -euo pipefail
 here=$(dirname "$0")
 # shellcheck source=versions.env
@@ -20,6 +20,7 @@ case ${1:-} in
     prometheus) dir=prometheus-$PROMETHEUS_VERSION ;;
     registry) dir=registry-$REGISTRY_VERSION ;;
     oras) dir=oras-$ORAS_VERSION ;;
+    aws-iam-authenticator) dir=aws-iam-authenticator-$AWS_IAM_AUTHENTICATOR_VERSION ;;
     cosign) dir=cosign-$COSIGN_VERSION build=hack/build-cosign.sh ;;
     source-controller) dir=source-controller-$FLUX_SOURCE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
     kustomize-controller) dir=kustomize-controller-$FLUX_KUSTOMIZE_CONTROLLER_VERSION build=hack/build-gitops.sh ;;
@@ -29,7 +30,7 @@ case ${1:-} in
     actionlint) dir=actionlint-$ACTIONLINT_VERSION build=hack/build-actionlint.sh ;;
     kube-router) dir=kube-router-$KUBE_ROUTER_VERSION build=hack/build-netpol.sh ;;
     *)
-        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint|kube-router" >&2
+        echo "usage: $0 kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl|etcd|helm|coredns|promtool|prometheus|registry|oras|cosign|source-controller|kustomize-controller|helm-controller|argocd|argocd-lua-health|kustomize|actionlint|kube-router|aws-iam-authenticator" >&2
         exit 2
         ;;
 esac

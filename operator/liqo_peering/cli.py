@@ -20,6 +20,13 @@ from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, with_user_agent
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.informer import Scope, SharedInformers
 from liqo_peering.clients.remotes import RemoteClients
+from liqo_peering.clusterprofile import (
+    MAX_FILE_BYTES,
+    PROVIDER_FILE_FLAG,
+    AccessProviders,
+    ProviderFileError,
+    load_provider_file,
+)
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess, VersionCache
 from liqo_peering.engine.kinds import Peerings, PeeringSets
 from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMarkers
@@ -69,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow exec and auth-provider plugins in remote kubeconfigs",
     )
     run.add_argument(TLS_FLAG, action="store_true", help="allow insecure-skip-tls-verify in remote kubeconfigs")
+    run.add_argument(
+        PROVIDER_FILE_FLAG,
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="JSON file of the access providers (KEP-5339: a name and an exec plugin each) through which"
+        " LiqoPeerings with spec.remoteClusterProfileRef reach the ClusterProfile's cluster, the first one a"
+        " ClusterProfile offers in file order; default: none, such LiqoPeerings report NoAccessProvider",
+    )
     run.add_argument(
         "--log-format", choices=["json", "console"], default="json", help="json (for log collectors) or console"
     )
@@ -151,6 +167,22 @@ def build_parser() -> argparse.ArgumentParser:
         f" up to {int(MAX_BACKOFF)} s, or this if longer",
     )
     return parser
+
+
+def access_providers(path: Path | None) -> AccessProviders:
+    """The provider file's access providers, read within bounds at start; a file that cannot be used stops the
+    operator with the reason."""
+    if path is None:
+        return AccessProviders()
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SystemExit(f"{PROVIDER_FILE_FLAG} {path}: cannot be read ({exc.strerror})") from None
+    try:
+        return load_provider_file(raw, f"{PROVIDER_FILE_FLAG} {path}")
+    except ProviderFileError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def peering_lifetime(text: str) -> int:
@@ -266,7 +298,11 @@ def run(args: argparse.Namespace) -> None:
     kopf_peering_log.setLevel(min(kopf_peering_log.getEffectiveLevel(), logging.INFO))
     if args.metrics_port:
         metrics.serve(args.metrics_port)
-    policy = KubeconfigPolicy(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
+    policy = KubeconfigPolicy(
+        allow_exec=args.insecure_kubeconfig_exec,
+        allow_insecure_tls=args.insecure_kubeconfig_tls,
+        access_providers=access_providers(args.clusterprofile_provider_file),
+    )
     # One watch hub for LiqoPeerings and LiqoPeeringSets: a namespace's Secrets are watched once for both.
     wakeups = Wakeups()
     hub = WatchHub(wakeups)

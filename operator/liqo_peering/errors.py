@@ -88,6 +88,38 @@ class SecretKeyMissing(PeeringError):
     transient = False
 
 
+class ClusterProfileNotFound(PeeringError):
+    """The ClusterProfile spec.remoteClusterProfileRef names is absent (its creation wakes the peering), or this
+    cluster does not serve ClusterProfiles at all (retried: installing the CRD is no change to the peering)."""
+
+    reason = "ClusterProfileNotFound"
+    transient = False
+
+
+class ClusterProfileUnhealthy(PeeringError):
+    """The ClusterProfile's ControlPlaneHealthy condition is not True: the provider is not peered with (no stage
+    starts) until its cluster manager says it is healthy again, which wakes the peering."""
+
+    reason = "ClusterProfileUnhealthy"
+    transient = False
+
+
+class NoAccessProvider(PeeringError):
+    """None of the access providers of the operator's provider file is one the ClusterProfile offers, or the
+    operator has no provider file (--clusterprofile-provider-file)."""
+
+    reason = "NoAccessProvider"
+    transient = False
+
+
+class AccessProviderFailed(PeeringError):
+    """The access provider's plugin failed, timed out, said too much or gave no token: retried with backoff
+    (the plugin may answer the next time)."""
+
+    reason = "AccessProviderFailed"
+    transient = True
+
+
 class ClusterUnreachable(PeeringError):
     """No answer from a cluster's API server: ``why`` in a few words (no credentials in it). Made for a side,
     it is ConsumerUnreachable or ProviderUnreachable."""

@@ -103,6 +103,9 @@ class RemoteKubeconfig:
     config: dict[str, Any] = field(repr=False)
     server: str
     context_name: str
+    # The access provider of a ClusterProfile (clusterprofile.py) whose plugin gives the credential: the
+    # operator runs it itself, within bounds (clients/execplugin.py), not the Kubernetes client.
+    access_provider: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-# The operator's own clients and kopf's: a test's client using the ServiceAccount's token is neither.
-OPERATOR_AGENTS = ("liqo-peering-operator/", "kopf/")
+# The operator's own clients and kopf's, and the access provider plugin it runs as itself (the upstream
+# secretreader, built as secretreader-plugin: client-go names it by its binary): a test's client using the
+# ServiceAccount's token is none of them.
+OPERATOR_AGENTS = ("liqo-peering-operator/", "kopf/", "secretreader-plugin/")
 # The audit annotations of the authorizer's decision, and of a ValidatingAdmissionPolicy's refusal.
 DECISION = "authorization.k8s.io/decision"
 POLICY_ANNOTATIONS = "validation.policy.admission.k8s.io/"

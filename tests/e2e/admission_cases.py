@@ -30,6 +30,8 @@ CRD_FILES = {model.KIND: ROOT / CRD_FILE, peeringset.KIND: ROOT / SET_CRD_FILE}
 PLURALS = {model.KIND: model.PLURAL, peeringset.KIND: peeringset.PLURAL}
 SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}}
 SELECTOR = {"matchLabels": {"peer": "yes"}}
+PROFILE_REF = {"remoteClusterProfileRef": {"name": "provider-profile"}}
+SOURCE_RULE = str(model.PROVIDER_SOURCE_RULE["message"])
 # What an update case's stored object points at: nothing, so that the operator has nothing to peer with.
 NO_SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "admission-no-such-secret"}}
 NO_SELECTOR = {"matchLabels": {"admission-no-such-label": "none"}}
@@ -209,7 +211,23 @@ INVALID: list[Invalid] = [
     Invalid(
         "LiqoPeering", "quantity", peering(offloading={"resources": {"cpu": "lots"}}), "spec.offloading.resources.cpu"
     ),
-    Invalid("LiqoPeering", "secretref", {"timeout": "1m"}, "spec.remoteKubeconfigSecretRef"),
+    # The provider source: exactly one of the Secret and the ClusterProfile, and minting only with the Secret.
+    Invalid("LiqoPeering", "secretref", {"timeout": "1m"}, "spec.remoteClusterProfileRef", SOURCE_RULE),
+    Invalid("LiqoPeering", "both-sources", peering(**PROFILE_REF), "spec.remoteClusterProfileRef", SOURCE_RULE),
+    Invalid(
+        "LiqoPeering",
+        "profile-mint",
+        {**PROFILE_REF, "credentials": {"mint": True}},
+        "spec.credentials.mint",
+        str(model.PROFILE_MINT_RULE["message"]),
+    ),
+    Invalid(
+        "LiqoPeering",
+        "profile-context",
+        {**PROFILE_REF, "remoteContext": "other"},
+        "spec.remoteContext",
+        str(model.PROFILE_CONTEXT_RULE["message"]),
+    ),
     Invalid(
         "LiqoPeering",
         "slice-name",
@@ -291,6 +309,7 @@ VALID = [
         ),
         "",
     ),
+    Invalid("LiqoPeering", "valid-profile", {**PROFILE_REF, "timeout": "2m"}, ""),
     Invalid("LiqoPeeringSet", "valid", peering_set({"authentication": {"proxyURL": "http://proxy.example:8118"}}), ""),
 ]
 

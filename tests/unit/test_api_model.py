@@ -26,8 +26,8 @@ def spec_with(**overrides: Any) -> dict[str, Any]:
 
 def test_defaults_of_a_minimal_spec() -> None:
     spec = parse_spec(MINIMAL)
-    assert spec.remote_kubeconfig_secret_ref.name == "provider-kubeconfig"
-    assert spec.remote_kubeconfig_secret_ref.key == "kubeconfig"
+    assert spec.secret_ref.name == "provider-kubeconfig"
+    assert spec.secret_ref.key == "kubeconfig"
     assert spec.remote_context is None
     assert spec.timeout == "5m"
     assert spec.timeout_seconds == 300

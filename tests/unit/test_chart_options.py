@@ -15,6 +15,16 @@ from unit.chart import FULLNAME, find, helm, pod_spec, render, render_error
 HA = ("ha.enabled=true", "replicaCount=2")
 API_SERVER = "networkPolicy.apiServer.cidrs={10.0.0.10/32}"
 # Every optional part of the chart at once: each template renders something.
+# ClusterProfiles, with a plugin image and a Secret for the secretreader plugin.
+CLUSTER_PROFILES = (
+    "clusterProfiles.enabled=true",
+    "clusterProfiles.providers[0].name=secretreader",
+    "clusterProfiles.providers[0].execConfig.apiVersion=client.authentication.k8s.io/v1",
+    "clusterProfiles.providers[0].execConfig.command=/var/lib/liqo-peering-operator/plugins/secretreader-plugin",
+    "clusterProfiles.providers[0].execConfig.provideClusterInfo=true",
+    "clusterProfiles.plugins.image=example.io/plugins:1",
+    "clusterProfiles.secretReader.secretNames={edge-1}",
+)
 EVERYTHING = (
     *HA,
     "watchNamespaces={team-a,team-b}",
@@ -23,6 +33,7 @@ EVERYTHING = (
     "networkPolicy.enabled=true",
     API_SERVER,
     "grafanaDashboard.enabled=true",
+    *CLUSTER_PROFILES,
 )
 
 

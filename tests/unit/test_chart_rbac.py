@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from unit.chart import FULLNAME, NAMESPACE, find, helm, render, template_args
+from unit.test_chart_options import CLUSTER_PROFILES
 
 CONFIGURATIONS = (
     (),
@@ -18,6 +19,7 @@ CONFIGURATIONS = (
     ("watchNamespaces={team-a,team-b}", "credentialsMinting=true", "clusterAPI.enabled=true"),
     ("watchNamespaces={team-a}", "ha.enabled=true", "replicaCount=2"),
     ("ha.enabled=true", "replicaCount=2", "kubeconfigSecretProtection=false"),
+    ("watchNamespaces={team-a}", *CLUSTER_PROFILES),
 )
 SECRETS_POLICY = f"{FULLNAME}-secrets"
 TENANT_ACCESS_ROLE = f"{FULLNAME}-tenant-access"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
@@ -76,6 +77,31 @@ def test_remote_clients_are_shared_per_kubeconfig_and_closed_when_unheld() -> No
     assert made[0].closed and len(remotes) == 1  # nobody holds it: closed, connections released
     remotes.release(("ns", "a"))
     assert made[1].closed and len(remotes) == 0
+
+
+def test_a_slow_connection_holds_up_no_other_peering_and_a_race_keeps_one_client() -> None:
+    """Connecting may run an access provider's plugin for seconds: other peerings get their clients meanwhile,
+    and two passes connecting the same kubeconfig at once keep one client (the other is closed)."""
+    release, slow_started = threading.Event(), threading.Event()
+    made: list[Closing] = []
+
+    def connect(kc: RemoteKubeconfig) -> ClusterClient:
+        if kc.server == "https://slow":
+            slow_started.set()
+            release.wait(30)
+        made.append(Closing(kc.server))
+        return cast(ClusterClient, made[-1])
+
+    remotes = RemoteClients(connect)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        slow = [pool.submit(remotes.get, ("ns", f"s{i}"), kubeconfig("https://slow")) for i in range(2)]
+        assert slow_started.wait(30)
+        fast = remotes.get(("ns", "fast"), kubeconfig("https://fast"))  # while the slow one connects
+        assert cast(Closing, fast).name == "https://fast"
+        release.set()
+        first, second = (f.result(timeout=30) for f in slow)
+    assert first is second and len(remotes) == 2
+    assert [c.closed for c in made if c.name == "https://slow" and c is not first] == [True]
 
 
 def test_every_client_closed_is_announced_first() -> None:

@@ -107,7 +107,11 @@ def test_printer_columns() -> None:
 
 def test_spec_is_required() -> None:
     assert ROOT["required"] == ["spec"]
-    assert SPEC["required"] == ["remoteKubeconfigSecretRef"]
+    # One of the two provider sources is (a CEL rule), listed first; neither has a default.
+    assert "required" not in SPEC
+    assert list(SPEC["properties"])[:2] == ["remoteKubeconfigSecretRef", "remoteClusterProfileRef"]
+    for source in ("remoteKubeconfigSecretRef", "remoteClusterProfileRef"):
+        assert "default" not in SPEC["properties"][source]
 
 
 def test_status_conditions_are_a_map_list_keyed_by_type() -> None:
@@ -266,6 +270,9 @@ def test_cel_rules_sit_where_expected() -> None:
         ("spec.networking.gatewayServer", ".loadBalancerIP"),
         ("spec.networking.gatewayServer", ".location"),
         ("spec", ".authentication.inBand"),
+        ("spec", ".remoteClusterProfileRef"),
+        ("spec", ".credentials.mint"),
+        ("spec", ".remoteContext"),
         ("spec.offloading", ".createVirtualNode"),
         ("spec.reverse.offloading", ".createVirtualNode"),
         ("spec.offloading", ".resourceSlices"),
@@ -376,7 +383,8 @@ def test_api_doc_lists_every_spec_field_and_rule() -> None:
     for _, _, rule in cel_rules():
         assert rule["message"] in doc
     assert '| `spec.timeout` | string | `"5m"` |' in doc
-    assert "| `spec.remoteKubeconfigSecretRef` | object | required |" in doc
+    assert "| `spec.remoteKubeconfigSecretRef` | object |  |" in doc
+    assert "| `spec.remoteClusterProfileRef.name` | string | required |" in doc
 
 
 def test_each_kind_has_a_field_reference_of_its_own() -> None:

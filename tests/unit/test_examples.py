@@ -90,15 +90,16 @@ def _set_paths(data: dict[str, Any], prefix: str = "") -> set[str]:
 def test_all_options_sets_every_field() -> None:
     (doc,) = documents(EXAMPLES / "all-options.yaml")
     missing = _aliases(model.LiqoPeeringSpec) - _set_paths(doc["spec"])
-    # loadBalancerIP is mutually exclusive with nodePort, resourceSlices with the single slice's fields (CEL);
-    # the example shows them commented out.
+    # loadBalancerIP is mutually exclusive with nodePort, resourceSlices with the single slice's fields, and
+    # remoteClusterProfileRef with remoteKubeconfigSecretRef (CEL); the example shows them commented out.
     assert missing <= {
         "networking.gatewayServer.loadBalancerIP",
         "offloading.resourceSlices",
         "reverse.offloading.resourceSlices",
+        "remoteClusterProfileRef",
     }, missing
     text = (EXAMPLES / "all-options.yaml").read_text()
-    assert "# loadBalancerIP:" in text and "# resourceSlices:" in text
+    assert "# loadBalancerIP:" in text and "# resourceSlices:" in text and "# remoteClusterProfileRef:" in text
     assert set(doc["spec"]["offloading"]["resources"]) >= {"cpu", "memory", "pods", "nvidia.com/gpu"}
 
 

@@ -298,6 +298,17 @@ def test_the_oracle_evaluates_every_cel_rule() -> None:
     # isURL is the API server's alone (module docstring): the model takes any proxyURL string.
     for extra in broken[:2] + broken[3:]:
         assert not model_accepts({**base, **extra}), extra
+    # The provider source: exactly one, and a ClusterProfile neither mints nor takes a context.
+    profile: dict[str, Any] = {"remoteClusterProfileRef": {"name": "p"}}
+    assert crd_accepts(profile) and model_accepts(profile)
+    for spec in (
+        {},
+        {**base, **profile},
+        {**profile, "credentials": {"mint": True}},
+        {**profile, "remoteContext": "c"},
+    ):
+        assert not crd_accepts(spec), spec
+        assert not model_accepts(spec), spec
 
 
 # -- any JSON at all ---------------------------------------------------------------------------

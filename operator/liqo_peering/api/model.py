@@ -143,6 +143,26 @@ SLICE_NAMES_RULE = _cel(
     ".resourceSlices",
 )
 MAX_RESOURCE_SLICES = 16
+# Where the provider's credential comes from: a kubeconfig Secret, or a ClusterProfile's access provider.
+PROVIDER_SOURCE_RULE = _cel(
+    "has(self.remoteKubeconfigSecretRef) != has(self.remoteClusterProfileRef)",
+    "set exactly one of remoteKubeconfigSecretRef and remoteClusterProfileRef",
+    ".remoteClusterProfileRef",
+)
+# Minting needs a bootstrap kubeconfig able to create and approve CSRs; a ClusterProfile's access provider
+# gives whatever identity its plugin returns, which the operator neither keeps nor renews with.
+PROFILE_MINT_RULE = _cel(
+    "!has(self.remoteClusterProfileRef) || !has(self.credentials) || !has(self.credentials.mint)"
+    " || !self.credentials.mint",
+    "credentials.mint needs remoteKubeconfigSecretRef: a ClusterProfile's access provider is not a bootstrap"
+    " kubeconfig to mint with; give the access provider least-privilege rights on the provider instead",
+    ".credentials.mint",
+)
+PROFILE_CONTEXT_RULE = _cel(
+    "!has(self.remoteClusterProfileRef) || !has(self.remoteContext)",
+    "remoteContext applies to remoteKubeconfigSecretRef only: a ClusterProfile's access provider has one cluster",
+    ".remoteContext",
+)
 IN_BAND_RULE = _cel(
     "!self.authentication.inBand || self.networking.enabled",
     "authentication.inBand needs networking.enabled: in-band traffic uses the tunnel",
@@ -162,6 +182,15 @@ class SecretKeyRef(_Model):
         min_length=1,
         max_length=MAX_NAME_LENGTH,
         description="Key in the Secret whose value is the provider cluster's kubeconfig.",
+    )
+
+
+class ClusterProfileRef(_Model):
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=SECRET_NAME_PATTERN,
+        description="Name of a ClusterProfile (multicluster.x-k8s.io/v1alpha1) in the LiqoPeering's namespace.",
     )
 
 
@@ -528,10 +557,43 @@ class LiqoPeeringTemplate(_Model):
 
 
 class LiqoPeeringSpec(LiqoPeeringTemplate):
-    # Listed first in the CRD and the docs all the same (crdgen puts required fields first).
-    remote_kubeconfig_secret_ref: SecretKeyRef = Field(
-        description="Secret in this namespace holding the provider cluster's kubeconfig (self-contained)."
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [IN_BAND_RULE, PROVIDER_SOURCE_RULE, PROFILE_MINT_RULE, PROFILE_CONTEXT_RULE]
+        }
     )
+    remote_kubeconfig_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret in this namespace holding the provider cluster's kubeconfig (self-contained). Set"
+        " exactly one of this and remoteClusterProfileRef.",
+    )
+    remote_cluster_profile_ref: ClusterProfileRef | None = Field(
+        default=None,
+        description="ClusterProfile (multicluster.x-k8s.io/v1alpha1, SIG-Multicluster's cluster inventory) in this"
+        " namespace that describes the provider: the operator reaches it through the first access provider of its"
+        " provider file (--clusterprofile-provider-file) that the ClusterProfile offers, and does not peer while"
+        " its ControlPlaneHealthy condition is not True. Set exactly one of this and remoteKubeconfigSecretRef;"
+        " not with credentials.mint or remoteContext.",
+    )
+
+    @model_validator(mode="after")
+    def _one_provider_source(self) -> LiqoPeeringSpec:
+        if (self.remote_kubeconfig_secret_ref is None) == (self.remote_cluster_profile_ref is None):
+            raise ValueError(PROVIDER_SOURCE_RULE["message"])
+        if self.remote_cluster_profile_ref is not None:
+            if self.credentials.mint:
+                raise ValueError(PROFILE_MINT_RULE["message"])
+            if self.remote_context is not None:
+                raise ValueError(PROFILE_CONTEXT_RULE["message"])
+        return self
+
+    @property
+    def secret_ref(self) -> SecretKeyRef:
+        """The kubeconfig Secret, for what only a Secret's peering does (minting): the rules above make it set
+        with credentials.mint."""
+        if self.remote_kubeconfig_secret_ref is None:
+            raise ValueError("this LiqoPeering reaches its provider through a ClusterProfile, not a Secret")
+        return self.remote_kubeconfig_secret_ref
 
 
 PeerStatus = Literal["no_peers", "establishing", "ready", "error", "timeout"]

@@ -35,6 +35,7 @@ from liqo_peering.errors import (
     ClusterUnreachable,
     KindNotServed,
     LiqoNotInstalled,
+    PeeringError,
     Request,
 )
 from liqo_peering.liqo import common
@@ -54,9 +55,16 @@ PROBE_TIMEOUT = (2.0, 2.0)  # connect, read: an API server slower than this to s
 
 class ClusterClient:
     def __init__(
-        self, api: ApiClient, side: str, describe: str, request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT
+        self,
+        api: ApiClient,
+        side: str,
+        describe: str,
+        request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+        on_unauthorized: Callable[[], None] | None = None,
     ) -> None:
         self.api = api
+        # Told of every 401: an access provider's token (clients/execplugin.py) is fetched again, as client-go does.
+        self.on_unauthorized = on_unauthorized
         self.side = side  # "consumer" or "provider", used in messages
         self.describe = describe  # e.g. the server URL, never credentials
         self.request_timeout = request_timeout
@@ -189,6 +197,8 @@ class ClusterClient:
     ) -> ApiError:
         """The error an answer is; ``name``: the object a create sent (its path names none)."""
         request = answers.request_of(self.describe, method, path, name)
+        if status == 401 and self.on_unauthorized is not None:
+            self.on_unauthorized()
         return answers.read(self.side, request, status, reason, body)
 
     @staticmethod
@@ -592,6 +602,8 @@ class ClusterClient:
             return exc
         except ApiError as exc:  # a 401 or 403 too: up
             status = exc.status
+        except PeeringError:  # the credential's own failure (an access provider's plugin): the calls report it
+            return None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             return self._unreachable(_why(exc), probing=True)
         return self._unreachable(f"/readyz answered {status}", probing=True) if status >= 500 else None

@@ -10,6 +10,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from liqo_peering import __version__
+from liqo_peering.clients.execplugin import ExecToken, run_plugin
+from liqo_peering.clusterprofile import exec_cluster, exec_config
 from liqo_peering.kubeconfig import RemoteKubeconfig
 
 # Connections kept per cluster. Each request thread holds one while peerings reconcile and tear down
@@ -36,11 +38,22 @@ def refuse_redirects(manager: urllib3.PoolManager) -> None:
     manager.urlopen = functools.partial(manager.urlopen, redirect=False)  # type: ignore[method-assign]
 
 
-def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
+def exec_token(remote: RemoteKubeconfig) -> ExecToken | None:
+    """The token holder of a ClusterProfile's access provider, whose plugin the operator runs itself (bounded);
+    None for any other kubeconfig."""
+    if remote.access_provider is None:
+        return None
+    provider, config, cluster = remote.access_provider, exec_config(remote), exec_cluster(remote)
+    return ExecToken(lambda: run_plugin(provider, config, cluster))
+
+
+def to_api_client(remote: RemoteKubeconfig, token: ExecToken | None = None) -> k8s_client.ApiClient:
     """Build a dedicated ApiClient (own Configuration, never the global default).
 
     No file is written by this module. Note: the Kubernetes Python client itself materialises
     ``*-data`` fields (CA, client cert/key) as temporary files, because Python's ``ssl`` needs paths.
+    ``token``: the access provider's (exec_token), which every request asks for its header, in place of the
+    kubeconfig's exec user; its first token is fetched here, so that a failing plugin fails the connection.
     """
     configuration = k8s_client.Configuration()
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
@@ -53,8 +66,14 @@ def to_api_client(remote: RemoteKubeconfig) -> k8s_client.ApiClient:
     configuration.retries = urllib3.Retry(
         total=1, connect=1, read=0, other=0, redirect=0, status=0, respect_retry_after_header=False
     )
+    config = copy.deepcopy(remote.config)
+    if token is not None:
+        for user in config["users"]:
+            user["user"] = {}  # the plugin is run by ``token``, within bounds
+        configuration.api_key["BearerToken"] = token.bearer()
+        configuration.refresh_api_key_hook = token.hook  # type: ignore[assignment]
     api_client: k8s_client.ApiClient = k8s_config.new_client_from_config_dict(
-        config_dict=copy.deepcopy(remote.config),
+        config_dict=config,
         context=remote.context_name,
         persist_config=False,
         client_configuration=configuration,

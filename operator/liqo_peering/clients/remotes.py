@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Hashable
 
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.clients.connect import to_api_client
+from liqo_peering.clients.connect import exec_token, to_api_client
 from liqo_peering.kubeconfig import RemoteKubeconfig
 
 # A provider's calls are small (one tenant namespace): a shorter timeout than the consumer's, so that a pass
@@ -22,7 +22,14 @@ PROVIDER_TIMEOUT = (3.0, 5.0)
 
 
 def connect_remote(kubeconfig: RemoteKubeconfig) -> ClusterClient:
-    return ClusterClient(to_api_client(kubeconfig), "provider", kubeconfig.server, request_timeout=PROVIDER_TIMEOUT)
+    token = exec_token(kubeconfig)
+    return ClusterClient(
+        to_api_client(kubeconfig, token),
+        "provider",
+        kubeconfig.server,
+        request_timeout=PROVIDER_TIMEOUT,
+        on_unauthorized=token.expire if token is not None else None,
+    )
 
 
 class RemoteClients:
@@ -39,13 +46,23 @@ class RemoteClients:
 
     def get(self, holder: Hashable, kubeconfig: RemoteKubeconfig) -> ClusterClient:
         digest = hashlib.sha256(json.dumps(kubeconfig.config, sort_keys=True, default=str).encode()).hexdigest()
-        with self._lock:
-            client = self._clients.get(digest)
-            if client is None:
-                client = self._clients[digest] = self._connect(kubeconfig)
-            previous = self._held.get(holder)
-            self._held[holder] = digest
-            stale = self._unused(previous) if previous not in (None, digest) else None
+        fresh: ClusterClient | None = None
+        while True:
+            with self._lock:
+                client = self._clients.get(digest)
+                if client is None and fresh is not None:
+                    client, fresh = fresh, None
+                    self._clients[digest] = client
+                if client is not None:
+                    previous = self._held.get(holder)
+                    self._held[holder] = digest
+                    stale = self._unused(previous) if previous not in (None, digest) else None
+                    break
+            # Outside the lock: connecting may run an access provider's plugin for seconds, which must hold up
+            # no other peering's pass.
+            fresh = self._connect(kubeconfig)
+        if fresh is not None:  # another pass connected first
+            fresh.close()
         if stale is not None:
             self._close(stale)
         return client

@@ -69,11 +69,11 @@ def discovery_kubeconfig(
         return discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
     secret_name = naming.minted_secret(name)
     state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))
-    bootstrap_ref = f"{namespace}/{spec.remote_kubeconfig_secret_ref.name}"
-    present = _find_secret(local, namespace, spec.remote_kubeconfig_secret_ref.name) is not None
+    bootstrap_ref = f"{namespace}/{spec.secret_ref.name}"
+    present = _find_secret(local, namespace, spec.secret_ref.name) is not None
     observed = CredentialsObservation(f"{namespace}/{secret_name}", bootstrap_ref, bootstrap_present=present)
     if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
-        protection.protect(local, namespace, spec.remote_kubeconfig_secret_ref.name)
+        protection.protect(local, namespace, spec.secret_ref.name)
     minted = _load(state, policy)
     try:
         if minted is not None and (pu.next_step(state, now, spec.credentials.key_algorithm) == "use" or not present):
@@ -87,9 +87,9 @@ def discovery_kubeconfig(
 
 def _bootstrap_missing(namespace: str, name: str, spec: LiqoPeeringSpec) -> SecretNotFound:
     return SecretNotFound(
-        f"LiqoPeering {namespace}/{name}: Secret {namespace}/{spec.remote_kubeconfig_secret_ref.name} not found;"
+        f"LiqoPeering {namespace}/{name}: Secret {namespace}/{spec.secret_ref.name} not found;"
         f" it must hold a kubeconfig of the provider able to mint the least-privilege credential"
-        f" (spec.credentials.mint), under key {spec.remote_kubeconfig_secret_ref.key!r}"
+        f" (spec.credentials.mint), under key {spec.secret_ref.key!r}"
     )
 
 
@@ -112,18 +112,18 @@ def provider_credentials(
     bootstrap one until a credential is minted, then the minted one; the bootstrap Secret is released.
     ``read``: the kubeconfig ``discovery_kubeconfig`` gave this pass, which is the Secret's without minting."""
     namespace, name = peering["metadata"]["namespace"], peering["metadata"]["name"]
-    bootstrap_ref = f"{namespace}/{spec.remote_kubeconfig_secret_ref.name}"
     secret_name = naming.minted_secret(name)
     minted_ref = f"{namespace}/{secret_name}"
     if not spec.credentials.mint:
         kubeconfig = read or discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
         _revoke_switched_off(local, peering, spec, kubeconfig, connect)
         return Credentials(kubeconfig)
+    bootstrap_ref = f"{namespace}/{spec.secret_ref.name}"
     state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))
-    present = _find_secret(local, namespace, spec.remote_kubeconfig_secret_ref.name) is not None
+    present = _find_secret(local, namespace, spec.secret_ref.name) is not None
     observed = CredentialsObservation(minted_ref, bootstrap_ref, bootstrap_present=present)
     if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
-        protection.protect(local, namespace, spec.remote_kubeconfig_secret_ref.name)
+        protection.protect(local, namespace, spec.secret_ref.name)
     try:
         if pu.next_step(state, now, spec.credentials.key_algorithm) != "use":
             if present:
@@ -155,7 +155,7 @@ def provider_credentials(
 def _let_go_of_bootstrap(local: ClusterClient, namespace: str, name: str, spec: LiqoPeeringSpec) -> bool:
     """The minted credential is in use: release the bootstrap Secret's protection, and delete it with
     deleteBootstrapSecret, unless another LiqoPeering uses it. Whether it is still there."""
-    bootstrap = spec.remote_kubeconfig_secret_ref.name
+    bootstrap = spec.secret_ref.name
     cached = local.get(r.SECRET, bootstrap, namespace)
     if cached is None:
         return False
@@ -225,7 +225,7 @@ def _mint(
         ) from None  # retried: the chart's new RBAC takes effect without a change to the LiqoPeering
     except AccessRefused as exc:
         raise exc.restated(
-            f"minting with the bootstrap kubeconfig of Secret {namespace}/{spec.remote_kubeconfig_secret_ref.name}:"
+            f"minting with the bootstrap kubeconfig of Secret {namespace}/{spec.secret_ref.name}:"
             f" {exc.refused}; minting needs a provider kubeconfig that may create and approve CSRs and"
             f" create RoleBindings (an admin one), or set spec.credentials.mint to false",
             transient=False,  # the bootstrap kubeconfig must change: its Secret's change wakes the peering
@@ -413,7 +413,10 @@ def revoke(
         return []
     owner = naming.owner_labels(namespace, name)
     minted = _load(state, policy)
-    present = local.get(r.SECRET, spec.remote_kubeconfig_secret_ref.name, namespace) is not None
+    # A peering that reaches its provider through a ClusterProfile now has no bootstrap: the minted identity
+    # removes itself.
+    ref = spec.remote_kubeconfig_secret_ref
+    present = ref is not None and local.get(r.SECRET, ref.name, namespace) is not None
     bootstrap = discovery.read_remote_kubeconfig(local, namespace, name, spec, policy) if present else None
     if not state.revoking:  # a later pass must not unpeer again with a credential that no longer works
         local.merge_patch(r.SECRET, secret_name, namespace, pu.revoking_patch())

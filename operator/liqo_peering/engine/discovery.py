@@ -7,17 +7,23 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
+from liqo_peering import clusterprofile
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.clusterprofile import AccessProviders
 from liqo_peering.errors import (
     ApiError,
     ClusterForbidden,
+    ClusterProfileNotFound,
+    ClusterProfileUnhealthy,
+    KindNotServed,
     LiqoNotInstalled,
     LiqoNotReady,
     LiqoVersionSkew,
+    NoAccessProvider,
     SecretKeyMissing,
     SecretNotFound,
 )
@@ -33,6 +39,8 @@ from liqo_peering.status import compute as status_compute
 class KubeconfigPolicy:
     allow_exec: bool = False
     allow_insecure_tls: bool = False
+    # The administrator's access providers (--clusterprofile-provider-file), for spec.remoteClusterProfileRef.
+    access_providers: AccessProviders = field(default_factory=AccessProviders)
 
 
 @dataclass(frozen=True)
@@ -45,9 +53,21 @@ class TenantAccess:
 
 
 def read_remote_kubeconfig(
-    local: ClusterClient, namespace: str, peering: str, spec: LiqoPeeringSpec, policy: KubeconfigPolicy
+    local: ClusterClient,
+    namespace: str,
+    peering: str,
+    spec: LiqoPeeringSpec,
+    policy: KubeconfigPolicy,
+    *,
+    healthy: bool = True,
 ) -> RemoteKubeconfig:
-    ref = spec.remote_kubeconfig_secret_ref
+    """The provider's kubeconfig: the Secret's, or the one a ClusterProfile's access provider gives.
+    ``healthy``: refuse a ClusterProfile whose control plane is not healthy (peering; unpeering tries anyway)."""
+    if spec.remote_cluster_profile_ref is not None:
+        return read_profile_kubeconfig(
+            local, namespace, peering, spec.remote_cluster_profile_ref.name, policy, healthy=healthy
+        )
+    ref = spec.secret_ref
     secret = local.get(resources.SECRET, ref.name, namespace)
     if secret is None:
         raise SecretNotFound(
@@ -67,6 +87,41 @@ def read_remote_kubeconfig(
         allow_exec=policy.allow_exec,
         allow_insecure_tls=policy.allow_insecure_tls,
     )
+
+
+def read_profile_kubeconfig(
+    local: ClusterClient,
+    namespace: str,
+    peering: str,
+    profile_name: str,
+    policy: KubeconfigPolicy,
+    *,
+    healthy: bool = True,
+) -> RemoteKubeconfig:
+    """The kubeconfig of the ClusterProfile's access provider (clusterprofile.py): refused while the profile
+    says its control plane is not healthy, or offers none of the operator's access providers."""
+    where = f"ClusterProfile {namespace}/{profile_name}"
+    mine = f"LiqoPeering {namespace}/{peering}: "
+    try:
+        if not policy.access_providers.providers:  # said before anything is read: the operator may not read them
+            clusterprofile.choose(policy.access_providers, {}, where)
+        try:
+            profile = local.get(resources.CLUSTER_PROFILE, profile_name, namespace)
+        except KindNotServed:
+            raise ClusterProfileNotFound(
+                f"this cluster does not serve clusterprofiles.{clusterprofile.GROUP}; install the ClusterProfile CRD"
+                " of sigs.k8s.io/cluster-inventory-api",
+                transient=True,  # installing the CRD changes nothing that wakes the peering
+            ) from None
+        if profile is None:
+            raise ClusterProfileNotFound(
+                f"{where} not found; create it, or set spec.remoteClusterProfileRef.name to an existing one"
+            )
+        return clusterprofile.profile_kubeconfig(
+            policy.access_providers, profile, where, allow_insecure_tls=policy.allow_insecure_tls, healthy=healthy
+        )
+    except (ClusterProfileNotFound, ClusterProfileUnhealthy, NoAccessProvider) as exc:
+        raise exc.restated(mine + exc.message) from None  # a KubeconfigError is told whose by the pass
 
 
 def _cluster_id_configmap(client: ClusterClient, liqo_namespace: str) -> dict[str, Any]:

@@ -80,7 +80,7 @@ class Peerings:
         return self.reconciler.report_failure(key.namespace, key.name, error)
 
     def routes(self, key: ObjectKey, outcome: Outcome) -> list[Route]:
-        if outcome.secret is None:
+        if outcome.secret is None and outcome.profile is None:
             return []
         return peering_routes(
             self.reconciler.local,
@@ -93,6 +93,7 @@ class Peerings:
             reverse=outcome.reverse,
             liqo_namespaces=outcome.liqo_namespaces,
             gateway_location=outcome.gateway_location,
+            profile=outcome.profile,
         )
 
     def delay(self, outcome: Outcome, failures: int) -> float:

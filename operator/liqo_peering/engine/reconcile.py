@@ -29,7 +29,13 @@ from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.duplicate import DuplicateCheck
 from liqo_peering.engine.stagerunner import run_stages
 from liqo_peering.engine.statuswriter import StatusWriter
-from liqo_peering.errors import InternalError, InvalidSpec, PeeringError, own_cluster_unavailable
+from liqo_peering.errors import (
+    ClusterProfileNotFound,
+    InternalError,
+    InvalidSpec,
+    PeeringError,
+    own_cluster_unavailable,
+)
 from liqo_peering.health import TrackedPool
 from liqo_peering.kubeconfig import KubeconfigError, RemoteKubeconfig
 from liqo_peering.liqo import naming
@@ -61,6 +67,7 @@ class Outcome:
     transient_error: bool = False  # the runner backs off exponentially while this stays true
     gone: bool = False
     secret: tuple[str, str] | None = None  # the kubeconfig Secret (namespace, name)
+    profile: tuple[str, str] | None = None  # or the ClusterProfile its kubeconfig comes from (namespace, name)
     # The minted kubeconfig's Secret (same namespace): with spec.credentials.mint the peering's credential,
     # without it one left from when it minted, which a pass revokes (``mints`` says which).
     minted_secret: str | None = None
@@ -174,13 +181,16 @@ class Reconciler:
                 spec = parse_spec(body.get("spec") or {})
             except ValidationError as exc:
                 raise InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}") from None
-            outcome.secret = (namespace, spec.remote_kubeconfig_secret_ref.name)
+            secret_ref, profile_ref = spec.remote_kubeconfig_secret_ref, spec.remote_cluster_profile_ref
+            outcome.secret = (namespace, secret_ref.name) if secret_ref is not None else None
+            if profile_ref is not None and self.policy.access_providers.providers:
+                outcome.profile = (namespace, profile_ref.name)  # without providers, none is read
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             outcome.gateway_location = spec.networking.gateway_server.location
             outcome.minted_secret, outcome.mints = naming.minted_secret(name), spec.credentials.mint
             # Without minting, protected before anything exists that unpeering would need it for.
-            if not spec.credentials.mint and self.protect_secrets:
-                protection.protect(self.local, namespace, spec.remote_kubeconfig_secret_ref.name)
+            if not spec.credentials.mint and self.protect_secrets and secret_ref is not None:
+                protection.protect(self.local, namespace, secret_ref.name)
             # Discovery, the duplicate and version checks come before any minting: a duplicate never binds its
             # own user in place of the first peering's on the provider (the minted names are the consumer's).
             remote, read_kubeconfig = self._discovery_client(body, spec)
@@ -219,6 +229,10 @@ class Reconciler:
             )
         except KubeconfigError as exc:  # its rules name fields only: say whose kubeconfig it is
             error = exc.restated(f"LiqoPeering {namespace}/{name}: {exc.message}")
+        except ClusterProfileNotFound as exc:
+            error = exc
+            if exc.transient:  # its kind is not served: an informer of it would never sync (readiness waits)
+                outcome.profile = None
         except PeeringError as exc:
             error = exc
         except Exception as exc:  # a bug or an unexpected failure: reported like any other error

@@ -105,7 +105,9 @@ class Unpeerer:
         minted, kubeconfig, reverse_peered = together(
             self.calls,
             lambda: credentials.mint_state(self.local, namespace, name),
-            lambda: _or_error(lambda: discovery.read_remote_kubeconfig(self.local, namespace, name, spec, self.policy)),
+            lambda: _or_error(
+                lambda: discovery.read_remote_kubeconfig(self.local, namespace, name, spec, self.policy, healthy=False)
+            ),
             lambda: teardown.reverse_peered(self.local, remote_id),
         )
         if not force and minted.revoking:

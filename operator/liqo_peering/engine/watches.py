@@ -62,16 +62,18 @@ def peering_routes(
     local: ClusterClient,
     remote: ClusterClient | None,
     ctx: PeeringContext | None,
-    secret: tuple[str, str],
+    secret: tuple[str, str] | None,
     namespaced_tenant_reads: bool = False,
     minted_secret: str | None = None,
     mints: bool = True,
     reverse: bool = False,
     liqo_namespaces: tuple[str, str] | None = None,
     gateway_location: GatewayLocation = "Provider",
+    profile: tuple[str, str] | None = None,
 ) -> list[Route]:
-    """What wakes a peering: its kubeconfig Secret (and the minted one); once its context is known, its stage
-    objects on both clusters, the ForeignCluster, the nonce Secrets, the virtual Node and the virtual kubelet's Pods.
+    """What wakes a peering: its kubeconfig Secret or its ClusterProfile (``profile``), and the minted Secret; once
+    its context is known, its stage objects on both clusters, the ForeignCluster, the nonce Secrets, the virtual
+    Node and the virtual kubelet's Pods.
 
     On the consumer, Liqo's kinds are watched cluster-wide (one informer each for all peerings), narrowed
     by the label Liqo puts on all of them, and routed by tenant namespace. On a provider, the informers
@@ -84,10 +86,11 @@ def peering_routes(
     cluster holds. ``minted_secret``: the Secret the peering mints its credential into, a credential when it
     ``mints`` (spec.credentials.mint), else one left from when it did, which the pass revokes.
     """
-    namespace, secret_name = secret
-    routes = [secret_route(local, namespace, secret_name)]
-    if minted_secret is not None:
-        routes.append(minted_route(local, namespace, minted_secret, mints))
+    routes = [secret_route(local, *secret)] if secret is not None else []
+    if profile is not None:
+        routes.append(profile_route(local, *profile))
+    if minted_secret is not None and (source := secret or profile) is not None:
+        routes.append(minted_route(local, source[0], minted_secret, mints))
     if remote is not None:
         # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
         routes.append(Route(remote, Scope(r.HEALTH), wake_as=HEALTH_CHANGED))
@@ -164,6 +167,12 @@ def secret_route(client: ClusterClient, namespace: str, name: str) -> Route:
     label of ours, and the namespace's other Secrets (Helm's releases, ...) are not the
     operator's to hold. A changed reference is a new route, whose informer lists (and wakes) at once."""
     return Route(client, Scope(r.SECRET, namespace, fields=name_field(name)), name=name, wake_as=KUBECONFIG)
+
+
+def profile_route(client: ClusterClient, namespace: str, name: str) -> Route:
+    """The ClusterProfile the peering reaches its provider through, watched by its name: a change of its status
+    (its access providers, its health) or its deletion wakes the peering as a kubeconfig change does."""
+    return Route(client, Scope(r.CLUSTER_PROFILE, namespace, fields=name_field(name)), name=name, wake_as=KUBECONFIG)
 
 
 def minted_route(client: ClusterClient, namespace: str, name: str, mints: bool) -> Route:

@@ -65,7 +65,8 @@ VIRTUAL_NODE = Resource("offloading.liqo.io", "v1beta1", "virtualnodes", "Virtua
 NAMESPACE_MAP = Resource("offloading.liqo.io", "v1beta1", "namespacemaps", "NamespaceMap")
 FOREIGN_CLUSTER = Resource("core.liqo.io", "v1beta1", "foreignclusters", "ForeignCluster", namespaced=False)
 
-# What a LiqoPeeringSet may pick its providers from, besides kubeconfig Secrets (spec.source).
+# What a LiqoPeeringSet may pick its providers from, besides kubeconfig Secrets (spec.source); a ClusterProfile
+# is also a LiqoPeering's provider (spec.remoteClusterProfileRef).
 CAPI_CLUSTER = Resource("cluster.x-k8s.io", "v1beta2", "clusters", "Cluster")
 CLUSTER_PROFILE = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile")
 

@@ -48,6 +48,15 @@ otherwise in a Role in each namespace of .Values.watchNamespaces.
   resources: ["clusters"]
   verbs: ["list", "watch"]
 {{- end }}
+{{- if .Values.clusterProfiles.enabled }}
+# ClusterProfiles that LiqoPeerings reference (spec.remoteClusterProfileRef): read by name, and listed and
+# watched by name (a metadata.name field selector), so that a change of their status or their deletion wakes
+# the peering. Read only: a ClusterProfile holds no credential, only where and through which access
+# provider a cluster is reached.
+- apiGroups: ["multicluster.x-k8s.io"]
+  resources: ["clusterprofiles"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
 {{- if and .Values.ha.enabled .Values.watchNamespaces }}
 # HA: kopf peering between replicas, namespaced flavour (kopf uses it when watchNamespaces is set): watched,
 # and its own entry patched in.
