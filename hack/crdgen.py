@@ -132,8 +132,8 @@ def openapi_schema(cls: type[BaseModel], object_defaults: bool = False) -> dict[
     return dict(_resolve(raw, raw.get("$defs", {}), object_defaults))
 
 
-# LiqoPeeringSpec's provider source (one of the two is set), listed first as a required field would be.
-SOURCE_FIELDS = ("remoteKubeconfigSecretRef", "remoteClusterProfileRef")
+# LiqoPeeringSpec's provider source (one of them is set), listed first as a required field would be.
+SOURCE_FIELDS = ("remoteKubeconfigSecretRef", "remoteClusterProfileRef", "remoteCluster")
 
 
 def _required_first(schema: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ builds the client from a vetted kubeconfig).
 
 from __future__ import annotations
 
+import base64
 import copy
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +107,9 @@ class RemoteKubeconfig:
     # The access provider of a ClusterProfile (clusterprofile.py) whose plugin gives the credential: the
     # operator runs it itself, within bounds (clients/execplugin.py), not the Kubernetes client.
     access_provider: str | None = None
+    # A managed cluster reached with the operator's own cloud identity (spec.remoteCluster): its SDK makes
+    # the token (clients/cloud.py).
+    cloud: CloudIdentity | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -379,3 +383,33 @@ def load_remote_kubeconfig(
         "current-context": context_name,
     }
     return RemoteKubeconfig(config=narrowed, server=server, context_name=context_name)
+
+
+# A CA bundle in a spec: a few certificates, base64 of PEM (as `aws eks describe-cluster` prints it).
+MAX_CA_DATA_BYTES = 16 * 1024
+
+
+def cloud_kubeconfig(address: str, ca_data: str, cloud: CloudIdentity) -> RemoteKubeconfig:
+    """The kubeconfig of a managed cluster reached with the operator's cloud identity: its address and CA (from
+    the spec, vetted as a Secret's would be), no user credential (the cloud's SDK makes the token)."""
+    name = f"{cloud.provider}/{cloud.region}/{cloud.cluster_name}"
+    cluster: dict[str, Any] = {"server": address, "certificate-authority-data": ca_data}
+    server = _check_server(name, cluster, allow_insecure_tls=False)
+    try:
+        pem = base64.b64decode(ca_data, validate=True)
+    except ValueError:
+        raise KubeconfigInvalid("spec.remoteCluster.certificateAuthorityData is not base64") from None
+    if len(pem) > MAX_CA_DATA_BYTES or b"-----BEGIN CERTIFICATE-----" not in pem:
+        raise KubeconfigInvalid(
+            "spec.remoteCluster.certificateAuthorityData is not a PEM certificate (base64-encoded), as"
+            " `aws eks describe-cluster` prints it under certificateAuthority.data"
+        )
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {**cluster, "server": server}}],
+        "users": [{"name": name, "user": {}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
+    return RemoteKubeconfig(config=config, server=server, context_name=name, cloud=cloud)

@@ -31,6 +31,14 @@ PLURALS = {model.KIND: model.PLURAL, peeringset.KIND: peeringset.PLURAL}
 SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "provider-kubeconfig"}}
 SELECTOR = {"matchLabels": {"peer": "yes"}}
 PROFILE_REF = {"remoteClusterProfileRef": {"name": "provider-profile"}}
+CLOUD_REF = {
+    "remoteCluster": {
+        "provider": "aws",
+        "cluster": "arn:aws:eks:eu-west-1:111122223333:cluster/provider",
+        "address": "https://provider.example.com",
+        "certificateAuthorityData": "LS0tLS1CRUdJTg==",
+    }
+}
 SOURCE_RULE = str(model.PROVIDER_SOURCE_RULE["message"])
 # What an update case's stored object points at: nothing, so that the operator has nothing to peer with.
 NO_SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "admission-no-such-secret"}}
@@ -220,6 +228,14 @@ INVALID: list[Invalid] = [
         {**PROFILE_REF, "credentials": {"mint": True}},
         "spec.credentials.mint",
         str(model.PROFILE_MINT_RULE["message"]),
+    ),
+    Invalid("LiqoPeering", "cloud-and-secret", peering(**CLOUD_REF), "spec.remoteClusterProfileRef", SOURCE_RULE),
+    Invalid(
+        "LiqoPeering",
+        "cloud-mint",
+        {**CLOUD_REF, "credentials": {"mint": True}},
+        "spec.remoteCluster",
+        str(model.CLOUD_RULE["message"]),
     ),
     Invalid(
         "LiqoPeering",

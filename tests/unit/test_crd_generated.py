@@ -109,8 +109,9 @@ def test_spec_is_required() -> None:
     assert ROOT["required"] == ["spec"]
     # One of the two provider sources is (a CEL rule), listed first; neither has a default.
     assert "required" not in SPEC
-    assert list(SPEC["properties"])[:2] == ["remoteKubeconfigSecretRef", "remoteClusterProfileRef"]
-    for source in ("remoteKubeconfigSecretRef", "remoteClusterProfileRef"):
+    sources = ["remoteKubeconfigSecretRef", "remoteClusterProfileRef", "remoteCluster"]
+    assert list(SPEC["properties"])[:3] == sources
+    for source in sources:
         assert "default" not in SPEC["properties"][source]
 
 
@@ -271,6 +272,7 @@ def test_cel_rules_sit_where_expected() -> None:
         ("spec.networking.gatewayServer", ".location"),
         ("spec", ".authentication.inBand"),
         ("spec", ".remoteClusterProfileRef"),
+        ("spec", ".remoteCluster"),
         ("spec", ".credentials.mint"),
         ("spec", ".remoteContext"),
         ("spec.offloading", ".createVirtualNode"),

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from awscrt import auth
 
-from liqo_peering.clients.cloud import TOKEN_PREFIX, EksTokens, bearer_hook
+from liqo_peering.clients.cloud import TOKEN_PREFIX, eks_token
+from liqo_peering.clients.execplugin import ExecToken
 from liqo_peering.errors import CloudIdentityFailed
 from liqo_peering.kubeconfig import CloudIdentity
 from testenv.aws import REGION, Sts
@@ -38,11 +39,14 @@ def sts(tmp_path: Path) -> Iterator[Sts]:
     stand_in.stop()
 
 
-def test_a_token_is_a_presigned_get_caller_identity_bound_to_the_cluster(sts: Sts) -> None:
+def static(sts: Sts) -> auth.AwsCredentialsProvider:
     creds = sts.issue(ROLE, "operator")
-    static = auth.AwsCredentialsProvider.new_static(creds.access_key_id, creds.secret_access_key, creds.session_token)
-    token = EksTokens(EDGE, static).current()
-    host, target = presigned(token.value)
+    return auth.AwsCredentialsProvider.new_static(creds.access_key_id, creds.secret_access_key, creds.session_token)
+
+
+def test_a_token_is_a_presigned_get_caller_identity_bound_to_the_cluster(sts: Sts) -> None:
+    token, _ = eks_token(EDGE, static(sts))
+    host, target = presigned(token)
     assert host == f"sts.{REGION}.amazonaws.com"
     status, body = sts.caller_identity(host, target, {"x-k8s-aws-id": "edge"})
     assert status == 200, body
@@ -52,34 +56,25 @@ def test_a_token_is_a_presigned_get_caller_identity_bound_to_the_cluster(sts: St
     assert sts.caller_identity(host, target, {"x-k8s-aws-id": "another-cluster"})[0] == 403
 
 
-def test_a_token_is_kept_until_a_minute_before_sts_stops_honouring_it(sts: Sts) -> None:
-    creds = sts.issue(ROLE, "operator")
-    static = auth.AwsCredentialsProvider.new_static(creds.access_key_id, creds.secret_access_key, creds.session_token)
+def test_a_token_is_made_again_before_sts_stops_honouring_it(sts: Sts) -> None:
+    provider = static(sts)
     clock = [datetime(2026, 12, 2, 12, 0, tzinfo=UTC)]
-    tokens = EksTokens(EDGE, static, now=lambda: clock[0])
-    first = tokens.current()
-    assert first.expires == clock[0] + timedelta(minutes=15)
-    clock[0] += timedelta(minutes=13, seconds=59)
-    assert tokens.current() == first
-    clock[0] += timedelta(seconds=1)
-    renewed = tokens.current()
-    assert renewed != first and renewed.expires == clock[0] + timedelta(minutes=15)
+    made: list[str] = []
 
+    def make() -> tuple[str, datetime | None]:
+        token, expiry = eks_token(EDGE, provider, now=lambda: clock[0])
+        made.append(token)
+        return token, expiry
 
-def test_every_request_carries_the_current_token(sts: Sts) -> None:
-    creds = sts.issue(ROLE, "operator")
-    static = auth.AwsCredentialsProvider.new_static(creds.access_key_id, creds.secret_access_key, creds.session_token)
-    tokens = EksTokens(EDGE, static)
-
-    class Configuration:
-        def __init__(self) -> None:
-            self.api_key: dict[str, str] = {}
-            self.api_key_prefix: dict[str, str] = {}
-
-    configuration = Configuration()
-    bearer_hook(tokens)(configuration)
-    assert configuration.api_key["authorization"] == tokens.current().value
-    assert configuration.api_key_prefix["authorization"] == "Bearer"
+    holder = ExecToken(make, now=lambda: clock[0])
+    first = holder.bearer()
+    assert first == f"Bearer {made[0]}"
+    clock[0] += timedelta(minutes=13, seconds=49)
+    assert holder.bearer() == first and len(made) == 1
+    clock[0] += timedelta(seconds=2)  # within the margin of its 14 minutes, a minute before STS's 15
+    assert holder.bearer() == f"Bearer {made[1]}" and made[1] != made[0]
+    holder.expire()  # the provider answered 401
+    assert holder.bearer() == f"Bearer {made[2]}"
 
 
 def test_without_credentials_the_error_says_what_to_configure(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,6 +84,6 @@ def test_without_credentials_the_error_says_what_to_configure(monkeypatch: pytes
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     with pytest.raises(CloudIdentityFailed) as raised:
-        EksTokens(EDGE).current()
+        eks_token(EDGE)
     assert raised.value.reason == "CloudIdentityFailed"
     assert "EKS Pod Identity association or an IRSA role" in raised.value.message

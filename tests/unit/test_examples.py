@@ -97,9 +97,11 @@ def test_all_options_sets_every_field() -> None:
         "offloading.resourceSlices",
         "reverse.offloading.resourceSlices",
         "remoteClusterProfileRef",
+        "remoteCluster",
     }, missing
     text = (EXAMPLES / "all-options.yaml").read_text()
     assert "# loadBalancerIP:" in text and "# resourceSlices:" in text and "# remoteClusterProfileRef:" in text
+    assert "# remoteCluster:" in text
     assert set(doc["spec"]["offloading"]["resources"]) >= {"cpu", "memory", "pods", "nvidia.com/gpu"}
 
 

@@ -101,12 +101,12 @@ def test_every_spec_field_is_described_and_documented() -> None:
 def test_the_template_is_a_liqopeering_spec_without_the_secret_reference() -> None:
     lp = crdgen.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     template = SPEC["properties"]["template"]
-    sources = {"remoteKubeconfigSecretRef", "remoteClusterProfileRef"}
+    sources = {"remoteKubeconfigSecretRef", "remoteClusterProfileRef", "remoteCluster"}
     assert set(lp["properties"]) - set(template["properties"]) == sources
     for name, sub in template["properties"].items():
         assert sub == lp["properties"][name], name
     # The LiqoPeering's own rules are those of its provider source, which the template has not.
-    source_rules = [model.PROVIDER_SOURCE_RULE, model.PROFILE_MINT_RULE, model.PROFILE_CONTEXT_RULE]
+    source_rules = [model.PROVIDER_SOURCE_RULE, model.PROFILE_MINT_RULE, model.PROFILE_CONTEXT_RULE, model.CLOUD_RULE]
     assert template["x-kubernetes-validations"] + source_rules == lp["x-kubernetes-validations"]
 
 

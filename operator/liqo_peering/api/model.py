@@ -145,10 +145,23 @@ SLICE_NAMES_RULE = _cel(
 MAX_RESOURCE_SLICES = 16
 # Where the provider's credential comes from: a kubeconfig Secret, or a ClusterProfile's access provider.
 PROVIDER_SOURCE_RULE = _cel(
-    "has(self.remoteKubeconfigSecretRef) != has(self.remoteClusterProfileRef)",
-    "set exactly one of remoteKubeconfigSecretRef and remoteClusterProfileRef",
+    "[has(self.remoteKubeconfigSecretRef), has(self.remoteClusterProfileRef), has(self.remoteCluster)]"
+    ".filter(x, x).size() == 1",
+    "set exactly one of remoteKubeconfigSecretRef, remoteClusterProfileRef and remoteCluster",
     ".remoteClusterProfileRef",
 )
+# The operator's cloud identity reaches a managed cluster with a token of its own: there is no kubeconfig to
+# pick a context in, nor a bootstrap Secret to mint with.
+CLOUD_RULE = _cel(
+    "!has(self.remoteCluster) || (!has(self.remoteContext) && (!has(self.credentials) ||"
+    " !has(self.credentials.mint) || !self.credentials.mint))",
+    "remoteCluster takes neither remoteContext nor credentials.mint: the operator's cloud identity is the"
+    " credential; map it to least-privilege rights on the provider (the guide's access entry)",
+    ".remoteCluster",
+)
+# An EKS cluster's ARN: arn:<partition>:eks:<region>:<account>:cluster/<name>.
+EKS_ARN_PATTERN = r"^arn:aws[a-z-]*:eks:[a-z0-9-]{1,32}:[0-9]{12}:cluster/[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+BASE64_PATTERN = r"^[A-Za-z0-9+/]+={0,2}$"
 # Minting needs a bootstrap kubeconfig able to create and approve CSRs; a ClusterProfile's access provider
 # gives whatever identity its plugin returns, which the operator neither keeps nor renews with.
 PROFILE_MINT_RULE = _cel(
@@ -192,6 +205,43 @@ class ClusterProfileRef(_Model):
         pattern=SECRET_NAME_PATTERN,
         description="Name of a ClusterProfile (multicluster.x-k8s.io/v1alpha1) in the LiqoPeering's namespace.",
     )
+
+
+class RemoteClusterSpec(_Model):
+    """A managed provider cluster that the operator reaches with its own workload identity, not a kubeconfig."""
+
+    provider: str = Field(
+        pattern="^aws$",
+        max_length=16,
+        description="The cloud whose identity the operator uses: aws (EKS, through EKS Pod Identity or IRSA on the"
+        " operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs."
+    )
+    cluster: str = Field(
+        max_length=256,
+        pattern=EKS_ARN_PATTERN,
+        description="The cluster's ARN, arn:aws:eks:<region>:<account>:cluster/<name>: the token is made for its"
+        " name, in its region.",
+    )
+    address: str = Field(
+        max_length=2048,
+        pattern=r"^https://",
+        description="The cluster's API server endpoint, https://... (`aws eks describe-cluster`: endpoint).",
+    )
+    certificate_authority_data: str = Field(
+        alias="certificateAuthorityData",
+        max_length=21848,  # base64 of 16 KiB
+        pattern=BASE64_PATTERN,
+        description="The cluster's CA certificate, base64-encoded PEM (`aws eks describe-cluster`:"
+        " certificateAuthority.data).",
+    )
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.rsplit("/", 1)[1]
+
+    @property
+    def region(self) -> str:
+        return self.cluster.split(":")[3]
 
 
 class GatewayServerSpec(_Model):
@@ -559,27 +609,42 @@ class LiqoPeeringTemplate(_Model):
 class LiqoPeeringSpec(LiqoPeeringTemplate):
     model_config = ConfigDict(
         json_schema_extra={
-            "x-kubernetes-validations": [IN_BAND_RULE, PROVIDER_SOURCE_RULE, PROFILE_MINT_RULE, PROFILE_CONTEXT_RULE]
+            "x-kubernetes-validations": [
+                IN_BAND_RULE,
+                PROVIDER_SOURCE_RULE,
+                PROFILE_MINT_RULE,
+                PROFILE_CONTEXT_RULE,
+                CLOUD_RULE,
+            ]
         }
     )
     remote_kubeconfig_secret_ref: SecretKeyRef | None = Field(
         default=None,
         description="Secret in this namespace holding the provider cluster's kubeconfig (self-contained). Set"
-        " exactly one of this and remoteClusterProfileRef.",
+        " exactly one of this, remoteClusterProfileRef and remoteCluster.",
     )
     remote_cluster_profile_ref: ClusterProfileRef | None = Field(
         default=None,
         description="ClusterProfile (multicluster.x-k8s.io/v1alpha1, SIG-Multicluster's cluster inventory) in this"
         " namespace that describes the provider: the operator reaches it through the first access provider of its"
         " provider file (--clusterprofile-provider-file) that the ClusterProfile offers, and does not peer while"
-        " its ControlPlaneHealthy condition is not True. Set exactly one of this and remoteKubeconfigSecretRef;"
-        " not with credentials.mint or remoteContext.",
+        " its ControlPlaneHealthy condition is not True. Set exactly one of this, remoteKubeconfigSecretRef and"
+        " remoteCluster; not with credentials.mint or remoteContext.",
+    )
+    remote_cluster: RemoteClusterSpec | None = Field(
+        default=None,
+        description="A managed provider cluster (EKS) that the operator reaches with its own cloud workload"
+        " identity: no kubeconfig, no credential in a Secret. Set exactly one of this,"
+        " remoteKubeconfigSecretRef and remoteClusterProfileRef; not with credentials.mint or remoteContext.",
     )
 
     @model_validator(mode="after")
     def _one_provider_source(self) -> LiqoPeeringSpec:
-        if (self.remote_kubeconfig_secret_ref is None) == (self.remote_cluster_profile_ref is None):
+        sources = (self.remote_kubeconfig_secret_ref, self.remote_cluster_profile_ref, self.remote_cluster)
+        if sum(source is not None for source in sources) != 1:
             raise ValueError(PROVIDER_SOURCE_RULE["message"])
+        if self.remote_cluster is not None and (self.credentials.mint or self.remote_context is not None):
+            raise ValueError(CLOUD_RULE["message"])
         if self.remote_cluster_profile_ref is not None:
             if self.credentials.mint:
                 raise ValueError(PROFILE_MINT_RULE["message"])
@@ -592,7 +657,7 @@ class LiqoPeeringSpec(LiqoPeeringTemplate):
         """The kubeconfig Secret, for what only a Secret's peering does (minting): the rules above make it set
         with credentials.mint."""
         if self.remote_kubeconfig_secret_ref is None:
-            raise ValueError("this LiqoPeering reaches its provider through a ClusterProfile, not a Secret")
+            raise ValueError("this LiqoPeering reaches its provider without a kubeconfig Secret")
         return self.remote_kubeconfig_secret_ref
 
 

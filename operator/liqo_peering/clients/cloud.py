@@ -4,16 +4,14 @@ own workload identity: no exec plugin runs, and no credential sits in a Secret.
 EKS: a token is a presigned STS GetCallerIdentity URL, its `x-k8s-aws-id` header (the cluster's name) signed
 with it, as `aws eks get-token` makes one; the cluster's aws-iam-authenticator asks STS who signed it. AWS's
 Common Runtime (awscrt) finds the credentials as every AWS SDK does (EKS Pod Identity, IRSA's web identity
-token, the environment) and signs. STS honours the URL for 15 minutes after it was signed: a token is renewed
-a minute before that, on the request that needs it.
+token, the environment) and signs. STS honours the URL for 15 minutes after it was signed: a token is made
+again after 14, on the request that needs it (clients/execplugin.ExecToken keeps it meanwhile).
 """
 
 from __future__ import annotations
 
 import base64
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,82 +23,44 @@ from liqo_peering.kubeconfig import CloudIdentity
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
-TOKEN_LIFETIME = timedelta(minutes=15)
-RENEW_BEFORE = timedelta(minutes=1)
+# STS honours a presigned GetCallerIdentity for 15 minutes: a token is made again after 14, as the AWS CLI's.
+TOKEN_LIFETIME = timedelta(minutes=14)
 # The SDK's own calls (the Pod Identity agent, STS for IRSA) are small: a hung one is reported, not waited on.
 SDK_TIMEOUT_SECONDS = 10.0
 # What `aws eks get-token` asks: the URL is signed for 60 s, which STS ignores for GetCallerIdentity.
 PRESIGN_SECONDS = 60
 
 
-@dataclass(frozen=True)
-class Token:
-    value: str
-    expires: datetime
-
-
-class EksTokens:
-    """The current token for one EKS cluster, made again when it is about to expire (thread-safe)."""
-
-    def __init__(
-        self,
-        cloud: CloudIdentity,
-        credentials: Any = None,  # an awscrt AwsCredentialsProvider; None: the default chain
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.cloud = cloud
-        self._credentials = credentials
-        self._now = now
-        self._lock = threading.Lock()
-        self._token: Token | None = None
-
-    def current(self) -> Token:
-        with self._lock:
-            if self._token is None or self._token.expires - RENEW_BEFORE <= self._now():
-                self._token = self._make()
-            return self._token
-
-    def _provider(self) -> Any:
-        if self._credentials is None:
-            self._credentials = auth.AwsCredentialsProvider.new_default_chain()
-        return self._credentials
-
-    def _make(self) -> Token:
-        host = f"sts.{self.cloud.region}.amazonaws.com"
-        signed_at = self._now()
-        request = http.HttpRequest(
-            "GET",
-            "/?Action=GetCallerIdentity&Version=2011-06-15",
-            http.HttpHeaders([("host", host), (CLUSTER_ID_HEADER, self.cloud.cluster_name)]),
-        )
-        config = auth.AwsSigningConfig(
-            algorithm=auth.AwsSigningAlgorithm.V4,
-            signature_type=auth.AwsSignatureType.HTTP_REQUEST_QUERY_PARAMS,
-            credentials_provider=self._provider(),
-            region=self.cloud.region,
-            service="sts",
-            date=signed_at,
-            expiration_in_seconds=PRESIGN_SECONDS,
-        )
-        try:
-            signed = auth.aws_sign_request(request, config).result(SDK_TIMEOUT_SECONDS)
-        except (AwsCrtError, TimeoutError) as exc:
-            name = getattr(exc, "name", type(exc).__name__)
-            raise CloudIdentityFailed(
-                f"no AWS credentials to make a token for EKS cluster {self.cloud.cluster_name} ({name}): give the"
-                " operator's ServiceAccount an EKS Pod Identity association or an IRSA role (the chart's"
-                " serviceAccount.annotations), with access to that cluster"
-            ) from None
-        url = f"https://{host}{signed.path}"
-        value = TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
-        return Token(value, signed_at + TOKEN_LIFETIME)
-
-
-def bearer_hook(tokens: EksTokens) -> Callable[[Any], None]:
-    """A kubernetes client Configuration's refresh_api_key_hook: the current token on every request."""
-
-    def refresh(configuration: Any) -> None:
-        configuration.api_key["authorization"] = tokens.current().value
-        configuration.api_key_prefix["authorization"] = "Bearer"
-
-    return refresh
+def eks_token(
+    cloud: CloudIdentity,
+    credentials: Any = None,  # an awscrt AwsCredentialsProvider; None: the default chain
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> tuple[str, datetime]:
+    """A token for the EKS cluster, and when to make the next one (as `aws eks get-token`, 14 minutes on)."""
+    host = f"sts.{cloud.region}.amazonaws.com"
+    signed_at = now()
+    request = http.HttpRequest(
+        "GET",
+        "/?Action=GetCallerIdentity&Version=2011-06-15",
+        http.HttpHeaders([("host", host), (CLUSTER_ID_HEADER, cloud.cluster_name)]),
+    )
+    config = auth.AwsSigningConfig(
+        algorithm=auth.AwsSigningAlgorithm.V4,
+        signature_type=auth.AwsSignatureType.HTTP_REQUEST_QUERY_PARAMS,
+        credentials_provider=credentials or auth.AwsCredentialsProvider.new_default_chain(),
+        region=cloud.region,
+        service="sts",
+        date=signed_at,
+        expiration_in_seconds=PRESIGN_SECONDS,
+    )
+    try:
+        signed = auth.aws_sign_request(request, config).result(SDK_TIMEOUT_SECONDS)
+    except (AwsCrtError, TimeoutError) as exc:
+        name = getattr(exc, "name", type(exc).__name__)
+        raise CloudIdentityFailed(
+            f"no AWS credentials to make a token for EKS cluster {cloud.cluster_name} ({name}): give the"
+            " operator's ServiceAccount an EKS Pod Identity association or an IRSA role (the chart's"
+            " serviceAccount.annotations), with access to that cluster"
+        ) from None
+    url = f"https://{host}{signed.path}"
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("="), signed_at + TOKEN_LIFETIME

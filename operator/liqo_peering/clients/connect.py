@@ -10,6 +10,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from liqo_peering import __version__
+from liqo_peering.clients.cloud import eks_token
 from liqo_peering.clients.execplugin import ExecToken, run_plugin
 from liqo_peering.clusterprofile import exec_cluster, exec_config
 from liqo_peering.kubeconfig import RemoteKubeconfig
@@ -39,8 +40,12 @@ def refuse_redirects(manager: urllib3.PoolManager) -> None:
 
 
 def exec_token(remote: RemoteKubeconfig) -> ExecToken | None:
-    """The token holder of a ClusterProfile's access provider, whose plugin the operator runs itself (bounded);
-    None for any other kubeconfig."""
+    """The token holder of a ClusterProfile's access provider, whose plugin the operator runs itself (bounded),
+    or of a managed cluster reached with the operator's cloud identity (spec.remoteCluster); None for any other
+    kubeconfig."""
+    if remote.cloud is not None:
+        cloud = remote.cloud
+        return ExecToken(lambda: eks_token(cloud))
     if remote.access_provider is None:
         return None
     provider, config, cluster = remote.access_provider, exec_config(remote), exec_cluster(remote)

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from liqo_peering.clusterprofile import ExecConfig
-from liqo_peering.errors import AccessProviderFailed
+from liqo_peering.errors import AccessProviderFailed, CloudIdentityFailed
 from liqo_peering.redact import redact
 
 TIMEOUT_SECONDS = 30.0
@@ -161,7 +161,7 @@ class ExecToken:
         self._lock = threading.Lock()
         self._token: str | None = None
         self._expiry: datetime | None = None
-        self._failed: tuple[float, AccessProviderFailed] | None = None
+        self._failed: tuple[float, AccessProviderFailed | CloudIdentityFailed] | None = None
         self.runs = 0  # how many times the plugin ran
 
     def bearer(self) -> str:
@@ -174,7 +174,7 @@ class ExecToken:
             self.runs += 1
             try:
                 self._token, self._expiry = self._run()
-            except AccessProviderFailed as exc:
+            except (AccessProviderFailed, CloudIdentityFailed) as exc:
                 self._token, self._failed = None, (time.monotonic(), exc)
                 raise
             self._failed = None

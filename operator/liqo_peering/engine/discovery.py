@@ -27,7 +27,7 @@ from liqo_peering.errors import (
     SecretKeyMissing,
     SecretNotFound,
 )
-from liqo_peering.kubeconfig import RemoteKubeconfig, load_remote_kubeconfig
+from liqo_peering.kubeconfig import CloudIdentity, RemoteKubeconfig, cloud_kubeconfig, load_remote_kubeconfig
 from liqo_peering.liqo import naming, resources, versions
 from liqo_peering.liqo.common import NONE, Common
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
@@ -61,8 +61,13 @@ def read_remote_kubeconfig(
     *,
     healthy: bool = True,
 ) -> RemoteKubeconfig:
-    """The provider's kubeconfig: the Secret's, or the one a ClusterProfile's access provider gives.
-    ``healthy``: refuse a ClusterProfile whose control plane is not healthy (peering; unpeering tries anyway)."""
+    """The provider's kubeconfig: the Secret's, the one a ClusterProfile's access provider gives, or a managed
+    cluster's with the operator's cloud identity. ``healthy``: refuse a ClusterProfile whose control plane is not
+    healthy (peering; unpeering tries anyway)."""
+    if spec.remote_cluster is not None:
+        remote = spec.remote_cluster
+        cloud = CloudIdentity(remote.provider, remote.cluster_name, remote.region)
+        return cloud_kubeconfig(remote.address, remote.certificate_authority_data, cloud)
     if spec.remote_cluster_profile_ref is not None:
         return read_profile_kubeconfig(
             local, namespace, peering, spec.remote_cluster_profile_ref.name, policy, healthy=healthy
