@@ -214,7 +214,7 @@ class RemoteClusterSpec(_Model):
         pattern="^aws$",
         max_length=16,
         description="The cloud whose identity the operator uses: aws (EKS, through EKS Pod Identity or IRSA on the"
-        " operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs."
+        " operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs.",
     )
     cluster: str = Field(
         max_length=256,
