@@ -6,7 +6,9 @@ release with clusterProfiles enabled, whose operator runs as a process with its 
 file the chart rendered), the provider's ServiceAccount tokens and their revocation. Liqo is the stand-in.
 
 The plugin reads the token of the provider from Secret <release namespace>/<clusterName> with the operator's
-ServiceAccount, as in a Pod (here through the kubeconfig the provider file gives it). The test shows: a
+ServiceAccount, as in a Pod (here through the kubeconfig the provider file gives it). The operator makes no
+periodic pass in the test's time: a ClusterProfile's changes reach its peering through their watch. The test
+shows: a
 ClusterProfile whose control plane is not healthy is reported and not peered with; healthy, the peering becomes
 Ready; the token rotated under the live peering (the old one revoked on the provider) is fetched again after the
 provider's 401 and the peering goes on by itself; unpeering leaves nothing. Then each refusal's reason.
@@ -170,8 +172,12 @@ def profiles(
         # One operator at a time on the consumer: the session's stands down for this one.
         operator_env.operator.stop()
         stood_down = True
-        flag = ["--clusterprofile-provider-file", str(provider_file(consumer, work / "providers.json"))]
-        operator = chart.operator(work, flag).start()
+        flags = [
+            *("--clusterprofile-provider-file", str(provider_file(consumer, work / "providers.json"))),
+            # No periodic pass in the test's time: what wakes a peering is the ClusterProfile's watch.
+            "--resync-interval=3600",
+        ]
+        operator = chart.operator(work, flags).start()
         leak_scan.add_log(operator.log_path)
         yield ProfileEnv(operator_env, consumer, provider, operator, tokens)
     finally:
@@ -311,6 +317,10 @@ def test_each_refusal_has_its_reason(profiles: ProfileEnv) -> None:
     cond = peerings.wait_reason(NS, "no-profile", "AccessProviderFailed")
     assert "secretreader" in cond["message"] and "exit status 1" in cond["message"], cond
     assert f'{RELEASE}/{EMPTY_SECRET} missing "token" key' in cond["message"], cond
+
+    # Deleted: its watch says so at once.
+    p.consumer.delete(CLUSTER_PROFILE, "absent", NS)
+    peerings.wait_reason(NS, "no-profile", "ClusterProfileNotFound")
 
     peerings.delete(NS, "no-profile")
     peerings.wait_gone(NS, "no-profile")
