@@ -93,10 +93,17 @@ class ChartRelease:
         path.chmod(0o600)
         return path
 
-    def operator(self, log_dir: Path, extra_args: Sequence[str] = (), faults: bool = False) -> OperatorProcess:
-        """The operator (not started) as the chart's ServiceAccount, with the chart's scope flags."""
+    def operator(
+        self,
+        log_dir: Path,
+        extra_args: Sequence[str] = (),
+        faults: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> OperatorProcess:
+        """The operator (not started) as the chart's ServiceAccount, with the chart's scope flags (and ``env``
+        added to its environment)."""
         kubeconfig = self.service_account_kubeconfig(log_dir / f"{self.release}-sa.kubeconfig")
-        return OperatorProcess(kubeconfig, log_dir, [*self.scope_args(), *extra_args], faults=faults)
+        return OperatorProcess(kubeconfig, log_dir, [*self.scope_args(), *extra_args], faults=faults, env=env)
 
     def uninstall(self) -> None:
         self.helm("uninstall", self.release, "--namespace", self.namespace, "--wait")

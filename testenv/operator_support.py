@@ -124,9 +124,15 @@ class OperatorProcess:
     """`liqo-peering-operator run` as a child process, with its log in a file."""
 
     def __init__(
-        self, kubeconfig: Path, log_dir: Path, extra_args: list[str] | None = None, faults: bool = False
+        self,
+        kubeconfig: Path,
+        log_dir: Path,
+        extra_args: list[str] | None = None,
+        faults: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        self.env = dict(env or {})  # added to the environment, as a Pod's spec adds variables (a cloud's SDK's)
         self.log_path = log_dir / "operator.log"
         self.extra_args = extra_args or []
         self.metrics_port = free_port()
@@ -171,6 +177,7 @@ class OperatorProcess:
                 **os.environ,
                 "PYTHONUNBUFFERED": "1",
                 **({FAULTS_ENV: str(self.faults_dir)} if self.faults_dir else {}),
+                **self.env,
             },
         )
         self.watch.started(self.proc)

@@ -80,8 +80,8 @@ class Peerings:
         return self.reconciler.report_failure(key.namespace, key.name, error)
 
     def routes(self, key: ObjectKey, outcome: Outcome) -> list[Route]:
-        if outcome.secret is None and outcome.profile is None:
-            return []
+        if outcome.secret is None and outcome.profile is None and not outcome.cloud:
+            return []  # its spec could not be read: nothing of it to watch
         return peering_routes(
             self.reconciler.local,
             outcome.remote,

@@ -68,6 +68,7 @@ class Outcome:
     gone: bool = False
     secret: tuple[str, str] | None = None  # the kubeconfig Secret (namespace, name)
     profile: tuple[str, str] | None = None  # or the ClusterProfile its kubeconfig comes from (namespace, name)
+    cloud: bool = False  # or the operator's cloud identity (spec.remoteCluster): nothing to watch on the consumer
     # The minted kubeconfig's Secret (same namespace): with spec.credentials.mint the peering's credential,
     # without it one left from when it minted, which a pass revokes (``mints`` says which).
     minted_secret: str | None = None
@@ -185,6 +186,7 @@ class Reconciler:
             outcome.secret = (namespace, secret_ref.name) if secret_ref is not None else None
             if profile_ref is not None and self.policy.access_providers.providers:
                 outcome.profile = (namespace, profile_ref.name)  # without providers, none is read
+            outcome.cloud = spec.remote_cluster is not None
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             outcome.gateway_location = spec.networking.gateway_server.location
             outcome.minted_secret, outcome.mints = naming.minted_secret(name), spec.credentials.mint

@@ -1,0 +1,235 @@
+"""A LiqoPeering with spec.remoteCluster (provider aws): the operator reaches an EKS provider with its own AWS
+identity, through EKS Pod Identity, its tokens made by AWS's SDK in the process; no kubeconfig, no credential
+in a Secret, no exec plugin.
+
+The consumer is the session's (the chart's rights, the operator as a process with the variables EKS sets in
+a Pod with a Pod Identity association). The provider is a light API server whose webhook token authenticator
+is aws-iam-authenticator's server, the verifier EKS runs, mapping the operator's role to a Kubernetes user;
+Liqo on it is the stand-in, as in test_peeringset.py. AWS is stood in by testenv.aws: STS (SigV4 checked with
+the keys it issued) and the Pod Identity agent (the ServiceAccount's token checked by TokenReview).
+
+In order: Ready through the role's token, every write on the provider made by the mapped user; keys revoked
+under the live peering, new ones fetched after the provider's 401, Ready still; a peering whose token is
+for another cluster refused with ProviderUnauthorized; unpeering leaves nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
+from testenv import audit, chart_rbac
+from testenv import kube as k
+from testenv.aws import IamAuthenticator, PodIdentityAgent, Sts, pod_identity_token, sdk_environment
+from testenv.kube import Kube
+from testenv.leakscan import LeakScan
+from testenv.lightk8s import LightCluster, install_liqo_on_providers, render_provider_chart, start_light_providers
+from testenv.localk8s import tool_path
+from testenv.operator_support import OperatorEnv, OperatorProcess, wait_for
+from testenv.reactions import OPERATOR_AGENT
+from testenv.spawned import Spawned
+
+pytestmark = pytest.mark.standin  # stops the session's operator for its own, with AWS's variables
+
+NS = "e2e-eks"
+LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
+CLUSTER = "edge"  # the EKS cluster's name: aws-iam-authenticator's cluster ID
+ROLE = "arn:aws:iam::111122223333:role/liqo-peering-operator"
+MAPPED_USER = "liqo-peering-operator"  # the Kubernetes user the role maps to on the provider
+
+
+@dataclass
+class Eks:
+    env: OperatorEnv
+    consumer: Kube
+    provider: LightCluster
+    provider_kube: Kube
+    provider_id: str
+    sts: Sts
+    agent: PodIdentityAgent
+    operator: OperatorProcess
+
+    def spec(self, cluster: str = CLUSTER) -> dict[str, Any]:
+        ca = base64.b64encode(self.provider.pki.ca_cert.read_bytes()).decode()
+        return {
+            "remoteCluster": {
+                "provider": "aws",
+                "cluster": f"arn:aws:eks:us-east-1:111122223333:cluster/{cluster}",
+                "address": self.provider.server,
+                "certificateAuthorityData": ca,
+            },
+            "timeout": "2m",
+        }
+
+
+@pytest.fixture(scope="module")
+def eks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, leak_scan: LeakScan) -> Iterator[Eks]:
+    work = tmp_path_factory.mktemp("eks")
+    consumer = Kube.from_kubeconfig(str(operator_env.lc["consumer"].kubeconfig))
+    chart = chart_rbac.ChartRelease(
+        Path(operator_env.lc["consumer"].kubeconfig), chart_rbac.RELEASE, chart_rbac.NAMESPACE
+    )
+    account = f"{chart_rbac.NAMESPACE}/{chart.service_account()}"
+    sts = Sts(work / "sts")
+    agent = PodIdentityAgent(sts, consumer, {account: ROLE})
+    authenticator = IamAuthenticator(
+        tool_path("aws-iam-authenticator"),
+        work / "aws-iam-authenticator",
+        CLUSTER,
+        sts,
+        [{"rolearn": ROLE, "username": MAPPED_USER, "groups": ["system:masters"]}],
+    )
+    standins: Spawned | None = None
+    operator: OperatorProcess | None = None
+    stood_down = False
+    authenticator.start()
+    webhook = [
+        f"--authentication-token-webhook-config-file={authenticator.webhook_kubeconfig}",
+        # The API server keeps the webhook's verdict on a token for 2 minutes by default, and any token's for
+        # 10 s more: here a revoked key is refused after those 10 s.
+        "--authentication-token-webhook-cache-ttl=1s",
+    ]
+    providers = start_light_providers(1, work / "providers", garbage_collector=True, extra_flags=webhook)
+    (provider,) = providers.clusters
+    try:
+        ids = {provider.name: "eks-edge-id"}
+        install_liqo_on_providers(providers.clusters, ids, render_provider_chart())
+        standins = _start_standins(operator_env, providers, ids, work)
+        consumer.apply(k.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, "e2e")
+        token = pod_identity_token(consumer, chart_rbac.NAMESPACE, chart.service_account(), work / "eks-token")
+        operator_env.operator.stop()  # one operator at a time on the consumer
+        stood_down = True
+        operator = chart.operator(work, env=sdk_environment(agent, token)).start()
+        leak_scan.add_log(operator.log_path)
+        yield Eks(
+            operator_env, consumer, provider, Kube(provider.api_client()), ids[provider.name], sts, agent, operator
+        )
+    finally:
+        try:
+            leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
+        finally:
+            _clean_up(consumer)
+            if operator is not None:
+                operator.stop()
+            if standins is not None:
+                standins.stop()
+                sys.stderr.write(f"\n--- eks stand-in log: {standins.log_path}\n")
+            providers.stop()
+            authenticator.stop()
+            agent.stop()
+            sts.stop()
+            if stood_down:
+                operator_env.operator.start()
+
+
+def _clean_up(consumer: Kube) -> None:
+    for obj in consumer.list(LIQOPEERING, NS):
+        consumer.delete(LIQOPEERING, obj["metadata"]["name"], NS)
+    try:
+        wait_for(f"the LiqoPeerings in {NS} to go", lambda: not consumer.list(LIQOPEERING, NS), timeout=90)
+    finally:
+        for obj in consumer.list(LIQOPEERING, NS):
+            consumer.patch(LIQOPEERING, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, NS)
+        consumer.delete(k.NAMESPACE, NS)
+
+
+def create(eks: Eks, name: str, spec: dict[str, Any]) -> None:
+    body = {"apiVersion": LIQOPEERING.api_version, "kind": "LiqoPeering", "metadata": {"name": name}, "spec": spec}
+    eks.consumer.create(LIQOPEERING, body, NS)
+
+
+def status(eks: Eks, name: str) -> dict[str, Any]:
+    return dict((eks.consumer.get(LIQOPEERING, name, NS) or {}).get("status") or {})
+
+
+def ready(eks: Eks, name: str) -> dict[str, Any] | None:
+    found = status(eks, name)
+    cond: dict[str, Any] = next((c for c in found.get("conditions") or [] if c["type"] == "Ready"), {})
+    return found if found.get("peerStatus") == "ready" and cond.get("status") == "True" else None
+
+
+def provider_writers(eks: Eks, since: datetime) -> set[str]:
+    return {e.username for e in audit.writes(eks.provider.audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)}
+
+
+def tenant(eks: Eks) -> str | None:
+    selector = f"liqo.io/remote-cluster-id={eks.env.consumer_id},liqo.io/tenant-namespace=true"
+    found = eks.provider_kube.list(k.NAMESPACE, selector=selector)
+    return found[0]["metadata"]["name"] if found else None
+
+
+def test_a_peering_through_the_operators_aws_identity(eks: Eks) -> None:
+    started = datetime.now(UTC)
+    create(eks, "edge", eks.spec())
+    found = wait_for("the peering through EKS Pod Identity to be Ready", lambda: ready(eks, "edge"), timeout=120)
+    assert found["remoteClusterID"] == eks.provider_id
+    # Every write on the provider came from the role's mapped user; STS vouched for the role, nothing else.
+    assert provider_writers(eks, started) == {MAPPED_USER}
+    assert eks.sts.answered and all("assumed-role/liqo-peering-operator/" in arn for arn in eks.sts.answered)
+    # No credential is kept anywhere on the consumer: no Secret in the peering's namespace.
+    assert eks.consumer.list(k.SECRET, NS) == []
+
+
+def test_revoked_keys_are_replaced_under_the_live_peering(eks: Eks) -> None:
+    handed = len(eks.agent.handed_out)
+    for creds in list(eks.agent.handed_out):
+        eks.sts.revoke(creds.access_key_id)
+    revoked = datetime.now(UTC)
+    ns = tenant(eks)
+    assert ns is not None
+
+    def provoke() -> bool:
+        """A write the operator must make on the provider, done: once the API server no longer takes the old
+        token (its cache of verdicts), that write is refused (401), and the operator makes a token with new keys."""
+        (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
+        label = next(key for key in conf["metadata"]["labels"] if key.startswith("peering.liqo-operator.io/"))
+        eks.provider_kube.patch(k.CONFIGURATION, conf["metadata"]["name"], {"metadata": {"labels": {label: None}}}, ns)
+
+        def restored() -> bool:
+            (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
+            return label in conf["metadata"]["labels"]
+
+        wait_for(f"the operator to put label {label} back", restored, timeout=90)
+        return len(eks.agent.handed_out) > handed
+
+    wait_for("the operator to write with new keys after the old ones were refused", provoke, timeout=120, interval=2)
+    assert any("unknown or revoked access key" in why for why in eks.sts.refused)
+    assert provider_writers(eks, revoked) == {MAPPED_USER}
+    wait_for("the peering to be Ready", lambda: ready(eks, "edge"), timeout=60)
+
+
+def test_a_token_for_another_cluster_is_refused(eks: Eks) -> None:
+    create(eks, "elsewhere", eks.spec(cluster="another-cluster"))
+
+    def refused() -> dict[str, Any] | None:
+        cond: dict[str, Any] = next(
+            (c for c in status(eks, "elsewhere").get("conditions") or [] if c["type"] == "Ready"), {}
+        )
+        return cond if cond.get("reason") == "ProviderUnauthorized" else None
+
+    cond = wait_for("the peering to report ProviderUnauthorized", refused, timeout=90)
+    assert "signature does not match" in eks.sts.refused[-1]
+    assert "k8s-aws-v1." not in cond["message"]  # the token is never shown
+    eks.consumer.delete(LIQOPEERING, "elsewhere", NS)
+    wait_for("elsewhere to go", lambda: eks.consumer.get(LIQOPEERING, "elsewhere", NS) is None, timeout=90)
+
+
+def test_unpeering_leaves_nothing(eks: Eks) -> None:
+    eks.consumer.delete(LIQOPEERING, "edge", NS)
+    wait_for("edge to go", lambda: eks.consumer.get(LIQOPEERING, "edge", NS) is None, timeout=120)
+
+    def nothing_left() -> bool:
+        ns = tenant(eks)
+        provider = [] if ns is None else [o for res in PROVIDER_KINDS for o in eks.provider_kube.list(res, ns)]
+        slices = eks.consumer.list(k.RESOURCESLICE, selector=f"liqo.io/remote-cluster-id={eks.provider_id}")
+        return not provider and not slices
+
+    wait_for("no Liqo object of the peering left on either cluster", nothing_left, timeout=60)
