@@ -280,6 +280,13 @@ INVALID: list[Invalid] = [
     ),
     Invalid(
         "LiqoPeeringSet",
+        "profile-template",
+        {"source": "ClusterProfile", "selector": SELECTOR, "template": {"credentials": {"mint": True}}},
+        "spec.template",
+        str(peeringset.PROFILE_TEMPLATE_RULE["message"]),
+    ),
+    Invalid(
+        "LiqoPeeringSet",
         "empty-selector",
         {"selector": {}},
         "spec.selector.matchLabels",

@@ -79,9 +79,20 @@ class LabelSelector(_Model):
 
 
 Source = Literal["Secret", "Cluster", "ClusterProfile"]
+# A ClusterProfile's LiqoPeering takes neither (model.PROFILE_MINT_RULE, PROFILE_CONTEXT_RULE): refused on the set,
+# not on each LiqoPeering it would make.
+PROFILE_TEMPLATE_RULE = _cel(
+    "!has(self.source) || self.source != 'ClusterProfile' || !has(self.template) ||"
+    " (!has(self.template.remoteContext) && (!has(self.template.credentials) ||"
+    " !has(self.template.credentials.mint) || !self.template.credentials.mint))",
+    "with source ClusterProfile, the template takes neither remoteContext nor credentials.mint: a ClusterProfile's"
+    " access provider is the credential",
+    ".template",
+)
 
 
 class LiqoPeeringSetSpec(_Model):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [PROFILE_TEMPLATE_RULE]})
     source: Source = Field(
         default="Secret",
         description="What the selector picks in this namespace, one provider each: Secret, a kubeconfig Secret"
@@ -110,6 +121,11 @@ class LiqoPeeringSetSpec(_Model):
         description="How many LiqoPeerings may be establishing (created or updated, not yet ready or failed)"
         " at once; the others wait. Unset: no limit.",
     )
+
+    @model_validator(mode="after")
+    def _template_fits_the_source(self) -> LiqoPeeringSetSpec:
+        _profile_template_fits(self)
+        return self
 
 
 class PeeringLine(_Model):
@@ -151,6 +167,11 @@ class LiqoPeeringSetStatus(_Model):
     peerings: list[PeeringLine] = Field(
         default_factory=list, description="One line per LiqoPeering, by name (those being removed included)."
     )
+
+
+def _profile_template_fits(spec: LiqoPeeringSetSpec) -> None:
+    if spec.source == "ClusterProfile" and (spec.template.remote_context is not None or spec.template.credentials.mint):
+        raise ValueError(PROFILE_TEMPLATE_RULE["message"])
 
 
 def parse_set_spec(spec: dict[str, Any]) -> LiqoPeeringSetSpec:
