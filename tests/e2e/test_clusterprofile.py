@@ -252,7 +252,8 @@ def provider_tenant_namespaces(p: ProfileEnv) -> list[str]:
 
 def test_a_peering_through_a_clusterprofile(profiles: ProfileEnv, liqo_standin: StandInProcess) -> None:
     p, peerings = profiles, profiles.env.peerings
-    assert provider_tenant_namespaces(p) == []  # nothing of this consumer on the provider yet
+    # Nothing of this consumer on the provider yet: an earlier module's tenant namespace may still be terminating.
+    wait_for("no tenant namespace of this consumer on the provider", lambda: provider_tenant_namespaces(p) == [])
 
     # Not healthy: reported, and nothing is made on either cluster.
     put_profile(p, PROFILE, healthy=False)
