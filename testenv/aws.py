@@ -58,6 +58,19 @@ PRESIGNED_VALIDITY = datetime.timedelta(minutes=15)
 TOKEN_REVIEW = Res("authentication.k8s.io", "v1", "tokenreviews")
 
 
+def _serve(handler: type[BaseHTTPRequestHandler], name: str) -> ThreadingHTTPServer:
+    """An HTTP server on a free port of loopback, serving from a thread of its own."""
+    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+    return server
+
+
+def _stop(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
 @dataclass(frozen=True)
 class Issued:
     """Temporary credentials, and whom STS says they are."""
@@ -95,10 +108,8 @@ class Sts:
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(self.dir / "sts.crt", self.dir / "sts.key")
         self._lock = threading.Lock()
-        self.server = ThreadingHTTPServer((LOOPBACK, 0), _proxy_handler(self))
-        self.server.daemon_threads = True
+        self.server = _serve(_proxy_handler(self), "sts-stand-in")
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, name="sts-stand-in", daemon=True).start()
 
     @property
     def proxy_url(self) -> str:
@@ -121,8 +132,7 @@ class Sts:
             self.issued.pop(access_key_id, None)
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        _stop(self.server)
 
     def caller_identity(self, host: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         """The answer to one GetCallerIdentity: (status, JSON body)."""
@@ -257,10 +267,8 @@ class PodIdentityAgent:
     handed_out: list[Issued] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.server = ThreadingHTTPServer((LOOPBACK, 0), _agent_handler(self))
-        self.server.daemon_threads = True
+        self.server = _serve(_agent_handler(self), "pod-identity-agent")
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, name="pod-identity-agent", daemon=True).start()
 
     @property
     def url(self) -> str:
@@ -292,8 +300,7 @@ class PodIdentityAgent:
         }
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        _stop(self.server)
 
 
 def _agent_handler(agent: PodIdentityAgent) -> type[BaseHTTPRequestHandler]:

@@ -56,11 +56,22 @@ def _port(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 65535
 
 
+def _listed_ports(endpoint: dict[str, Any]) -> list[Any] | None:
+    listed = endpoint.get("ports")
+    return listed if isinstance(listed, list) and listed else None
+
+
+def lists_ports(endpoint: Any) -> bool:
+    """Whether a Liqo gateway endpoint is in the list form (``ports``, after v1.2.0)."""
+    endpoint = mapping(endpoint)
+    return _listed_ports(endpoint) is not None and "port" not in endpoint
+
+
 def endpoint_ports(endpoint: Any) -> list[int]:
     """The ports of a Liqo gateway endpoint, in either of its forms: ``port`` (every release), or ``ports`` (after
     v1.2.0, one per WireGuard interface; ``port`` is then deprecated and the two are mutually exclusive)."""
     endpoint = mapping(endpoint)
-    listed = endpoint.get("ports")
-    if isinstance(listed, list) and listed:
+    listed = _listed_ports(endpoint)
+    if listed is not None:
         return [p for p in listed[:MAX_PORTS] if _port(p)]
     return [endpoint["port"]] if _port(endpoint.get("port")) else []

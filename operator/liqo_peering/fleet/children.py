@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from liqo_peering.api.model import LiqoPeeringSpec
 from liqo_peering.api.peeringset import KIND, LabelSelector, Source
 from liqo_peering.fleet import members
+from liqo_peering.fleet.members import controller
 from liqo_peering.fleet.selector import matches
 from liqo_peering.liqo import naming
 
@@ -91,12 +92,6 @@ def desired_children(
         spec = child_spec(template, member)
         out.setdefault(name, Desired(name, member, spec, spec_hash(spec)))
     return out
-
-
-def controller(obj: Obj) -> Obj | None:
-    """The ownerReference with controller: true, if any."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return next((ref for ref in refs if ref.get("controller")), None)
 
 
 def owned_by_a_set(obj: Obj, uid: str | None = None) -> bool:

@@ -35,9 +35,10 @@ class Member:
     detail: str = ""  # why, in words
 
 
-def _controller_kind(obj: Obj) -> str | None:
+def controller(obj: Obj) -> Obj | None:
+    """The ownerReference with controller: true, if any."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return next((str(ref.get("kind")) for ref in refs if isinstance(ref, dict) and ref.get("controller")), None)
+    return next((ref for ref in refs if ref.get("controller")), None)
 
 
 def _text(value: Any) -> str:
@@ -47,7 +48,7 @@ def _text(value: Any) -> str:
 def of_secret(secret: Obj) -> Member | None:
     """A kubeconfig Secret; none for the minted credentials a LiqoPeering owns (a peering's own, never a
     provider to peer with)."""
-    if _controller_kind(secret) == "LiqoPeering":
+    if (controller(secret) or {}).get("kind") == "LiqoPeering":
         return None
     name = str(secret["metadata"]["name"])
     return Member(name, {"remoteKubeconfigSecretRef": {"name": name, "key": KUBECONFIG_KEY}}, name)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from liqo_peering.api.model import GatewayLocation, NetworkingSpec
-from liqo_peering.fields import endpoint_ports, mapping, mapping_at, mappings_at, strings, text_at
+from liqo_peering.fields import endpoint_ports, lists_ports, mapping, mapping_at, mappings_at, strings, text_at
 from liqo_peering.liqo import naming, resources
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
 from liqo_peering.liqo.versions import LiqoVersion
@@ -126,18 +126,12 @@ def server_endpoint(server: dict[str, Any]) -> dict[str, Any] | None:
     return {**endpoint, "addresses": addresses} if addresses else None
 
 
-def lists_ports(endpoint: dict[str, Any]) -> bool:
-    """Whether the endpoint is in the list form (``ports``): the client's endpoint is then written in it too, which
-    the CRD of a Liqo that writes it knows, and an older Liqo never sees."""
-    listed = endpoint.get("ports")
-    return isinstance(listed, list) and bool(listed) and "port" not in endpoint
-
-
 def gateway_client(ctx: PeeringContext, spec: NetworkingSpec, endpoint: dict[str, Any]) -> dict[str, Any]:
     """GatewayClient on the cluster that does not serve, named after the serving one, dialing the server's
     endpoint (or spec.networking.gatewayClient's override), its port or ports in the form the server publishes."""
     override = spec.gateway_client
     where = gateways(ctx, spec.gateway_server.location)
+    # In the server's form: the CRD of a Liqo that publishes the list form knows it, an older Liqo never sees it.
     ports = [override.port] if override.port else endpoint_ports(endpoint)
     dialed: dict[str, Any] = (
         {"ports": ports} if lists_ports(endpoint) else {"port": ports[0] if ports else endpoint.get("port")}
