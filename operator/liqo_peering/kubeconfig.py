@@ -88,9 +88,9 @@ class CloudIdentity:
     """A managed provider cluster that the operator reaches with its own cloud identity (spec.remoteCluster):
     the request's bearer token is made for it by the cloud's SDK (clients/cloud.py), not read from a user."""
 
-    provider: str  # aws
+    provider: str  # spec.remoteCluster.provider: aws
     cluster_name: str
-    region: str
+    location: str  # AWS region (GCP location, Azure resource group)
 
 
 @dataclass(frozen=True)
@@ -392,7 +392,7 @@ MAX_CA_DATA_BYTES = 16 * 1024
 def cloud_kubeconfig(address: str, ca_data: str, cloud: CloudIdentity) -> RemoteKubeconfig:
     """The kubeconfig of a managed cluster reached with the operator's cloud identity: its address and CA (from
     the spec, vetted as a Secret's would be), no user credential (the cloud's SDK makes the token)."""
-    name = f"{cloud.provider}/{cloud.region}/{cloud.cluster_name}"
+    name = f"{cloud.provider}/{cloud.location}/{cloud.cluster_name}"
     cluster: dict[str, Any] = {"server": address, "certificate-authority-data": ca_data}
     server = _check_server(name, cluster, allow_insecure_tls=False)
     try:

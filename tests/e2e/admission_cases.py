@@ -232,6 +232,13 @@ INVALID: list[Invalid] = [
     Invalid("LiqoPeering", "cloud-and-secret", peering(**CLOUD_REF), "spec.remoteClusterProfileRef", SOURCE_RULE),
     Invalid(
         "LiqoPeering",
+        "cloud-cluster-form",
+        {**CLOUD_REF, "remoteCluster": {**CLOUD_REF["remoteCluster"], "cluster": "cluster/edge"}},
+        "spec.remoteCluster.cluster",
+        str(model.CLOUD_CLUSTER_RULE["message"]),
+    ),
+    Invalid(
+        "LiqoPeering",
         "cloud-mint",
         {**CLOUD_REF, "credentials": {"mint": True}},
         "spec.remoteCluster",

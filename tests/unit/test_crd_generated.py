@@ -273,6 +273,7 @@ def test_cel_rules_sit_where_expected() -> None:
         ("spec", ".authentication.inBand"),
         ("spec", ".remoteClusterProfileRef"),
         ("spec", ".remoteCluster"),
+        ("spec.remoteCluster", ".cluster"),
         ("spec", ".credentials.mint"),
         ("spec", ".remoteContext"),
         ("spec.offloading", ".createVirtualNode"),
@@ -315,7 +316,7 @@ def test_every_cel_rule_of_both_crds_has_an_admission_case() -> None:
 def _refs(rule: str) -> list[str]:
     """The fields a rule reads (self.x.y), without the macros called on them (self.labels.all(...))."""
     return [
-        re.sub(r"\.(all|exists|exists_one|map|filter)$", "", ref) for ref in re.findall(r"self\.([A-Za-z0-9_.]+)", rule)
+        re.sub(r"\.(all|exists|exists_one|map|filter|matches)$", "", ref) for ref in re.findall(r"self\.([A-Za-z0-9_.]+)", rule)
     ]
 
 

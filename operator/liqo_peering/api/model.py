@@ -159,8 +159,29 @@ CLOUD_RULE = _cel(
     " credential; map it to least-privilege rights on the provider (the guide's access entry)",
     ".remoteCluster",
 )
-# An EKS cluster's ARN: arn:<partition>:eks:<region>:<account>:cluster/<name>.
-EKS_ARN_PATTERN = r"^arn:aws[a-z-]*:eks:[a-z0-9-]{1,32}:[0-9]{12}:cluster/[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+# Each cloud's form of spec.remoteCluster.cluster: the pattern, and how a user writes it. The cluster's name is
+# its last path segment in every form; its location (AWS region, GCP location, Azure resource group) is the
+# group `location` of CLOUD_LOCATION.
+CLOUD_CLUSTER_FORMS: dict[str, tuple[str, str]] = {
+    "aws": (
+        r"^arn:aws[a-z-]*:eks:[a-z0-9-]{1,32}:[0-9]{12}:cluster/[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+        "arn:aws:eks:<region>:<account>:cluster/<name>",
+    ),
+}
+CLOUD_LOCATION: dict[str, str] = {
+    "aws": r"^arn:[^:]+:eks:(?P<location>[^:]+):",
+}
+CLOUD_PROVIDER_PATTERN = "^(" + "|".join(CLOUD_CLUSTER_FORMS) + ")$"
+CLOUD_CLUSTER_RULE = _cel(
+    " && ".join(
+        # A CEL string literal: the pattern's backslashes escaped once more.
+        f"(self.provider != '{provider}' || self.cluster.matches('{pattern.replace(chr(92), chr(92) * 2)}'))"
+        for provider, (pattern, _) in CLOUD_CLUSTER_FORMS.items()
+    ),
+    "cluster is not in its provider's form: "
+    + "; ".join(f"{provider}: {form}" for provider, (_, form) in CLOUD_CLUSTER_FORMS.items()),
+    ".cluster",
+)
 BASE64_PATTERN = r"^[A-Za-z0-9+/]+={0,2}$"
 # Minting needs a bootstrap kubeconfig able to create and approve CSRs; a ClusterProfile's access provider
 # gives whatever identity its plugin returns, which the operator neither keeps nor renews with.
@@ -210,17 +231,18 @@ class ClusterProfileRef(_Model):
 class RemoteClusterSpec(_Model):
     """A managed provider cluster that the operator reaches with its own workload identity, not a kubeconfig."""
 
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [CLOUD_CLUSTER_RULE]})
+
     provider: str = Field(
-        pattern="^aws$",
+        pattern=CLOUD_PROVIDER_PATTERN,
         max_length=16,
         description="The cloud whose identity the operator uses: aws (EKS, through EKS Pod Identity or IRSA on the"
         " operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs.",
     )
     cluster: str = Field(
-        max_length=256,
-        pattern=EKS_ARN_PATTERN,
-        description="The cluster's ARN, arn:aws:eks:<region>:<account>:cluster/<name>: the token is made for its"
-        " name, in its region.",
+        max_length=512,
+        description="The cluster, in its provider's form: aws, its ARN arn:aws:eks:<region>:<account>:cluster/<name>"
+        " (the token is made for its name, in its region).",
     )
     address: str = Field(
         max_length=2048,
@@ -235,13 +257,20 @@ class RemoteClusterSpec(_Model):
         " certificateAuthority.data).",
     )
 
+    @model_validator(mode="after")
+    def _cluster_in_its_form(self) -> RemoteClusterSpec:
+        if not re.match(CLOUD_CLUSTER_FORMS[self.provider][0], self.cluster):
+            raise ValueError(CLOUD_CLUSTER_RULE["message"])
+        return self
+
     @property
     def cluster_name(self) -> str:
         return self.cluster.rsplit("/", 1)[1]
 
     @property
-    def region(self) -> str:
-        return self.cluster.split(":")[3]
+    def location(self) -> str:
+        found = re.match(CLOUD_LOCATION[self.provider], self.cluster)
+        return found["location"] if found else ""
 
 
 class GatewayServerSpec(_Model):

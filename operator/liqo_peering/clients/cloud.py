@@ -37,7 +37,7 @@ def eks_token(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> tuple[str, datetime]:
     """A token for the EKS cluster, and when to make the next one (as `aws eks get-token`, 14 minutes on)."""
-    host = f"sts.{cloud.region}.amazonaws.com"
+    host = f"sts.{cloud.location}.amazonaws.com"
     signed_at = now()
     request = http.HttpRequest(
         "GET",
@@ -48,7 +48,7 @@ def eks_token(
         algorithm=auth.AwsSigningAlgorithm.V4,
         signature_type=auth.AwsSignatureType.HTTP_REQUEST_QUERY_PARAMS,
         credentials_provider=credentials or auth.AwsCredentialsProvider.new_default_chain(),
-        region=cloud.region,
+        region=cloud.location,
         service="sts",
         date=signed_at,
         expiration_in_seconds=PRESIGN_SECONDS,
@@ -64,3 +64,14 @@ def eks_token(
         ) from None
     url = f"https://{host}{signed.path}"
     return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("="), signed_at + TOKEN_LIFETIME
+
+
+# Each spec.remoteCluster.provider's token maker: a token for the cluster, and when to make the next one.
+TOKEN_MAKERS: dict[str, Callable[[CloudIdentity], tuple[str, datetime]]] = {
+    "aws": eks_token,
+}
+
+
+def cloud_token(cloud: CloudIdentity) -> tuple[str, datetime]:
+    """A token for the managed cluster from the operator's own identity in its cloud."""
+    return TOKEN_MAKERS[cloud.provider](cloud)

@@ -10,7 +10,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from liqo_peering import __version__
-from liqo_peering.clients.cloud import eks_token
+from liqo_peering.clients.cloud import cloud_token
 from liqo_peering.clients.execplugin import ExecToken, run_plugin
 from liqo_peering.clusterprofile import exec_cluster, exec_config
 from liqo_peering.kubeconfig import RemoteKubeconfig
@@ -45,7 +45,7 @@ def exec_token(remote: RemoteKubeconfig) -> ExecToken | None:
     kubeconfig."""
     if remote.cloud is not None:
         cloud = remote.cloud
-        return ExecToken(lambda: eks_token(cloud))
+        return ExecToken(lambda: cloud_token(cloud))
     if remote.access_provider is None:
         return None
     provider, config, cluster = remote.access_provider, exec_config(remote), exec_cluster(remote)

@@ -66,7 +66,7 @@ def read_remote_kubeconfig(
     healthy (peering; unpeering tries anyway)."""
     if spec.remote_cluster is not None:
         remote = spec.remote_cluster
-        cloud = CloudIdentity(remote.provider, remote.cluster_name, remote.region)
+        cloud = CloudIdentity(remote.provider, remote.cluster_name, remote.location)
         return cloud_kubeconfig(remote.address, remote.certificate_authority_data, cloud)
     if spec.remote_cluster_profile_ref is not None:
         return read_profile_kubeconfig(
