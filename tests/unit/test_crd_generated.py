@@ -315,9 +315,8 @@ def test_every_cel_rule_of_both_crds_has_an_admission_case() -> None:
 
 def _refs(rule: str) -> list[str]:
     """The fields a rule reads (self.x.y), without the macros called on them (self.labels.all(...))."""
-    return [
-        re.sub(r"\.(all|exists|exists_one|map|filter|matches)$", "", ref) for ref in re.findall(r"self\.([A-Za-z0-9_.]+)", rule)
-    ]
+    macros = r"\.(all|exists|exists_one|map|filter|matches)$"
+    return [re.sub(macros, "", ref) for ref in re.findall(r"self\.([A-Za-z0-9_.]+)", rule)]
 
 
 def test_cel_rules_and_field_paths_name_existing_fields() -> None:
