@@ -213,13 +213,16 @@ class LightCluster:
                 time.sleep(0.3)
 
     def start_garbage_collector(self) -> None:
-        """kube-controller-manager with the garbage collector alone (it waits for the API server itself)."""
+        """kube-controller-manager with the garbage collector and the CSR signer alone (it waits for the API
+        server itself): the signer issues the client certificates of approved CSRs, as a minted user needs."""
         self.gc = Spawned(
             "kube-controller-manager",
             [
                 str(tool_path("kube-controller-manager")),
                 f"--kubeconfig={self.kubeconfig}",
-                "--controllers=garbagecollector",
+                "--controllers=garbagecollector,csrsigning",
+                f"--cluster-signing-cert-file={self.pki.path('ca.crt')}",
+                f"--cluster-signing-key-file={self.pki.path('ca.key')}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--v=0",

@@ -239,8 +239,8 @@ INVALID: list[Invalid] = [
     ),
     Invalid(
         "LiqoPeering",
-        "cloud-mint",
-        {**CLOUD_REF, "credentials": {"mint": True}},
+        "cloud-delete-bootstrap",
+        {**CLOUD_REF, "credentials": {"mint": True, "deleteBootstrapSecret": True}},
         "spec.remoteCluster",
         str(model.CLOUD_RULE["message"]),
     ),

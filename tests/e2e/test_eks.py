@@ -10,7 +10,8 @@ the keys it issued) and the Pod Identity agent (the ServiceAccount's token check
 
 In order: Ready through the role's token, every write on the provider made by the mapped user; keys revoked
 under the live peering, new ones fetched after the provider's 401, Ready still; a peering whose token is
-for another cluster refused with ProviderUnauthorized; unpeering leaves nothing.
+for another cluster refused with ProviderUnauthorized; unpeering leaves nothing. Last, with credentials.mint,
+the role mints the least-privilege peering user, the peering runs as it, and unpeering revokes it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 import pytest
 
 from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
+from liqo_peering.liqo import naming
+from liqo_peering.liqo import peeringuser as pu
 from testenv import audit, chart_rbac
 from testenv import kube as k
 from testenv.aws import IamAuthenticator, PodIdentityAgent, Sts, pod_identity_token, sdk_environment
@@ -178,6 +181,19 @@ def test_a_peering_through_the_operators_aws_identity(eks: Eks) -> None:
     assert eks.consumer.list(k.SECRET, NS) == []
 
 
+def rewritten(eks: Eks, ns: str) -> None:
+    """A write the operator must make on the provider, made: a label of its own taken off the Configuration."""
+    (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
+    label = next(key for key in conf["metadata"]["labels"] if key.startswith("peering.liqo-operator.io/"))
+    eks.provider_kube.patch(k.CONFIGURATION, conf["metadata"]["name"], {"metadata": {"labels": {label: None}}}, ns)
+
+    def restored() -> bool:
+        (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
+        return label in conf["metadata"]["labels"]
+
+    wait_for(f"the operator to put label {label} back", restored, timeout=90)
+
+
 def test_revoked_keys_are_replaced_under_the_live_peering(eks: Eks) -> None:
     handed = len(eks.agent.handed_out)
     for creds in list(eks.agent.handed_out):
@@ -189,15 +205,7 @@ def test_revoked_keys_are_replaced_under_the_live_peering(eks: Eks) -> None:
     def provoke() -> bool:
         """A write the operator must make on the provider, done: once the API server no longer takes the old
         token (its cache of verdicts), that write is refused (401), and the operator makes a token with new keys."""
-        (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
-        label = next(key for key in conf["metadata"]["labels"] if key.startswith("peering.liqo-operator.io/"))
-        eks.provider_kube.patch(k.CONFIGURATION, conf["metadata"]["name"], {"metadata": {"labels": {label: None}}}, ns)
-
-        def restored() -> bool:
-            (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
-            return label in conf["metadata"]["labels"]
-
-        wait_for(f"the operator to put label {label} back", restored, timeout=90)
+        rewritten(eks, ns)
         return len(eks.agent.handed_out) > handed
 
     wait_for("the operator to write with new keys after the old ones were refused", provoke, timeout=120, interval=2)
@@ -233,3 +241,35 @@ def test_unpeering_leaves_nothing(eks: Eks) -> None:
         return not provider and not slices
 
     wait_for("no Liqo object of the peering left on either cluster", nothing_left, timeout=60)
+
+
+def minted_objects(eks: Eks) -> list[str]:
+    """What minting made on the provider for this consumer (its RBAC and CSRs)."""
+    selector = f"{pu.USER_LABEL}={pu.user_name(eks.env.consumer_id)}"
+    kinds = (k.ROLEBINDING, k.CLUSTERROLEBINDING, k.CLUSTERROLE, k.CSR)
+    return [
+        f"{res.plural}/{o['metadata']['name']}" for res in kinds for o in eks.provider_kube.list(res, None, selector)
+    ]
+
+
+def test_with_mint_the_role_only_mints_the_least_privilege_user(eks: Eks) -> None:
+    """credentials.mint: the role mints Liqo's peering user (a client certificate the provider signs) and the
+    peering then runs as that user; unpeering revokes it. The provider here signs client certificates."""
+    create(eks, "minted", {**eks.spec(), "credentials": {"mint": True}})
+    found = wait_for("the minted peering to be Ready", lambda: ready(eks, "minted"), timeout=180)
+    cond = next(c for c in found["conditions"] if c["type"] == "CredentialsMinted")
+    assert cond["status"] == "True" and cond["reason"] == "Minted", cond
+    assert "cloud identity minted it" in cond["message"], cond
+    user = found["credentials"]["user"]
+    # The minted kubeconfig is the only credential on the consumer; the role's is in no Secret.
+    assert [s["metadata"]["name"] for s in eks.consumer.list(k.SECRET, NS)] == [naming.minted_secret("minted")]
+    since = datetime.now(UTC)
+    ns = tenant(eks)
+    assert ns is not None
+    rewritten(eks, ns)
+    assert provider_writers(eks, since) == {user}
+
+    eks.consumer.delete(LIQOPEERING, "minted", NS)
+    wait_for("minted to go", lambda: eks.consumer.get(LIQOPEERING, "minted", NS) is None, timeout=120)
+    wait_for("the minted user revoked on the provider", lambda: minted_objects(eks) == [], timeout=60)
+    assert eks.consumer.list(k.SECRET, NS) == []

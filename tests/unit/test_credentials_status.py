@@ -92,3 +92,13 @@ def test_the_runner_wakes_at_renewal_time() -> None:
     overdue = observe(at=timedelta(hours=2, seconds=1), credentials=replace(MINTED, bootstrap_present=False))
     assert requeue_after(status, overdue, transient_error=False) is None
     assert requeue_after(status, observe(credentials=MINTED), transient_error=True) == 5.0
+
+
+def test_minted_by_the_cloud_identity_names_no_bootstrap_secret() -> None:
+    # spec.remoteCluster: the operator's own identity minted it, and renews it; no Secret to keep or put back.
+    for renew_at in (T0 + timedelta(hours=2), T0 - timedelta(minutes=1)):
+        obs = replace(MINTED, bootstrap="", renew_at=renew_at)
+        status, _ = compute(None, observe(credentials=obs))
+        assert brief(status, "CredentialsMinted") == ("True", "Minted")
+        message = cond(status, "CredentialsMinted")["message"]
+        assert "cloud identity minted it and renews it at" in message and "bootstrap" not in message

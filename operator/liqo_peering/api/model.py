@@ -151,12 +151,12 @@ PROVIDER_SOURCE_RULE = _cel(
     ".remoteClusterProfileRef",
 )
 # The operator's cloud identity reaches a managed cluster with a token of its own: there is no kubeconfig to
-# pick a context in, nor a bootstrap Secret to mint with.
+# pick a context in, nor a bootstrap Secret to delete once minted (the identity mints, and renews).
 CLOUD_RULE = _cel(
     "!has(self.remoteCluster) || (!has(self.remoteContext) && (!has(self.credentials) ||"
-    " !has(self.credentials.mint) || !self.credentials.mint))",
-    "remoteCluster takes neither remoteContext nor credentials.mint: the operator's cloud identity is the"
-    " credential; map it to least-privilege rights on the provider (the guide's access entry)",
+    " !has(self.credentials.deleteBootstrapSecret) || !self.credentials.deleteBootstrapSecret))",
+    "remoteCluster takes neither remoteContext nor credentials.deleteBootstrapSecret: the operator's cloud"
+    " identity is the credential (or mints one, with credentials.mint); there is no kubeconfig or Secret",
     ".remoteCluster",
 )
 # Each cloud's form of spec.remoteCluster.cluster: the pattern, and how a user writes it. The cluster's name is
@@ -664,7 +664,8 @@ class LiqoPeeringSpec(LiqoPeeringTemplate):
         default=None,
         description="A managed provider cluster (EKS) that the operator reaches with its own cloud workload"
         " identity: no kubeconfig, no credential in a Secret. Set exactly one of this,"
-        " remoteKubeconfigSecretRef and remoteClusterProfileRef; not with credentials.mint or remoteContext.",
+        " remoteKubeconfigSecretRef and remoteClusterProfileRef; not with remoteContext. With credentials.mint, the"
+        " identity mints the least-privilege peering user (and renews it).",
     )
 
     @model_validator(mode="after")
@@ -672,7 +673,9 @@ class LiqoPeeringSpec(LiqoPeeringTemplate):
         sources = (self.remote_kubeconfig_secret_ref, self.remote_cluster_profile_ref, self.remote_cluster)
         if sum(source is not None for source in sources) != 1:
             raise ValueError(PROVIDER_SOURCE_RULE["message"])
-        if self.remote_cluster is not None and (self.credentials.mint or self.remote_context is not None):
+        if self.remote_cluster is not None and (
+            self.credentials.delete_bootstrap_secret or self.remote_context is not None
+        ):
             raise ValueError(CLOUD_RULE["message"])
         if self.remote_cluster_profile_ref is not None:
             if self.credentials.mint:

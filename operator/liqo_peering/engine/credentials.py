@@ -69,10 +69,9 @@ def discovery_kubeconfig(
         return discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
     secret_name = naming.minted_secret(name)
     state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))
-    bootstrap_ref = f"{namespace}/{spec.secret_ref.name}"
-    present = _find_secret(local, namespace, spec.secret_ref.name) is not None
+    bootstrap_ref, present = _bootstrap(local, namespace, spec)
     observed = CredentialsObservation(f"{namespace}/{secret_name}", bootstrap_ref, bootstrap_present=present)
-    if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
+    if protect and state.kubeconfig is None and bootstrap_ref:  # unpeering a half-made peering falls back to it
         protection.protect(local, namespace, spec.secret_ref.name)
     minted = _load(state, policy)
     try:
@@ -83,6 +82,15 @@ def discovery_kubeconfig(
         raise _bootstrap_missing(namespace, name, spec)
     except PeeringError as exc:
         raise MintingFailed(exc, observed) from None
+
+
+def _bootstrap(local: ClusterClient, namespace: str, spec: LiqoPeeringSpec) -> tuple[str, bool]:
+    """What mints: the bootstrap Secret (namespace/name, and whether it is there), or "" for the operator's
+    cloud identity (spec.remoteCluster), which is always there and sits in no Secret."""
+    if spec.remote_cluster is not None:
+        return "", True
+    ref = spec.secret_ref.name
+    return f"{namespace}/{ref}", _find_secret(local, namespace, ref) is not None
 
 
 def _bootstrap_missing(namespace: str, name: str, spec: LiqoPeeringSpec) -> SecretNotFound:
@@ -118,11 +126,10 @@ def provider_credentials(
         kubeconfig = read or discovery.read_remote_kubeconfig(local, namespace, name, spec, policy)
         _revoke_switched_off(local, peering, spec, kubeconfig, connect)
         return Credentials(kubeconfig)
-    bootstrap_ref = f"{namespace}/{spec.secret_ref.name}"
     state = pu.MintState.of(local.get(r.SECRET, secret_name, namespace))
-    present = _find_secret(local, namespace, spec.secret_ref.name) is not None
+    bootstrap_ref, present = _bootstrap(local, namespace, spec)
     observed = CredentialsObservation(minted_ref, bootstrap_ref, bootstrap_present=present)
-    if protect and state.kubeconfig is None:  # unpeering a half-made peering falls back to it
+    if protect and state.kubeconfig is None and bootstrap_ref:  # unpeering a half-made peering falls back to it
         protection.protect(local, namespace, spec.secret_ref.name)
     try:
         if pu.next_step(state, now, spec.credentials.key_algorithm) != "use":
@@ -140,7 +147,7 @@ def provider_credentials(
         raise MintingFailed(exc, observed) from None
     if protect:
         protection.protect(local, namespace, secret_name)
-    if present:
+    if present and bootstrap_ref:
         present = _let_go_of_bootstrap(local, namespace, name, spec)
     cert = state.cert
     return Credentials(
@@ -224,6 +231,12 @@ def _mint(
             f" credentialsMinting=true), or set spec.credentials.mint to false"
         ) from None  # retried: the chart's new RBAC takes effect without a change to the LiqoPeering
     except AccessRefused as exc:
+        if spec.remote_cluster is not None:
+            raise exc.restated(
+                f"minting with the operator's cloud identity (spec.remoteCluster): {exc.refused}; minting needs"
+                f" that identity to be mapped on the provider to rights that may create and approve CSRs and"
+                f" create RoleBindings (the guide's access entry), or set spec.credentials.mint to false"
+            ) from None  # retried: the rights change on the provider, which sends this cluster no event
         raise exc.restated(
             f"minting with the bootstrap kubeconfig of Secret {namespace}/{spec.secret_ref.name}:"
             f" {exc.refused}; minting needs a provider kubeconfig that may create and approve CSRs and"
@@ -414,9 +427,10 @@ def revoke(
     owner = naming.owner_labels(namespace, name)
     minted = _load(state, policy)
     # A peering that reaches its provider through a ClusterProfile now has no bootstrap: the minted identity
-    # removes itself.
+    # removes itself. The operator's cloud identity is always there.
     ref = spec.remote_kubeconfig_secret_ref
     present = ref is not None and local.get(r.SECRET, ref.name, namespace) is not None
+    present = present or spec.remote_cluster is not None
     bootstrap = discovery.read_remote_kubeconfig(local, namespace, name, spec, policy) if present else None
     if not state.revoking:  # a later pass must not unpeer again with a credential that no longer works
         local.merge_patch(r.SECRET, secret_name, namespace, pu.revoking_patch())

@@ -15,7 +15,7 @@ class CredentialsObservation:
     """One pass's view of the minted credential (spec.credentials.mint)."""
 
     secret: str  # the minted Secret, namespace/name
-    bootstrap: str  # the bootstrap Secret, namespace/name
+    bootstrap: str  # the bootstrap Secret, namespace/name; "": the operator's cloud identity (spec.remoteCluster)
     bootstrap_present: bool = True
     user: str | None = None  # the minted CN in use
     not_after: datetime | None = None
@@ -36,6 +36,9 @@ def condition(obs: CredentialsObservation, now: datetime) -> tuple[bool, str, st
         f"the peering uses only the least-privilege identity {obs.user} minted on the provider (kubeconfig in"
         f" Secret {obs.secret}, certificate valid until {expiry})"
     )
+    if not obs.bootstrap:
+        # The cloud identity is always at hand: nothing to keep or put back for the renewal.
+        return True, "Minted", f"{using}; the operator's cloud identity minted it and renews it at {renewal}"
     if obs.bootstrap_present and now < obs.renew_at:
         return (
             True,
