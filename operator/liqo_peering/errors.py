@@ -195,8 +195,10 @@ class ResourceSliceDenied(PeeringError):
     transient = False
 
 
-class ConnectionFailed(PeeringError):
-    reason = "ConnectionError"
+class GatewayUnreachable(PeeringError):
+    """Liqo's Connection is in Error: the gateway client cannot reach the gateway server's endpoint."""
+
+    reason = "GatewayUnreachable"
 
 
 class CertificateRefused(PeeringError):

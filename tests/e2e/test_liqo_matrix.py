@@ -292,7 +292,7 @@ def test_liqo_upgraded_under_a_live_peering(
     def settled() -> bool:
         # Liqo keeps reconciling after its own workloads are rolled out: the new controller re-creates the
         # gateways from its template and accepts the Configuration again, and the peering says so on the way
-        # (ConnectionError, WaitingForConfiguration). Every check is made on one read, once all hold.
+        # (GatewayUnreachable, WaitingForConfiguration). Every check is made on one read, once all hold.
         try:
             _assert_ready_on(env, TARGET)
         except AssertionError:

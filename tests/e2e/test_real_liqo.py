@@ -720,7 +720,7 @@ def test_timeout_while_connections_are_withheld_then_ready(rcase: tuple[RealEnv,
     else:
         # Liqo's ResourceSlice webhook lists from its cache, which may still hold the last test's slice for a
         # moment: the status may say AdmissionDenied on the way, truthfully, before the tunnel's error.
-        ready = env.peerings.wait_reason(ns, NAME, "ConnectionError", timeout=120)
+        ready = env.peerings.wait_reason(ns, NAME, "GatewayUnreachable", timeout=120)
         assert env.peerings.status(ns, NAME)["peerStatus"] == "error"
         # The message names the endpoint that could not be reached: the gateway client's, on the consumer.
         client = get(
@@ -732,8 +732,9 @@ def test_timeout_while_connections_are_withheld_then_ready(rcase: tuple[RealEnv,
         )
         assert client, "no GatewayClient on the consumer"
         endpoint = client["spec"]["endpoint"]
-        assert f"{endpoint['addresses'][0]}:{endpoint['port']}/" in ready["message"], (endpoint, ready)
-        assert "check that this endpoint is reachable" in ready["message"], ready
+        dialed = f"udp://{endpoint['addresses'][0]}:{endpoint['port']}"
+        assert f"Open {dialed} from the consumer's gateway to the provider" in ready["message"], (endpoint, ready)
+        assert "replicas ready" in ready["message"], ready
         conns = {
             side: [c.get("status", {}).get("value") for c in items(api, "networking.liqo.io", "connections", where)]
             for side, api, where in (
@@ -1636,7 +1637,7 @@ def test_provider_api_server_stopped_is_reported_and_the_real_liqo_peering_recov
         "the peering to wait for the tunnel",
         lambda: (
             (env.peerings.condition(ns, NAME, "Ready") or {}).get("reason")
-            in ("WaitingForConnection", "ConnectionError")
+            in ("WaitingForConnection", "GatewayUnreachable")
         ),
         timeout=120,
     )

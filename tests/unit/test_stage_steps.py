@@ -20,10 +20,11 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import LiqoPeeringSpec
+from liqo_peering.clients import dns
 from liqo_peering.engine import authentication, detail, discovery, networking, offloading
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import (
-    ConnectionFailed,
+    GatewayUnreachable,
     LiqoNotInstalled,
     LiqoNotReady,
     LiqoVersionUnsupported,
@@ -384,11 +385,11 @@ def test_networking_with_the_server_on_the_consumer_swaps_the_gateways_roles() -
     assert detail.observe(p, None)["gateway"] == {"server": "Consumer", **SERVER_ENDPOINT}
 
     remote.obj(r.CONNECTION, "conn-consumer-id", P_NS)["status"]["value"] = "Error"
-    with pytest.raises(ConnectionFailed) as err:
+    with pytest.raises(GatewayUnreachable) as err:
         networking.reconcile(p)
     assert (
-        "the gateway client on the provider cannot establish the tunnel to the gateway server on the consumer at"
-        " 192.0.2.10:30123/UDP" in err.value.message
+        "the gateway client on the provider cannot reach the gateway server on the consumer at"
+        " udp://192.0.2.10:30123: Liqo's Connection is in Error on the provider" in err.value.message
     )
 
 
@@ -461,9 +462,9 @@ def test_networking_connection_error_raises_connection_failed(side: str) -> None
     failing = failing or remote.obj(r.CONNECTION, "conn-consumer-id", P_NS)
     failing["status"]["value"] = "Error"
 
-    with pytest.raises(ConnectionFailed, match=f"Connection on the {side} cluster is in Error") as err:
+    with pytest.raises(GatewayUnreachable, match=f"Connection is in Error on the {side}") as err:
         networking.reconcile(p)
-    assert err.value.reason == "ConnectionError"
+    assert err.value.reason == "GatewayUnreachable"
 
 
 def test_networking_gateway_client_overrides_reach_the_client() -> None:
@@ -1230,9 +1231,22 @@ def test_a_connection_error_names_the_endpoint_the_client_dials() -> None:
     local, _ = fakes(p)
     networking_to_ready(p)
     local.obj(r.CONNECTION, "conn-provider-id", C_NS)["status"]["value"] = "Error"
-    with pytest.raises(ConnectionFailed) as err:
+    with pytest.raises(GatewayUnreachable) as err:
         networking.reconcile(p)
-    assert "gateway server on the provider at 203.0.113.7:4000/UDP" in err.value.message
+    assert "gateway server on the provider at udp://203.0.113.7:4000:" in err.value.message
+    assert "Open udp://203.0.113.7:4000 from the consumer's gateway to the provider" in err.value.message
+
+
+def test_a_gateway_hostname_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dns, "unresolved", lambda host: "does not resolve" if host == "gw.example.com" else None)
+    p = make_run(make_spec(networking={"gatewayClient": {"address": "gw.example.com", "port": 4000}}))
+    local, _ = fakes(p)
+    networking_to_ready(p)
+    local.obj(r.CONNECTION, "conn-provider-id", C_NS)["status"]["value"] = "Error"
+    with pytest.raises(GatewayUnreachable) as err:
+        networking.reconcile(p)
+    assert "at udp://gw.example.com:4000:" in err.value.message
+    assert "from the operator's Pod, gw.example.com does not resolve" in err.value.message
 
 
 def test_the_fake_shows_a_write_war_when_an_apply_sends_what_liqo_drops() -> None:

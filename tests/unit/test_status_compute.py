@@ -265,7 +265,7 @@ ERROR_REASONS = [
     "SecretNotFound", "SecretKeyMissing", "KubeconfigInvalid", "KubeconfigUnsafe", "InvalidSpec",
     "ProviderUnreachable", "ConsumerUnreachable", "ProviderForbidden", "ConsumerForbidden", "ProviderUnauthorized",
     "Unauthorized", "QuotaExceeded", "AdmissionDenied", "NamespaceTerminating", "LiqoNotInstalled",
-    "LiqoNotReady", "DuplicatePeering", "ResourceSliceDenied", "ConnectionError", "ApiError", "ReconcileError",
+    "LiqoNotReady", "DuplicatePeering", "ResourceSliceDenied", "GatewayUnreachable", "ApiError", "ReconcileError",
 ]  # fmt: skip
 
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from liqo_peering.clients import dns
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.engine.direction import KeysExchanged, PeeringRun
 from liqo_peering.engine.teardown import remove_networking
-from liqo_peering.errors import ConnectionFailed, LiqoNotReady
+from liqo_peering.errors import GatewayUnreachable, LiqoNotReady
 from liqo_peering.fields import dig
 from liqo_peering.liqo import naming, networking
 from liqo_peering.liqo import resources as r
 from liqo_peering.stages import StageResult
 
 STAGE = "networking"
+MAX_LOOKUPS = 2  # hostnames of a gateway endpoint looked up when its tunnel fails
 _UID, _SECRET_REF = ("metadata", "uid"), ("status", "secretRef", "name")
 
 
@@ -21,12 +23,19 @@ def _client(p: PeeringRun, side: str) -> ClusterClient:
     return p.consumer if side == "consumer" else p.provider
 
 
-def _deployment_ready(client: ClusterClient, gateway: str, namespace: str, labelled: bool = True) -> bool:
+def _deployment(client: ClusterClient, gateway: str, namespace: str, labelled: bool = True) -> dict[str, Any] | None:
     """``labelled``: made from Liqo's own templates, which label every gateway Deployment (a gateway informer
     then knows one absent); templates of one's own (spec.skipValidation) may not."""
     carries = naming.GATEWAY_COMPONENT_SELECTOR if labelled else None
-    dep = client.get(r.DEPLOYMENT, naming.gateway_deployment(gateway), namespace, carries=carries)
-    return dep is not None and int((dep.get("status") or {}).get("readyReplicas") or 0) > 0
+    return client.get(r.DEPLOYMENT, naming.gateway_deployment(gateway), namespace, carries=carries)
+
+
+def _ready_replicas(dep: dict[str, Any] | None) -> int:
+    return int(((dep or {}).get("status") or {}).get("readyReplicas") or 0)
+
+
+def _deployment_ready(client: ClusterClient, gateway: str, namespace: str, labelled: bool = True) -> bool:
+    return _ready_replicas(_deployment(client, gateway, namespace, labelled)) > 0
 
 
 def _check_templates(p: PeeringRun, where: networking.Gateways, server: bool = True) -> None:
@@ -145,19 +154,45 @@ def reconcile(p: PeeringRun) -> StageResult:
     }
     failed = [side for side, state in states.items() if state == "Error"]
     if failed:
-        # Name the endpoint the client dials (Liqo's Connection does not): that is what could not be reached.
-        dialed = networking.endpoint_text(dig(client, "spec", "endpoint"))
-        raise ConnectionFailed(
-            f"the Connection on the {' and '.join(failed)} cluster is in Error: the gateway client on the"
-            f" {dialing.side} cannot establish the tunnel to the gateway server on the {serving.side} at"
-            f" {dialed}; check that this endpoint is reachable from the {dialing.side}'s gateway"
-            f" (spec.networking.gatewayServer: location, Service type and port; spec.networking.gatewayClient:"
-            f" address and port, when the server's published address is not the one to dial)"
-        )
+        raise _unreachable(dialing, serving, client, where, failed, validate)
     if all(state == "Connected" for state in states.values()):
         return StageResult.ready(STAGE, "the tunnel is Connected on both clusters")
     waiting = ", ".join(f"{side} {state or 'absent'}" for side, state in states.items())
     return StageResult.waiting(STAGE, "WaitingForConnection", f"waiting for the tunnel to connect ({waiting})")
+
+
+def _unreachable(
+    dialing: ClusterClient,
+    serving: ClusterClient,
+    client: dict[str, Any],
+    where: networking.Gateways,
+    failed: list[str],
+    labelled: bool,
+) -> GatewayUnreachable:
+    """What to open, from where (Liqo's Connection does not say): the endpoint the gateway client dials, as a
+    URL; a hostname in it that does not resolve; the client's Deployment as its cluster reports it."""
+    endpoint = dig(client, "spec", "endpoint")
+    dialed = networking.endpoint_urls(endpoint)
+    # The provider publishes the addresses: a few looked up, each within its bound, so a list of them cannot
+    # hold the pass.
+    hosts = networking.endpoint_addresses(endpoint)[:MAX_LOOKUPS]
+    unresolved = [f"{host} {why}" for host in hosts if (why := dns.unresolved(host))]
+    dep = _deployment(dialing, where.client_name, where.client_namespace, labelled)
+    wanted = int(((dep or {}).get("spec") or {}).get("replicas") or 1)
+    deployment = (
+        f"its Deployment {where.client_namespace}/{naming.gateway_deployment(where.client_name)} has"
+        f" {_ready_replicas(dep)} of {wanted} replicas ready"
+        if dep is not None
+        else "its Deployment is missing"
+    )
+    names = f"; from the operator's Pod, {', '.join(unresolved)}" if unresolved else ""
+    return GatewayUnreachable(
+        f"the gateway client on the {dialing.side} cannot reach the gateway server on the {serving.side} at"
+        f" {dialed}: Liqo's Connection is in Error on the {' and '.join(failed)} ({deployment}){names}. Open"
+        f" {dialed} from the {dialing.side}'s gateway to the {serving.side}, or set the endpoint to dial:"
+        f" spec.networking.gatewayServer (location, Service type, port) and spec.networking.gatewayClient"
+        f" (address, port, when the server's published address is not the one to dial)"
+    )
 
 
 def _gateway_public_key(client: ClusterClient, gateway: dict[str, Any], namespace: str) -> str | None:

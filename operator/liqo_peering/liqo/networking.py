@@ -231,6 +231,20 @@ def _primary(cidrs: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None
         return None
 
 
+def endpoint_addresses(endpoint: dict[str, Any] | None) -> list[str]:
+    return strings(mapping(endpoint).get("addresses"))
+
+
+def endpoint_urls(endpoint: dict[str, Any] | None) -> str:
+    """A gateway endpoint as a firewall rule names it, ``udp://198.18.0.20:30392`` (Liqo's tunnel is UDP unless
+    the endpoint says otherwise), several addresses or ports joined."""
+    endpoint = mapping(endpoint)
+    scheme = str(endpoint.get("protocol") or "UDP").lower()
+    hosts = [f"[{a}]" if ":" in a else a for a in endpoint_addresses(endpoint)] or ["<no address>"]
+    ports = endpoint_ports(endpoint)
+    return ", ".join(f"{scheme}://{h}:{port}" for h in hosts for port in ports) if ports else ", ".join(hosts)
+
+
 def endpoint_text(endpoint: dict[str, Any] | None) -> str:
     """A gateway endpoint as people write it, ``address:port/protocol``, several addresses or ports joined."""
     endpoint = mapping(endpoint)
