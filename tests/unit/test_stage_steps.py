@@ -1226,27 +1226,28 @@ def test_the_status_detail_is_read_from_the_objects_of_the_peering_and_quiet_at_
     assert detail.observe(off, None)["network"] is None and detail.observe(off, None)["gateway"] is None
 
 
-def test_a_connection_error_names_the_endpoint_the_client_dials() -> None:
-    p = make_run(make_spec(networking={"gatewayClient": {"address": "203.0.113.7", "port": 4000}}))
+def _unreachable_dialing(address: str) -> str:
+    """The message of a tunnel in Error, the client dialing ``address``:4000."""
+    p = make_run(make_spec(networking={"gatewayClient": {"address": address, "port": 4000}}))
     local, _ = fakes(p)
     networking_to_ready(p)
     local.obj(r.CONNECTION, "conn-provider-id", C_NS)["status"]["value"] = "Error"
     with pytest.raises(GatewayUnreachable) as err:
         networking.reconcile(p)
-    assert "gateway server on the provider at udp://203.0.113.7:4000:" in err.value.message
-    assert "Open udp://203.0.113.7:4000 from the consumer's gateway to the provider" in err.value.message
+    return err.value.message
+
+
+def test_a_connection_error_names_the_endpoint_the_client_dials() -> None:
+    message = _unreachable_dialing("203.0.113.7")
+    assert "gateway server on the provider at udp://203.0.113.7:4000:" in message
+    assert "Open udp://203.0.113.7:4000 from the consumer's gateway to the provider" in message
 
 
 def test_a_gateway_hostname_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dns, "unresolved", lambda host: "does not resolve" if host == "gw.example.com" else None)
-    p = make_run(make_spec(networking={"gatewayClient": {"address": "gw.example.com", "port": 4000}}))
-    local, _ = fakes(p)
-    networking_to_ready(p)
-    local.obj(r.CONNECTION, "conn-provider-id", C_NS)["status"]["value"] = "Error"
-    with pytest.raises(GatewayUnreachable) as err:
-        networking.reconcile(p)
-    assert "at udp://gw.example.com:4000:" in err.value.message
-    assert "from the operator's Pod, gw.example.com does not resolve" in err.value.message
+    message = _unreachable_dialing("gw.example.com")
+    assert "at udp://gw.example.com:4000:" in message
+    assert "from the operator's Pod, gw.example.com does not resolve" in message
 
 
 def test_the_fake_shows_a_write_war_when_an_apply_sends_what_liqo_drops() -> None:
