@@ -232,6 +232,13 @@ INVALID: list[Invalid] = [
     Invalid("LiqoPeering", "cloud-and-secret", peering(**CLOUD_REF), "spec.remoteClusterProfileRef", SOURCE_RULE),
     Invalid(
         "LiqoPeering",
+        "cloud-endpoint-twice",
+        {**CLOUD_REF, "remoteCluster": {**CLOUD_REF["remoteCluster"], "secretRef": {"name": "edge-endpoint"}}},
+        "spec.remoteCluster.address",
+        str(model.CLOUD_ENDPOINT_RULE["message"]),
+    ),
+    Invalid(
+        "LiqoPeering",
         "cloud-cluster-form",
         {**CLOUD_REF, "remoteCluster": {**CLOUD_REF["remoteCluster"], "cluster": "cluster/edge"}},
         "spec.remoteCluster.cluster",

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
+from liqo_peering.engine import protection
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
 from testenv import audit, chart_rbac
@@ -254,15 +255,28 @@ def minted_objects(eks: Eks) -> list[str]:
 
 def test_with_mint_the_role_only_mints_the_least_privilege_user(eks: Eks) -> None:
     """credentials.mint: the role mints Liqo's peering user (a client certificate the provider signs) and the
-    peering then runs as that user; unpeering revokes it. The provider here signs client certificates."""
-    create(eks, "minted", {**eks.spec(), "credentials": {"mint": True}})
+    peering then runs as that user; unpeering revokes it. The provider here signs client certificates. The
+    endpoint and CA come from a Secret (remoteCluster.secretRef), kept while the peering needs it."""
+    ca = eks.provider.pki.ca_cert.read_bytes()
+    endpoint = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-endpoint"}}
+    endpoint["data"] = {
+        "address": base64.b64encode(eks.provider.server.encode()).decode(),
+        "ca.crt": base64.b64encode(ca).decode(),
+    }
+    eks.consumer.create(k.SECRET, endpoint, NS)
+    spec = eks.spec()
+    spec["remoteCluster"] = {key: spec["remoteCluster"][key] for key in ("provider", "cluster")}
+    spec["remoteCluster"]["secretRef"] = {"name": "edge-endpoint"}
+    create(eks, "minted", {**spec, "credentials": {"mint": True}})
     found = wait_for("the minted peering to be Ready", lambda: ready(eks, "minted"), timeout=180)
     cond = next(c for c in found["conditions"] if c["type"] == "CredentialsMinted")
     assert cond["status"] == "True" and cond["reason"] == "Minted", cond
     assert "cloud identity minted it" in cond["message"], cond
     user = found["credentials"]["user"]
     # The minted kubeconfig is the only credential on the consumer; the role's is in no Secret.
-    assert [s["metadata"]["name"] for s in eks.consumer.list(k.SECRET, NS)] == [naming.minted_secret("minted")]
+    secrets = {s["metadata"]["name"]: s for s in eks.consumer.list(k.SECRET, NS)}
+    assert sorted(secrets) == sorted(["edge-endpoint", naming.minted_secret("minted")])
+    assert protection.FINALIZER in secrets["edge-endpoint"]["metadata"].get("finalizers", [])
     since = datetime.now(UTC)
     ns = tenant(eks)
     assert ns is not None
@@ -272,4 +286,5 @@ def test_with_mint_the_role_only_mints_the_least_privilege_user(eks: Eks) -> Non
     eks.consumer.delete(LIQOPEERING, "minted", NS)
     wait_for("minted to go", lambda: eks.consumer.get(LIQOPEERING, "minted", NS) is None, timeout=120)
     wait_for("the minted user revoked on the provider", lambda: minted_objects(eks) == [], timeout=60)
-    assert eks.consumer.list(k.SECRET, NS) == []
+    (left,) = eks.consumer.list(k.SECRET, NS)
+    assert left["metadata"]["name"] == "edge-endpoint" and not left["metadata"].get("finalizers"), left

@@ -274,6 +274,7 @@ def test_cel_rules_sit_where_expected() -> None:
         ("spec", ".remoteClusterProfileRef"),
         ("spec", ".remoteCluster"),
         ("spec.remoteCluster", ".cluster"),
+        ("spec.remoteCluster", ".address"),
         ("spec", ".credentials.mint"),
         ("spec", ".remoteContext"),
         ("spec.offloading", ".createVirtualNode"),

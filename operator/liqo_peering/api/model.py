@@ -182,6 +182,15 @@ CLOUD_CLUSTER_RULE = _cel(
     + "; ".join(f"{provider}: {form}" for provider, (_, form) in CLOUD_CLUSTER_FORMS.items()),
     ".cluster",
 )
+# The endpoint and CA: both in the spec, or a Secret's.
+CLOUD_ENDPOINT_RULE = _cel(
+    "has(self.secretRef) ? !has(self.address) && !has(self.certificateAuthorityData)"
+    " : has(self.address) && has(self.certificateAuthorityData)",
+    "set address and certificateAuthorityData, or secretRef (a Secret with keys address and ca.crt) instead",
+    ".address",
+)
+# A Secret's keys for the endpoint and CA of spec.remoteCluster.secretRef (Flux's, for its kubeConfig's).
+ENDPOINT_ADDRESS_KEY, ENDPOINT_CA_KEY = "address", "ca.crt"
 BASE64_PATTERN = r"^[A-Za-z0-9+/]+={0,2}$"
 # Minting needs a bootstrap kubeconfig able to create and approve CSRs; a ClusterProfile's access provider
 # gives whatever identity its plugin returns, which the operator neither keeps nor renews with.
@@ -228,10 +237,19 @@ class ClusterProfileRef(_Model):
     )
 
 
+class EndpointSecretRef(_Model):
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=SECRET_NAME_PATTERN,
+        description="Name of a Secret in the LiqoPeering's namespace with keys address and ca.crt.",
+    )
+
+
 class RemoteClusterSpec(_Model):
     """A managed provider cluster that the operator reaches with its own workload identity, not a kubeconfig."""
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [CLOUD_CLUSTER_RULE]})
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [CLOUD_CLUSTER_RULE, CLOUD_ENDPOINT_RULE]})
 
     provider: str = Field(
         pattern=CLOUD_PROVIDER_PATTERN,
@@ -244,23 +262,36 @@ class RemoteClusterSpec(_Model):
         description="The cluster, in its provider's form: aws, its ARN arn:aws:eks:<region>:<account>:cluster/<name>"
         " (the token is made for its name, in its region).",
     )
-    address: str = Field(
+    address: str | None = Field(
+        default=None,
         max_length=2048,
         pattern=r"^https://",
-        description="The cluster's API server endpoint, https://... (`aws eks describe-cluster`: endpoint).",
+        description="The cluster's API server endpoint, https://... (`aws eks describe-cluster`: endpoint). With"
+        " certificateAuthorityData, or neither and secretRef.",
     )
-    certificate_authority_data: str = Field(
+    certificate_authority_data: str | None = Field(
+        default=None,
         alias="certificateAuthorityData",
         max_length=21848,  # base64 of 16 KiB
         pattern=BASE64_PATTERN,
         description="The cluster's CA certificate, base64-encoded PEM (`aws eks describe-cluster`:"
         " certificateAuthority.data).",
     )
+    secret_ref: EndpointSecretRef | None = Field(
+        default=None,
+        alias="secretRef",
+        description="Secret in this namespace holding the cluster's endpoint under key address and its CA"
+        " certificate (PEM) under key ca.crt, instead of address and certificateAuthorityData: no user"
+        " credential is read from it. Its changes are picked up.",
+    )
 
     @model_validator(mode="after")
     def _cluster_in_its_form(self) -> RemoteClusterSpec:
         if not re.match(CLOUD_CLUSTER_FORMS[self.provider][0], self.cluster):
             raise ValueError(CLOUD_CLUSTER_RULE["message"])
+        inline = (self.address is not None, self.certificate_authority_data is not None)
+        if inline != ((self.secret_ref is None,) * 2):
+            raise ValueError(CLOUD_ENDPOINT_RULE["message"])
         return self
 
     @property
@@ -683,6 +714,16 @@ class LiqoPeeringSpec(LiqoPeeringTemplate):
             if self.remote_context is not None:
                 raise ValueError(PROFILE_CONTEXT_RULE["message"])
         return self
+
+    @property
+    def provider_secret(self) -> str | None:
+        """The Secret the provider source reads (a kubeconfig, or a managed cluster's endpoint and CA): what
+        unpeering needs, so protected like a kubeconfig Secret."""
+        if self.remote_kubeconfig_secret_ref is not None:
+            return self.remote_kubeconfig_secret_ref.name
+        if self.remote_cluster is not None and self.remote_cluster.secret_ref is not None:
+            return self.remote_cluster.secret_ref.name
+        return None
 
     @property
     def secret_ref(self) -> SecretKeyRef:

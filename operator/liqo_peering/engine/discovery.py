@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from liqo_peering import clusterprofile
-from liqo_peering.api.model import LiqoPeeringSpec
+from liqo_peering.api.model import ENDPOINT_ADDRESS_KEY, ENDPOINT_CA_KEY, LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clusterprofile import AccessProviders
 from liqo_peering.errors import (
@@ -27,7 +27,13 @@ from liqo_peering.errors import (
     SecretKeyMissing,
     SecretNotFound,
 )
-from liqo_peering.kubeconfig import CloudIdentity, RemoteKubeconfig, cloud_kubeconfig, load_remote_kubeconfig
+from liqo_peering.kubeconfig import (
+    CloudIdentity,
+    KubeconfigInvalid,
+    RemoteKubeconfig,
+    cloud_kubeconfig,
+    load_remote_kubeconfig,
+)
 from liqo_peering.liqo import naming, resources, versions
 from liqo_peering.liqo.common import NONE, Common
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
@@ -67,7 +73,11 @@ def read_remote_kubeconfig(
     if spec.remote_cluster is not None:
         remote = spec.remote_cluster
         cloud = CloudIdentity(remote.provider, remote.cluster_name, remote.location)
-        return cloud_kubeconfig(remote.address, remote.certificate_authority_data, cloud)
+        if remote.secret_ref is None:
+            assert remote.address is not None and remote.certificate_authority_data is not None  # the spec's rule
+            return cloud_kubeconfig(remote.address, remote.certificate_authority_data, cloud)
+        address, ca_data = _endpoint_secret(local, namespace, peering, remote.secret_ref.name)
+        return cloud_kubeconfig(address, ca_data, cloud)
     if spec.remote_cluster_profile_ref is not None:
         return read_profile_kubeconfig(
             local, namespace, peering, spec.remote_cluster_profile_ref.name, policy, healthy=healthy
@@ -92,6 +102,36 @@ def read_remote_kubeconfig(
         allow_exec=policy.allow_exec,
         allow_insecure_tls=policy.allow_insecure_tls,
     )
+
+
+MAX_ADDRESS_LENGTH = 2048  # as spec.remoteCluster.address
+
+
+def _endpoint_secret(local: ClusterClient, namespace: str, peering: str, name: str) -> tuple[str, str]:
+    """A managed cluster's endpoint and its CA (base64, as certificateAuthorityData) from the Secret that
+    spec.remoteCluster.secretRef names; nothing else of it is read."""
+    secret = local.get(resources.SECRET, name, namespace)
+    where = f"LiqoPeering {namespace}/{peering}: Secret {namespace}/{name}"
+    if secret is None:
+        raise SecretNotFound(
+            f"{where} not found; create it with the cluster's endpoint under key {ENDPOINT_ADDRESS_KEY!r} and its"
+            f" CA certificate (PEM) under key {ENDPOINT_CA_KEY!r}"
+        )
+    data = secret.get("data") or {}
+    missing = [key for key in (ENDPOINT_ADDRESS_KEY, ENDPOINT_CA_KEY) if not data.get(key)]
+    if missing:
+        keys = ", ".join(sorted(data)) or "none"
+        raise SecretKeyMissing(
+            f"{where} has no key {' nor '.join(repr(k) for k in missing)} (keys: {keys}); it must hold the cluster's"
+            f" endpoint under {ENDPOINT_ADDRESS_KEY!r} and its CA certificate (PEM) under {ENDPOINT_CA_KEY!r}"
+        )
+    try:
+        address = base64.b64decode(data[ENDPOINT_ADDRESS_KEY], validate=True).decode().strip()
+    except (ValueError, UnicodeDecodeError):
+        raise KubeconfigInvalid(f"{where}: key {ENDPOINT_ADDRESS_KEY!r} is not a URL") from None
+    if len(address) > MAX_ADDRESS_LENGTH or not address.startswith("https://"):
+        raise KubeconfigInvalid(f"{where}: key {ENDPOINT_ADDRESS_KEY!r} must be the endpoint's https:// URL")
+    return address, str(data[ENDPOINT_CA_KEY])  # already base64 of the PEM, as certificateAuthorityData
 
 
 def read_profile_kubeconfig(

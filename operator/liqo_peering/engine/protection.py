@@ -45,9 +45,11 @@ def removing(meta: dict[str, Any]) -> list[str] | None:
 
 
 def secret_of(peering: dict[str, Any]) -> str | None:
-    """The kubeconfig Secret a LiqoPeering uses (in its own namespace)."""
-    ref = (peering.get("spec") or {}).get("remoteKubeconfigSecretRef") or {}
-    name = ref.get("name")
+    """The Secret a LiqoPeering's provider source reads (in its own namespace): its kubeconfig Secret, or the
+    Secret with a managed cluster's endpoint and CA (spec.remoteCluster.secretRef)."""
+    spec = peering.get("spec") or {}
+    ref = spec.get("remoteKubeconfigSecretRef") or (spec.get("remoteCluster") or {}).get("secretRef") or {}
+    name = ref.get("name") if isinstance(ref, dict) else None
     return str(name) if name else None
 
 

@@ -182,8 +182,8 @@ class Reconciler:
                 spec = parse_spec(body.get("spec") or {})
             except ValidationError as exc:
                 raise InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}") from None
-            secret_ref, profile_ref = spec.remote_kubeconfig_secret_ref, spec.remote_cluster_profile_ref
-            outcome.secret = (namespace, secret_ref.name) if secret_ref is not None else None
+            secret, profile_ref = spec.provider_secret, spec.remote_cluster_profile_ref
+            outcome.secret = (namespace, secret) if secret is not None else None
             if profile_ref is not None and self.policy.access_providers.providers:
                 outcome.profile = (namespace, profile_ref.name)  # without providers, none is read
             outcome.cloud = spec.remote_cluster is not None
@@ -191,8 +191,12 @@ class Reconciler:
             outcome.gateway_location = spec.networking.gateway_server.location
             outcome.minted_secret, outcome.mints = naming.minted_secret(name), spec.credentials.mint
             # Without minting, protected before anything exists that unpeering would need it for.
-            if not spec.credentials.mint and self.protect_secrets and secret_ref is not None:
-                protection.protect(self.local, namespace, secret_ref.name)
+            if (
+                self.protect_secrets
+                and secret is not None
+                and not (spec.credentials.mint and spec.remote_cluster is None)
+            ):
+                protection.protect(self.local, namespace, secret)
             # Discovery, the duplicate and version checks come before any minting: a duplicate never binds its
             # own user in place of the first peering's on the provider (the minted names are the consumer's).
             remote, read_kubeconfig = self._discovery_client(body, spec)
