@@ -11,8 +11,9 @@ again after 14, on the request that needs it (clients/execplugin.ExecToken keeps
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from awscrt import auth, http
@@ -67,9 +68,11 @@ def eks_token(
 
 
 # Each spec.remoteCluster.provider's token maker: a token for the cluster, and when to make the next one.
-TOKEN_MAKERS: dict[str, Callable[[CloudIdentity], tuple[str, datetime]]] = {
-    "aws": eks_token,
-}
+TOKEN_MAKERS: Mapping[str, Callable[[CloudIdentity], tuple[str, datetime]]] = MappingProxyType(
+    {
+        "aws": eks_token,
+    }
+)
 
 
 def cloud_token(cloud: CloudIdentity) -> tuple[str, datetime]:
