@@ -11,7 +11,8 @@ periodic pass in the test's time: a ClusterProfile's changes reach its peering t
 shows: a
 ClusterProfile whose control plane is not healthy is reported and not peered with; healthy, the peering becomes
 Ready; the token rotated under the live peering (the old one revoked on the provider) is fetched again after the
-provider's 401 and the peering goes on by itself; unpeering leaves nothing. Then each refusal's reason.
+provider's 401 and the peering goes on by itself; unpeering leaves nothing. Then each refusal's reason, and a
+LiqoPeeringSet that selects ClusterProfiles.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ CLUSTER_PROFILE = k.Res("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles")
 SERVICE_ACCOUNT = k.Res("", "v1", "serviceaccounts")
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 AGENT = "e2e-clusterprofile"
+LIQOPEERINGSET = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeeringsets")
+LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
+SET = "edges"
 
 
 @dataclass
@@ -196,6 +200,9 @@ def profiles(
 
 def _clean_up(env: OperatorEnv, consumer: Kube, provider: Kube) -> None:
     """What a failed test left: its peerings unpeered (finalizers released if they hang), its objects gone."""
+    for item in consumer.list(LIQOPEERINGSET, NS):  # first: a set would make its peerings again
+        consumer.patch(LIQOPEERINGSET, item["metadata"]["name"], {"spec": {"deletionPolicy": "Orphan"}}, NS)
+        consumer.delete(LIQOPEERINGSET, item["metadata"]["name"], NS)
     for item in env.peerings.in_namespace(NS):
         env.peerings.delete(NS, item["metadata"]["name"])
     for item in env.peerings.in_namespace(NS):
@@ -328,3 +335,64 @@ def test_each_refusal_has_its_reason(profiles: ProfileEnv) -> None:
     peerings.wait_gone(NS, "no-profile")
     events = [json.loads(line) for line in p.operator.log().splitlines() if line.startswith("{")]
     assert events, "the operator logged"
+
+
+def set_status(p: ProfileEnv) -> dict[str, Any]:
+    return dict((p.consumer.get(LIQOPEERINGSET, SET, NS) or {}).get("status") or {})
+
+
+def set_counts(p: ProfileEnv, ready: int, unavailable: int) -> dict[str, Any] | None:
+    status = set_status(p)
+    return status if (status.get("ready"), status.get("unavailable")) == (ready, unavailable) else None
+
+
+def line_of(p: ProfileEnv, profile: str) -> dict[str, Any]:
+    return next((line for line in set_status(p).get("peerings") or [] if line.get("cluster") == profile), {})
+
+
+def test_a_peeringset_peers_with_the_clusterprofiles_it_selects(
+    profiles: ProfileEnv, liqo_standin: StandInProcess
+) -> None:
+    """A LiqoPeeringSet over ClusterProfiles (spec.source ClusterProfile): one LiqoPeering per selected profile,
+    through its access provider. A selected profile whose control plane is not healthy gets no LiqoPeering: it is
+    a line of its own, counted as unavailable; a peered one turning unhealthy stays, its line saying why.
+    Deleting the set unpeers."""
+    p = profiles
+    put_profile(p, PROFILE, healthy=True)
+    put_token(p.consumer, TOKEN_SECRET, p.tokens[NEW])  # the token the first test rotated to
+    p.consumer.patch(CLUSTER_PROFILE, PROFILE, {"metadata": {"labels": {"fleet": "edge"}}}, NS)
+    put_profile(p, "unselected", healthy=True)  # no label
+    body = {
+        "apiVersion": LIQOPEERINGSET.api_version,
+        "kind": "LiqoPeeringSet",
+        "metadata": {"name": SET},
+        "spec": {"source": "ClusterProfile", "selector": {"matchLabels": {"fleet": "edge"}}, "template": {}},
+    }
+    p.consumer.create(LIQOPEERINGSET, body, NS)
+    status = wait_for("the set's one peering Ready", lambda: set_counts(p, 1, 0), timeout=180)
+    (line,) = status["peerings"]
+    assert line["cluster"] == PROFILE and line["remoteClusterID"] == p.env.provider_id, line
+    (child,) = p.consumer.list(LIQOPEERING, NS)
+    assert child["spec"]["remoteClusterProfileRef"] == {"name": PROFILE}, child["spec"]
+
+    # Selected while unhealthy: not peered with, counted as unavailable.
+    put_profile(p, "edge-2", healthy=False)
+    p.consumer.patch(CLUSTER_PROFILE, "edge-2", {"metadata": {"labels": {"fleet": "edge"}}}, NS)
+    status = wait_for("edge-2 counted as unavailable", lambda: set_counts(p, 1, 1), timeout=120)
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ProvidersUnavailable"), ready
+    assert "ClusterProfile edge-2: ControlPlaneHealthy" in ready["message"], ready
+    assert len(p.consumer.list(LIQOPEERING, NS)) == 1
+    p.consumer.delete(CLUSTER_PROFILE, "edge-2", NS)
+    wait_for("edge-2 gone from the set", lambda: set_counts(p, 1, 0), timeout=120)
+
+    # The peered profile turning unhealthy: its LiqoPeering stays and says so.
+    set_health(p, PROFILE, healthy=False)
+    wait_for("the line to say why", lambda: line_of(p, PROFILE).get("reason") == "ClusterProfileUnhealthy", timeout=120)
+    set_health(p, PROFILE, healthy=True)
+    wait_for("the set Ready again", lambda: set_counts(p, 1, 0), timeout=180)
+
+    p.consumer.delete(LIQOPEERINGSET, SET, NS)
+    wait_for("the set's peering gone", lambda: not p.consumer.list(LIQOPEERING, NS), timeout=180)
+    wait_for("the set gone", lambda: p.consumer.get(LIQOPEERINGSET, SET, NS) is None, timeout=60)
+    p.consumer.delete(CLUSTER_PROFILE, "unselected", NS)
