@@ -176,7 +176,8 @@ class EntraId:
     check_assertion: Callable[[str], Claims | None]
     identities: dict[str, Identity]  # by client ID
     lifetime: datetime.timedelta = datetime.timedelta(hours=1)
-    issued: list[Claims] = field(default_factory=list)  # the access tokens' claims, in order
+    issued: list[Claims] = field(default_factory=list)  # the claims of the tokens its endpoint answered, in order
+    handed_out: list[str] = field(default_factory=list)  # those tokens
     refused: list[str] = field(default_factory=list)  # why it refused, in order
 
     def __post_init__(self) -> None:
@@ -236,7 +237,8 @@ class EntraId:
         }
 
     def issue(self, identity: Identity) -> str:
-        """An access token for the AKS server application, as Entra ID gives the identity."""
+        """An access token for the AKS server application, as Entra ID gives the identity (the token endpoint
+        answers these; a test may make its own)."""
         now = int(datetime.datetime.now(datetime.UTC).timestamp())
         claims = {
             "aud": AKS_SERVER_APP,
@@ -255,7 +257,6 @@ class EntraId:
         }
         with self._lock:
             kid, key = next(iter(self._keys.items()))
-            self.issued.append(claims)
         return sign_jwt(key, kid, claims)
 
     def token(self, tenant: str, form: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
@@ -273,12 +274,11 @@ class EntraId:
                 "correlation_id": str(uuid.uuid4()),
             }
         seconds = int(self.lifetime.total_seconds())
-        return 200, {
-            "token_type": "Bearer",
-            "expires_in": seconds,
-            "ext_expires_in": seconds,
-            "access_token": self.issue(identity),
-        }
+        token = self.issue(identity)
+        with self._lock:
+            self.issued.append(unverified_claims(token))
+            self.handed_out.append(token)
+        return 200, {"token_type": "Bearer", "expires_in": seconds, "ext_expires_in": seconds, "access_token": token}
 
     def _check(self, tenant: str, form: Mapping[str, str]) -> Identity:
         if tenant != TENANT:
