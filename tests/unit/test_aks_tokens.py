@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from liqo_peering.api.model import RemoteClusterSpec
@@ -28,6 +29,7 @@ from testenv.azure import (
     sign_jwt,
     verify_jwt,
 )
+from unit.chart import find, helm, template_args
 
 EDGE = CloudIdentity("azure", "edge", "liqo-rg")
 CONSUMER_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -131,3 +133,21 @@ def test_an_unreachable_entra_id_is_reported_not_waited_on(entra: EntraId, monke
     with pytest.raises(CloudIdentityFailed) as raised:
         aks_token(EDGE)
     assert "edge" in raised.value.message and "eyJ" not in raised.value.message
+
+
+def test_the_chart_gives_the_pod_what_the_workload_identity_webhook_reads(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "serviceAccount": {"annotations": {"azure.workload.identity/client-id": IDENTITY.client_id}},
+                "podLabels": {"azure.workload.identity/use": "true"},
+            }
+        )
+    )
+    docs = [d for d in yaml.safe_load_all(helm(*template_args(), "--values", str(values))) if d]
+    (account,) = find(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"]["azure.workload.identity/client-id"] == IDENTITY.client_id
+    (deployment,) = find(docs, "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
