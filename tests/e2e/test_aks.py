@@ -96,7 +96,8 @@ def whoami(provider: LightCluster, token: str) -> str | None:
     with k8s.ApiClient(config) as api:
         try:
             review: Any = k8s.AuthenticationV1Api(api).create_self_subject_review(
-                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, _request_timeout=10
+                k8s.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview"),
+                _request_timeout=10,
             )
         except k8s.ApiException as exc:
             if exc.status == 401:
