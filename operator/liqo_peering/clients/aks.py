@@ -13,8 +13,9 @@ what is its Kubernetes RBAC (or Azure RBAC) for the identity's object ID.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from azure.core.exceptions import AzureError
@@ -32,7 +33,7 @@ SCOPE = f"{AKS_SERVER_APP}/.default"
 RENEW_BEFORE = timedelta(minutes=5)
 # Entra ID's token endpoint answers within seconds: a hung one is reported, not waited on. One retry at most:
 # the next reconcile asks again.
-SDK_OPTIONS: dict[str, Any] = {"connection_timeout": 5, "read_timeout": 10, "retry_total": 1}
+SDK_OPTIONS: Mapping[str, Any] = MappingProxyType({"connection_timeout": 5, "read_timeout": 10, "retry_total": 1})
 # Entra ID's error codes (AADSTS70021: no federated credential matches) say what is wrong, and carry nothing secret.
 _ENTRA_CODE = re.compile(r"AADSTS\d{1,8}")
 
