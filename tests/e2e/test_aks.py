@@ -19,6 +19,7 @@ no token in the operator's log.
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -206,6 +207,40 @@ def tenant(aks: Aks) -> str | None:
     selector = f"liqo.io/remote-cluster-id={aks.env.consumer_id},liqo.io/tenant-namespace=true"
     found = aks.provider_kube.list(k.NAMESPACE, selector=selector)
     return found[0]["metadata"]["name"] if found else None
+
+
+def test_the_api_server_takes_an_aks_resource_id_and_refuses_other_forms(aks: Aks) -> None:
+    """The CRD's CEL rule for provider azure, in RE2 as the API server runs it (server-side dry runs)."""
+    custom = k8s.CustomObjectsApi(aks.env.peerings.api)
+
+    def dry_run(cluster: str) -> str | None:
+        spec = aks.spec()
+        spec["remoteCluster"]["cluster"] = cluster
+        body = {
+            "apiVersion": LIQOPEERING.api_version,
+            "kind": "LiqoPeering",
+            "metadata": {"name": "form"},
+            "spec": spec,
+        }
+        try:
+            custom.create_namespaced_custom_object(
+                LIQOPEERING.group, LIQOPEERING.version, NS, LIQOPEERING.plural, body, dry_run="All"
+            )
+        except k8s.ApiException as exc:
+            assert exc.status == 422, exc.body
+            return str(json.loads(exc.body or "{}").get("message"))
+        return None
+
+    resource_id = aks.spec()["remoteCluster"]["cluster"]
+    assert dry_run(resource_id) is None
+    assert dry_run(resource_id.replace("/resourceGroups/", "/resourcegroups/")) is None  # as `az aks show` prints some
+    for wrong in (
+        "arn:aws:eks:us-east-1:111122223333:cluster/edge",
+        resource_id.replace("managedClusters", "virtualMachines"),
+        resource_id.replace(SUBSCRIPTION, "not-a-subscription"),
+    ):
+        refused = dry_run(wrong)
+        assert refused is not None and "azure: /subscriptions/<id>/resourceGroups/<group>" in refused, wrong
 
 
 def test_a_peering_through_the_operators_workload_identity(aks: Aks) -> None:
