@@ -128,3 +128,5 @@ def configure(
     root.setLevel(level)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    # azure-core logs every request's headers at INFO, azure-identity every token it gets: only their failures.
+    logging.getLogger("azure").setLevel(logging.WARNING)

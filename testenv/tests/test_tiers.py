@@ -75,6 +75,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "testenv/tests/e2e/test_liqo_real.py",
     }
     assert modules["standin"] == {
+        "tests/e2e/test_aks.py",
         "tests/e2e/test_benchmarks.py",
         "tests/e2e/test_clusterprofile.py",
         "tests/e2e/test_eks.py",

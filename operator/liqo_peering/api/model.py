@@ -169,11 +169,22 @@ CLOUD_CLUSTER_FORMS: Mapping[str, tuple[str, str]] = MappingProxyType(
             r"^arn:aws[a-z-]*:eks:[a-z0-9-]{1,32}:[0-9]{12}:cluster/[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
             "arn:aws:eks:<region>:<account>:cluster/<name>",
         ),
+        # The cluster's resource ID (`az aks show --query id`, as Flux takes it). Azure compares resource IDs without
+        # case, and the CLI prints `resourcegroups` for some: both spellings of the fixed segments are taken. A
+        # resource group's name: letters, digits, _ - . ( ), not ending in a dot; a managed cluster's: letters,
+        # digits, _ and -.
+        "azure": (
+            r"^/subscriptions/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+            r"/resource[Gg]roups/[-A-Za-z0-9_.()]{0,89}[-A-Za-z0-9_()]"
+            r"/providers/[Mm]icrosoft\.[Cc]ontainer[Ss]ervice/managed[Cc]lusters/[0-9A-Za-z][A-Za-z0-9_-]{0,62}$",
+            "/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ContainerService/managedClusters/<name>",
+        ),
     }
 )
 CLOUD_LOCATION: Mapping[str, str] = MappingProxyType(
     {
         "aws": r"^arn:[^:]+:eks:(?P<location>[^:]+):",
+        "azure": r"^/subscriptions/[^/]+/resource[Gg]roups/(?P<location>[^/]+)/",
     }
 )
 CLOUD_PROVIDER_PATTERN = "^(" + "|".join(CLOUD_CLUSTER_FORMS) + ")$"
@@ -260,18 +271,21 @@ class RemoteClusterSpec(_Model):
         pattern=CLOUD_PROVIDER_PATTERN,
         max_length=16,
         description="The cloud whose identity the operator uses: aws (EKS, through EKS Pod Identity or IRSA on the"
-        " operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs.",
+        " operator's ServiceAccount) or azure (AKS with Microsoft Entra ID, through Microsoft Entra Workload ID on"
+        " the operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs.",
     )
     cluster: str = Field(
         max_length=512,
         description="The cluster, in its provider's form: aws, its ARN arn:aws:eks:<region>:<account>:cluster/<name>"
-        " (the token is made for its name, in its region).",
+        " (the token is made for its name, in its region); azure, its resource ID /subscriptions/<id>/resourceGroups/"
+        "<group>/providers/Microsoft.ContainerService/managedClusters/<name> (`az aks show --query id`).",
     )
     address: str | None = Field(
         default=None,
         max_length=2048,
         pattern=r"^https://",
-        description="The cluster's API server endpoint, https://... (`aws eks describe-cluster`: endpoint). With"
+        description="The cluster's API server endpoint, https://... (aws: `aws eks describe-cluster`, endpoint;"
+        " azure: https:// and `az aks show`, fqdn, or privateFqdn for a private cluster). With"
         " certificateAuthorityData, or neither and secretRef.",
     )
     certificate_authority_data: str | None = Field(
@@ -279,8 +293,9 @@ class RemoteClusterSpec(_Model):
         alias="certificateAuthorityData",
         max_length=21848,  # base64 of 16 KiB
         pattern=BASE64_PATTERN,
-        description="The cluster's CA certificate, base64-encoded PEM (`aws eks describe-cluster`:"
-        " certificateAuthority.data).",
+        description="The cluster's CA certificate, base64-encoded PEM (aws: `aws eks describe-cluster`,"
+        " certificateAuthority.data; azure: the certificate-authority-data of the cluster's kubeconfig from"
+        " `az aks get-credentials`).",
     )
     secret_ref: EndpointSecretRef | None = Field(
         default=None,

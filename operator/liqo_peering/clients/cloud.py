@@ -6,6 +6,9 @@ with it, as `aws eks get-token` makes one; the cluster's aws-iam-authenticator a
 Common Runtime (awscrt) finds the credentials as every AWS SDK does (EKS Pod Identity, IRSA's web identity
 token, the environment) and signs. STS honours the URL for 15 minutes after it was signed: a token is made
 again after 14, on the request that needs it (clients/execplugin.ExecToken keeps it meanwhile).
+
+AKS: an access token for the AKS Microsoft Entra server application, from Microsoft Entra Workload ID
+(clients/aks.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from awscrt import auth, http
 from awscrt.exceptions import AwsCrtError
 
+from liqo_peering.clients.aks import aks_token
 from liqo_peering.errors import CloudIdentityFailed
 from liqo_peering.kubeconfig import CloudIdentity
 
@@ -71,6 +75,7 @@ def eks_token(
 TOKEN_MAKERS: Mapping[str, Callable[[CloudIdentity], tuple[str, datetime]]] = MappingProxyType(
     {
         "aws": eks_token,
+        "azure": aks_token,
     }
 )
 
