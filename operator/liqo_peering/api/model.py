@@ -167,9 +167,15 @@ CLOUD_CLUSTER_FORMS: dict[str, tuple[str, str]] = {
         r"^arn:aws[a-z-]*:eks:[a-z0-9-]{1,32}:[0-9]{12}:cluster/[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
         "arn:aws:eks:<region>:<account>:cluster/<name>",
     ),
+    # Flux's form for GKE: a project ID, a region or zone, a cluster name.
+    "gcp": (
+        r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]{1,63}/clusters/[a-z]([a-z0-9-]{0,38}[a-z0-9])?$",
+        "projects/<project>/locations/<location>/clusters/<name>",
+    ),
 }
 CLOUD_LOCATION: dict[str, str] = {
     "aws": r"^arn:[^:]+:eks:(?P<location>[^:]+):",
+    "gcp": r"^projects/[^/]+/locations/(?P<location>[^/]+)/",
 }
 CLOUD_PROVIDER_PATTERN = "^(" + "|".join(CLOUD_CLUSTER_FORMS) + ")$"
 CLOUD_CLUSTER_RULE = _cel(
@@ -237,24 +243,28 @@ class RemoteClusterSpec(_Model):
         pattern=CLOUD_PROVIDER_PATTERN,
         max_length=16,
         description="The cloud whose identity the operator uses: aws (EKS, through EKS Pod Identity or IRSA on the"
-        " operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs.",
+        " operator's ServiceAccount) or gcp (GKE, through GKE Workload Identity on the operator's ServiceAccount,"
+        " or Workload Identity Federation outside GKE); its SDK makes the token in the operator, no exec plugin"
+        " runs.",
     )
     cluster: str = Field(
         max_length=512,
         description="The cluster, in its provider's form: aws, its ARN arn:aws:eks:<region>:<account>:cluster/<name>"
-        " (the token is made for its name, in its region).",
+        " (the token is made for its name, in its region); gcp, projects/<project>/locations/<location>/clusters/"
+        "<name> (its location a region or a zone).",
     )
     address: str = Field(
         max_length=2048,
         pattern=r"^https://",
-        description="The cluster's API server endpoint, https://... (`aws eks describe-cluster`: endpoint).",
+        description="The cluster's API server endpoint, https://... (`aws eks describe-cluster`: endpoint;"
+        " `gcloud container clusters describe`: https:// and its endpoint).",
     )
     certificate_authority_data: str = Field(
         alias="certificateAuthorityData",
         max_length=21848,  # base64 of 16 KiB
         pattern=BASE64_PATTERN,
         description="The cluster's CA certificate, base64-encoded PEM (`aws eks describe-cluster`:"
-        " certificateAuthority.data).",
+        " certificateAuthority.data; `gcloud container clusters describe`: masterAuth.clusterCaCertificate).",
     )
 
     @model_validator(mode="after")

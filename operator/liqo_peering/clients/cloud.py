@@ -6,6 +6,8 @@ with it, as `aws eks get-token` makes one; the cluster's aws-iam-authenticator a
 Common Runtime (awscrt) finds the credentials as every AWS SDK does (EKS Pod Identity, IRSA's web identity
 token, the environment) and signs. STS honours the URL for 15 minutes after it was signed: a token is made
 again after 14, on the request that needs it (clients/execplugin.ExecToken keeps it meanwhile).
+
+GKE: an access token of the operator's Google identity, made by google-auth (clients/gke.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from awscrt import auth, http
 from awscrt.exceptions import AwsCrtError
 
+from liqo_peering.clients.gke import gke_token
 from liqo_peering.errors import CloudIdentityFailed
 from liqo_peering.kubeconfig import CloudIdentity
 
@@ -69,6 +72,7 @@ def eks_token(
 # Each spec.remoteCluster.provider's token maker: a token for the cluster, and when to make the next one.
 TOKEN_MAKERS: dict[str, Callable[[CloudIdentity], tuple[str, datetime]]] = {
     "aws": eks_token,
+    "gcp": gke_token,
 }
 
 
