@@ -1,0 +1,299 @@
+"""What a GKE provider's authentication meets in Google Cloud, for a LiqoPeering that reaches it with the
+operator's own workload identity (spec.remoteCluster, provider gcp).
+
+Real: on the operator's side, google-auth (Application Default Credentials) finding the GKE metadata server,
+reading the service account and fetching its access token; on the provider, kube-apiserver's webhook token
+authenticator asking about every bearer token, with its cache of verdicts.
+
+Stood in, on loopback only (GKE's own verifier is Google's, and cannot run here):
+- **The GKE metadata server** (``MetadataServer``): google-auth finds it through ``GCE_METADATA_HOST`` and
+  ``GCE_METADATA_IP``. It answers only requests with ``Metadata-Flavor: Google`` (and says so in its answers,
+  which google-auth checks when it probes), as GKE's does: the project, the service account of the Pod and an
+  access token for it, for the Google service account that Pod's Kubernetes ServiceAccount is bound to
+  (Workload Identity). Its tokens are random and opaque, and it remembers each with its account, scopes and
+  expiry. What it cannot show: how GKE tells Pods apart (by their address; here it serves one ServiceAccount),
+  IAM's check of roles/iam.workloadIdentityUser, and the token's real format and lifetime policy.
+- **GKE's token verifier** (``TokenVerifier``): the provider API server's webhook token authenticator
+  (TokenReview over HTTPS, ``webhook_kubeconfig``). It accepts only tokens the metadata server issued, not
+  revoked nor expired, with a scope GKE takes (cloud-platform or userinfo.email), and maps each to its Google
+  service account's email as the user, as GKE does. What it cannot show: Google's token introspection, and
+  GKE's IAM authorization (roles/container.*) before Kubernetes RBAC.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import secrets
+import ssl
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testenv.localk8s import pki
+
+LOOPBACK = "127.0.0.1"
+PROJECT = "edge-project"
+# GKE's verifier takes a token with either scope (gke-gcloud-auth-plugin asks for both).
+GKE_SCOPES = frozenset(
+    {"https://www.googleapis.com/auth/cloud-platform", "https://www.googleapis.com/auth/userinfo.email"}
+)
+METADATA_ROOT = "/computeMetadata/v1/"
+ACCOUNT_PATH = re.compile(r"^/computeMetadata/v1/instance/service-accounts/(?P<account>[^/]+)/(?P<rest>.*)$")
+MAX_BODY = 64 * 1024
+
+
+def _serve(handler: type[BaseHTTPRequestHandler], name: str, tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
+    """An HTTP(S) server on a free port of loopback, serving from a thread of its own."""
+    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+    server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+    return server
+
+
+def _stop(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+@dataclass(frozen=True)
+class AccessToken:
+    """An access token the metadata server issued, and for whom."""
+
+    token: str
+    email: str  # the Google service account's
+    scopes: frozenset[str]
+    expiry: datetime.datetime
+
+
+@dataclass
+class MetadataServer:
+    """The GKE metadata server stand-in for a Pod running as ``service_account`` ("namespace/name"), bound by
+    Workload Identity (``bindings``) to a Google service account's email."""
+
+    service_account: str
+    bindings: dict[str, str]  # "namespace/name" -> Google service account email
+    lifetime: datetime.timedelta = datetime.timedelta(hours=1)
+    issued: dict[str, AccessToken] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)  # why it refused, in order
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self.server = _serve(_metadata_handler(self), "gke-metadata-server")
+        self.port = self.server.server_address[1]
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The variables that point google-auth here, in place of metadata.google.internal (169.254.169.254)."""
+        address = f"{LOOPBACK}:{self.port}"
+        return {"GCE_METADATA_HOST": address, "GCE_METADATA_IP": address}
+
+    @property
+    def email(self) -> str | None:
+        with self._lock:
+            return self.bindings.get(self.service_account)
+
+    def unbind(self) -> None:
+        """The ServiceAccount's Workload Identity binding removed."""
+        with self._lock:
+            self.bindings.pop(self.service_account, None)
+
+    def bind(self, email: str) -> None:
+        with self._lock:
+            self.bindings[self.service_account] = email
+
+    def issue(self, scopes: frozenset[str]) -> AccessToken | None:
+        email = self.email
+        if email is None:
+            return None
+        token = AccessToken(
+            "ya29." + secrets.token_urlsafe(48),
+            email,
+            scopes,
+            datetime.datetime.now(datetime.UTC) + self.lifetime,
+        )
+        with self._lock:
+            self.issued[token.token] = token
+        return token
+
+    def revoke_all(self) -> list[AccessToken]:
+        """Every token issued so far forgotten, as if revoked: the verifier refuses them from now on."""
+        with self._lock:
+            gone = list(self.issued.values())
+            self.issued.clear()
+        return gone
+
+    def lookup(self, token: str) -> AccessToken | None:
+        """The token, if issued, not revoked and not expired."""
+        with self._lock:
+            found = self.issued.get(token)
+        if found is None or found.expiry <= datetime.datetime.now(datetime.UTC):
+            return None
+        return found
+
+    def answer(self, path: str, headers: dict[str, str]) -> tuple[int, str, str]:
+        """(status, content type, body) for one GET."""
+        if headers.get("metadata-flavor") != "Google":
+            return self._refuse(403, "Missing Metadata-Flavor:Google header.")
+        url = urllib.parse.urlsplit(path)
+        query = urllib.parse.parse_qs(url.query)
+        if url.path == "/":  # google-auth's probe of the server's IP
+            return 200, "application/text", "computeMetadata/\n"
+        if url.path == METADATA_ROOT + "project/project-id":
+            return 200, "application/text", PROJECT
+        found = ACCOUNT_PATH.match(url.path)
+        email = self.email
+        if found is None:
+            return self._refuse(404, f"no such metadata: {url.path}")
+        if found["account"] not in ("default", email):
+            return self._refuse(404, f"no service account {found['account']}")
+        if email is None:
+            # GKE's answer for a ServiceAccount without a Workload Identity binding it can use.
+            return self._refuse(
+                403, f"the Kubernetes ServiceAccount {self.service_account} has no Google service account"
+            )
+        if found["rest"] == "" and query.get("recursive") == ["true"]:
+            body: dict[str, Any] = {"aliases": ["default"], "email": email, "scopes": sorted(GKE_SCOPES)}
+            return 200, "application/json", json.dumps(body)
+        if found["rest"] == "email":
+            return 200, "application/text", email
+        if found["rest"] == "token":
+            scopes = frozenset(",".join(query.get("scopes", [])).split(",")) - {""}
+            token = self.issue(scopes or GKE_SCOPES)
+            if token is None:
+                return self._refuse(403, "no Google service account")
+            seconds = int((token.expiry - datetime.datetime.now(datetime.UTC)).total_seconds())
+            body = {"access_token": token.token, "expires_in": seconds, "token_type": "Bearer"}
+            return 200, "application/json", json.dumps(body)
+        return self._refuse(404, f"no such metadata: {url.path}")
+
+    def _refuse(self, status: int, why: str) -> tuple[int, str, str]:
+        with self._lock:
+            self.refused.append(why)
+        return status, "text/plain", why
+
+    def stop(self) -> None:
+        _stop(self.server)
+
+
+def _metadata_handler(metadata: MetadataServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, content_type, body = metadata.answer(self.path, headers)
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Metadata-Flavor", "Google")
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@dataclass
+class TokenVerifier:
+    """GKE's token verifier stand-in: a webhook token authenticator (TokenReview over HTTPS) that accepts the
+    metadata server's live tokens and maps each to its Google service account's email."""
+
+    dir: Path
+    metadata: MetadataServer
+    verified: list[str] = field(default_factory=list)  # the users it vouched for, in order
+    refused: list[str] = field(default_factory=list)  # why it refused, in order
+
+    def __post_init__(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        ca = pki.new_ca("gke token verifier stand-in")
+        leaf = pki.new_serving_cert(ca, "gke-token-verifier", ["localhost"], [LOOPBACK])
+        self.ca_file = self.dir / "verifier-ca.crt"
+        self.ca_file.write_bytes(pki.cert_pem(ca.cert))
+        (self.dir / "verifier.crt").write_bytes(pki.cert_pem(leaf.cert))
+        (self.dir / "verifier.key").write_bytes(pki.key_pem(leaf.key))
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(self.dir / "verifier.crt", self.dir / "verifier.key")
+        self.server = _serve(_verifier_handler(self), "gke-token-verifier", tls)
+        self.port = self.server.server_address[1]
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "gke-token-verifier",
+                    "cluster": {
+                        "server": f"https://{LOOPBACK}:{self.port}/authenticate",
+                        "certificate-authority": str(self.ca_file),
+                    },
+                }
+            ],
+            "users": [{"name": "kube-apiserver", "user": {}}],
+            "contexts": [{"name": "webhook", "context": {"cluster": "gke-token-verifier", "user": "kube-apiserver"}}],
+            "current-context": "webhook",
+        }
+        self.webhook_kubeconfig = self.dir / "webhook.kubeconfig"
+        self.webhook_kubeconfig.write_text(yaml.safe_dump(config))
+
+    def review(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The answer to one TokenReview, in the API version it was asked in."""
+        token = str((body.get("spec") or {}).get("token") or "")
+        found = self.metadata.lookup(token)
+        status: dict[str, Any]
+        if found is None:
+            status = {"authenticated": False, "error": "the token is unknown, revoked or expired"}
+        elif not found.scopes & GKE_SCOPES:
+            status = {"authenticated": False, "error": "the token has no scope GKE takes"}
+        else:
+            status = {"authenticated": True, "user": {"username": found.email, "uid": found.email}}
+        with self._lock:
+            if status["authenticated"]:
+                self.verified.append(found.email if found else "")
+            else:
+                self.refused.append(status["error"])
+        return {
+            "apiVersion": body.get("apiVersion", "authentication.k8s.io/v1"),
+            "kind": "TokenReview",
+            "status": status,
+        }
+
+    def stop(self) -> None:
+        _stop(self.server)
+
+
+def _verifier_handler(verifier: TokenVerifier) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if self.path != "/authenticate" or not 0 < length <= MAX_BODY:
+                status, answer = 400, {"message": "a TokenReview is POSTed to /authenticate"}
+            else:
+                try:
+                    status, answer = 200, verifier.review(json.loads(self.rfile.read(length)))
+                except ValueError:
+                    status, answer = 400, {"message": "not JSON"}
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
