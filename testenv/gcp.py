@@ -82,7 +82,8 @@ class MetadataServer:
     service_account: str
     bindings: dict[str, str]  # "namespace/name" -> Google service account email
     lifetime: datetime.timedelta = datetime.timedelta(hours=1)
-    issued: dict[str, AccessToken] = field(default_factory=dict)
+    issued: dict[str, AccessToken] = field(default_factory=dict)  # live: not revoked
+    handed_out: list[AccessToken] = field(default_factory=list)  # every token, in order, revoked ones too
     refused: list[str] = field(default_factory=list)  # why it refused, in order
 
     def __post_init__(self) -> None:
@@ -122,6 +123,7 @@ class MetadataServer:
         )
         with self._lock:
             self.issued[token.token] = token
+            self.handed_out.append(token)
         return token
 
     def revoke_all(self) -> list[AccessToken]:
@@ -282,7 +284,8 @@ def _verifier_handler(verifier: TokenVerifier) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            if self.path != "/authenticate" or not 0 < length <= MAX_BODY:
+            # The API server adds ?timeout=... to the webhook's URL.
+            if urllib.parse.urlsplit(self.path).path != "/authenticate" or not 0 < length <= MAX_BODY:
                 status, answer = 400, {"message": "a TokenReview is POSTed to /authenticate"}
             else:
                 try:

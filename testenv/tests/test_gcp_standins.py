@@ -81,8 +81,8 @@ def review(verifier: TokenVerifier, token: str) -> dict[str, Any]:
     cluster = config["clusters"][0]["cluster"]
     tls = ssl.create_default_context(cafile=cluster["certificate-authority"])
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-    request = urllib.request.Request(
-        cluster["server"], json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+    request = urllib.request.Request(  # with the query the API server adds
+        cluster["server"] + "?timeout=30s", json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
     )
     with urllib.request.urlopen(request, timeout=10, context=tls) as answer:
         found: dict[str, Any] = json.load(answer)
