@@ -22,13 +22,16 @@ Stood in, on loopback only (GKE's own verifier is Google's, and cannot run here)
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import re
 import secrets
+import socket
 import ssl
 import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -112,9 +115,13 @@ class MetadataServer:
             self.bindings[self.service_account] = email
 
     def issue(self, scopes: frozenset[str]) -> AccessToken | None:
+        """A token of the Google service account the ServiceAccount is bound to; None without a binding."""
         email = self.email
-        if email is None:
-            return None
+        return None if email is None else self.issue_for(email, scopes)
+
+    def issue_for(self, email: str, scopes: frozenset[str]) -> AccessToken:
+        """A token of that Google service account, remembered here, the one record of Google's access tokens the
+        verifier reads (the IAM credentials stand-in issues its own through it)."""
         token = AccessToken(
             "ya29." + secrets.token_urlsafe(48),
             email,
@@ -300,3 +307,182 @@ def _verifier_handler(verifier: TokenVerifier) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
     return Handler
+
+
+# Google's API hosts that Workload Identity Federation calls: STS for the exchange, the IAM credentials API
+# for the service account's token, and Resource Manager, which google-auth asks for the pool's project.
+GOOGLE_API_HOSTS = frozenset(
+    {"sts.googleapis.com", "iamcredentials.googleapis.com", "cloudresourcemanager.googleapis.com"}
+)
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+GENERATE_ACCESS_TOKEN = re.compile(r"^/v1/projects/-/serviceAccounts/(?P<email>[^/:]+):generateAccessToken$")
+
+
+@dataclass
+class GoogleSts:
+    """Google's STS and IAM credentials API stood in for Workload Identity Federation: an HTTPS proxy on
+    loopback (``HTTPS_PROXY``, its CA in ``REQUESTS_CA_BUNDLE``) that takes CONNECT for Google's API hosts
+    above only and terminates TLS as them. STS exchanges a subject token that ``review`` vouches for, for the
+    pool provider's ``audience``, for a federated token; the IAM credentials API gives a federated principal the
+    token of a Google service account it may act as (``impersonation``: roles/iam.workloadIdentityUser), issued
+    through ``tokens``. Resource Manager answers 403, as to an identity without resourcemanager.projects.get.
+    What it cannot show: the pool provider's attribute mapping and conditions, and the JWT's own checks (issuer,
+    signature), which ``review`` does instead."""
+
+    dir: Path
+    tokens: MetadataServer
+    audience: str  # //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<p>
+    review: Callable[[str], str | None]  # a subject token -> its subject (system:serviceaccount:<ns>:<name>)
+    impersonation: dict[str, str]  # subject -> the Google service account email it may act as
+    lifetime: datetime.timedelta = datetime.timedelta(hours=1)
+    federated: dict[str, str] = field(default_factory=dict)  # federated token -> subject
+    refused: list[str] = field(default_factory=list)  # why it refused, in order
+
+    def __post_init__(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        ca = pki.new_ca("google apis stand-in")
+        self.ca_file = self.dir / "google-ca.crt"
+        self.ca_file.write_bytes(pki.cert_pem(ca.cert))
+        hosts = sorted(GOOGLE_API_HOSTS)
+        leaf = pki.new_serving_cert(ca, hosts[0], hosts, [])
+        (self.dir / "google.crt").write_bytes(pki.cert_pem(leaf.cert))
+        (self.dir / "google.key").write_bytes(pki.key_pem(leaf.key))
+        self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.tls.load_cert_chain(self.dir / "google.crt", self.dir / "google.key")
+        self.server = _serve(_google_proxy_handler(self), "google-apis-stand-in")
+        self.port = self.server.server_address[1]
+
+    def environment(self, credential_config: Path) -> dict[str, str]:
+        """The variables for google-auth (through requests) to use the credential configuration, through here."""
+        return {
+            "GOOGLE_APPLICATION_CREDENTIALS": str(credential_config),
+            "HTTPS_PROXY": f"http://{LOOPBACK}:{self.port}",
+            "REQUESTS_CA_BUNDLE": str(self.ca_file),
+            "NO_PROXY": f"{LOOPBACK},localhost",
+        }
+
+    def credential_config(self, subject_token_file: Path, email: str) -> dict[str, Any]:
+        """What `gcloud iam workload-identity-pools create-cred-config --service-account <email>
+        --credential-source-file <file>` writes."""
+        return {
+            "universe_domain": "googleapis.com",
+            "type": "external_account",
+            "audience": self.audience,
+            "subject_token_type": JWT_TOKEN_TYPE,
+            "token_url": "https://sts.googleapis.com/v1/token",
+            "service_account_impersonation_url": "https://iamcredentials.googleapis.com/v1/projects/-/"
+            f"serviceAccounts/{email}:generateAccessToken",
+            "credential_source": {"file": str(subject_token_file), "format": {"type": "text"}},
+        }
+
+    def answer(
+        self, host: str, method: str, target: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        path = urllib.parse.urlsplit(target).path
+        if host == "sts.googleapis.com" and (method, path) == ("POST", "/v1/token"):
+            return self._exchange(urllib.parse.parse_qs(body.decode("latin-1")))
+        found = GENERATE_ACCESS_TOKEN.match(path)
+        if host == "iamcredentials.googleapis.com" and method == "POST" and found:
+            return self._generate(found["email"], headers.get("authorization", ""), body)
+        return self._refuse(403, f"{method} {host}{path}: permission denied", "PERMISSION_DENIED")
+
+    def _exchange(self, form: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+        one = {k: v[0] for k, v in form.items() if len(v) == 1}
+        if one.get("grant_type") != TOKEN_EXCHANGE or one.get("requested_token_type") != ACCESS_TOKEN_TYPE:
+            return self._oauth_error("unsupported_grant_type", "not a token exchange for an access token")
+        if one.get("audience") != self.audience:
+            return self._oauth_error("invalid_target", "the audience is not this pool's provider")
+        if one.get("subject_token_type") != JWT_TOKEN_TYPE:
+            return self._oauth_error("invalid_request", "the subject token is not a JWT")
+        subject = self.review(one.get("subject_token", ""))
+        if subject is None:
+            return self._oauth_error("invalid_grant", "the subject token is not valid for this provider")
+        token = "fed." + secrets.token_urlsafe(48)
+        with self._lock:
+            self.federated[token] = subject
+        seconds = int(self.lifetime.total_seconds())
+        return 200, {
+            "access_token": token,
+            "issued_token_type": ACCESS_TOKEN_TYPE,
+            "token_type": "Bearer",
+            "expires_in": seconds,
+        }
+
+    def _generate(self, email: str, authorization: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            subject = self.federated.get(authorization.removeprefix("Bearer "))
+            allowed = self.impersonation.get(subject or "")
+        if subject is None:
+            return self._refuse(401, "the request has no valid federated token", "UNAUTHENTICATED")
+        if allowed != email:
+            return self._refuse(403, f"{subject} may not act as {email}", "PERMISSION_DENIED")
+        try:
+            scopes = frozenset(json.loads(body or b"{}").get("scope") or [])
+        except ValueError:
+            return self._refuse(400, "not JSON", "INVALID_ARGUMENT")
+        issued = self.tokens.issue_for(email, scopes)
+        return 200, {"accessToken": issued.token, "expireTime": issued.expiry.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+    def _oauth_error(self, error: str, why: str) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.refused.append(why)
+        return 400, {"error": error, "error_description": why}
+
+    def _refuse(self, status: int, why: str, code: str) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.refused.append(why)
+        return status, {"error": {"code": status, "message": why, "status": code}}
+
+    def stop(self) -> None:
+        _stop(self.server)
+
+
+def _google_proxy_handler(google: GoogleSts) -> type[BaseHTTPRequestHandler]:
+    class Proxy(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_CONNECT(self) -> None:
+            host, _, port = self.path.partition(":")
+            if host not in GOOGLE_API_HOSTS or port != "443":
+                self.send_error(403, "the Google APIs stand-in tunnels to Google's API hosts only")
+                return
+            self.send_response(200, "Connection established")
+            self.end_headers()
+            with contextlib.suppress(OSError, ssl.SSLError, ValueError):
+                tls = google.tls.wrap_socket(self.connection, server_side=True)
+                _serve_google(google, tls, host)
+            self.close_connection = True
+
+    return Proxy
+
+
+def _serve_google(google: GoogleSts, conn: ssl.SSLSocket, host: str) -> None:
+    """One HTTP/1.1 exchange on the tunnel, then the connection closed (the client opens another)."""
+    reader = conn.makefile("rb")
+    request_line = reader.readline(8192).decode("latin-1").strip()
+    headers: dict[str, str] = {}
+    while len(headers) < 100:
+        line = reader.readline(8192).decode("latin-1")
+        if line in ("\r\n", "\n", ""):
+            break
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    method, target, _ = [*request_line.split(" "), "", "", ""][:3]
+    length = int(headers.get("content-length") or 0)
+    if not 0 <= length <= MAX_BODY:
+        raise ValueError("request body too large")
+    status, answer = google.answer(host, method, target, headers, reader.read(length) if length else b"")
+    data = json.dumps(answer).encode()
+    head = (
+        f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    conn.sendall(head.encode() + data)
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)

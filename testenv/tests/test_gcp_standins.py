@@ -14,13 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 from google.auth import compute_engine
 from google.auth import exceptions as google_exceptions
 from google.auth.compute_engine import _metadata
 from google.auth.transport.requests import Request
 
-from testenv.gcp import GKE_SCOPES, PROJECT, MetadataServer, TokenVerifier
+from testenv.gcp import (
+    ACCESS_TOKEN_TYPE,
+    GKE_SCOPES,
+    JWT_TOKEN_TYPE,
+    PROJECT,
+    TOKEN_EXCHANGE,
+    GoogleSts,
+    MetadataServer,
+    TokenVerifier,
+)
 
 KSA = "liqo-system/liqo-peering-operator"
 GSA = "liqo-peering@edge-project.iam.gserviceaccount.com"
@@ -81,8 +91,9 @@ def review(verifier: TokenVerifier, token: str) -> dict[str, Any]:
     cluster = config["clusters"][0]["cluster"]
     tls = ssl.create_default_context(cafile=cluster["certificate-authority"])
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-    request = urllib.request.Request(  # with the query the API server adds
-        cluster["server"] + "?timeout=30s", json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+    url = cluster["server"] + "?timeout=30s"  # with the query the API server adds
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
     )
     with urllib.request.urlopen(request, timeout=10, context=tls) as answer:
         found: dict[str, Any] = json.load(answer)
@@ -113,3 +124,42 @@ def test_the_verifier_vouches_for_live_issued_tokens_only(metadata: MetadataServ
         ]
     finally:
         verifier.stop()
+
+
+def test_the_google_apis_stand_in_exchanges_and_impersonates_for_the_pool_only(
+    metadata: MetadataServer, tmp_path: Path
+) -> None:
+    subject = "system:serviceaccount:liqo-system:liqo-peering-operator"
+    audience = "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/c"
+    google = GoogleSts(tmp_path, metadata, audience, {"projected": subject}.get, {subject: GSA})
+    proxies, verify = {"https": f"http://127.0.0.1:{google.port}"}, str(google.ca_file)
+
+    def post(url: str, **kwargs: Any) -> requests.Response:
+        return requests.post(url, proxies=proxies, verify=verify, timeout=10, **kwargs)
+
+    try:
+        with pytest.raises(requests.exceptions.ProxyError):
+            requests.get("https://example.com/", proxies=proxies, verify=verify, timeout=10)
+        form = {
+            "grant_type": TOKEN_EXCHANGE,
+            "requested_token_type": ACCESS_TOKEN_TYPE,
+            "subject_token_type": JWT_TOKEN_TYPE,
+            "audience": audience,
+            "subject_token": "projected",
+        }
+        sts = "https://sts.googleapis.com/v1/token"
+        federated = post(sts, data=form).json()["access_token"]
+        assert post(sts, data={**form, "subject_token": "other"}).status_code == 400
+        assert post(sts, data={**form, "audience": "//elsewhere"}).status_code == 400
+        iam = "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/{}:generateAccessToken"
+        headers = {"Authorization": f"Bearer {federated}"}
+        body = {"scope": sorted(GKE_SCOPES)}
+        answer = post(iam.format(GSA), json=body, headers=headers)
+        issued = metadata.lookup(answer.json()["accessToken"])
+        assert issued is not None and issued.email == GSA and issued.scopes == GKE_SCOPES
+        other = "other@edge-project.iam.gserviceaccount.com"
+        assert post(iam.format(other), json=body, headers=headers).status_code == 403
+        assert post(iam.format(GSA), json=body).status_code == 401
+        assert google.federated == {federated: subject}
+    finally:
+        google.stop()

@@ -5,6 +5,8 @@ cluster's form (spec.remoteCluster, provider gcp), in the model and in the CRD's
 
 from __future__ import annotations
 
+import json
+import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,12 +24,14 @@ from liqo_peering.clients.cloud import TOKEN_MAKERS
 from liqo_peering.clients.execplugin import ExecToken
 from liqo_peering.errors import CloudIdentityFailed
 from liqo_peering.kubeconfig import CloudIdentity
-from testenv.gcp import GKE_SCOPES, MetadataServer, TokenVerifier
+from testenv.gcp import GKE_SCOPES, GoogleSts, MetadataServer, TokenVerifier
 
 EDGE = CloudIdentity("gcp", "edge", "europe-west1")
 KSA = "liqo-system/liqo-peering-operator"
 GSA = "liqo-peering@edge-project.iam.gserviceaccount.com"
 CLUSTER = "projects/edge-project/locations/europe-west1/clusters/edge"
+POOL_PROVIDER = "//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/liqo/providers/consumer"
+SUBJECT = "system:serviceaccount:liqo-system:liqo-peering-operator"
 
 
 @pytest.fixture
@@ -50,6 +54,23 @@ def verifier(metadata: MetadataServer, tmp_path: Path) -> Iterator[TokenVerifier
     found = TokenVerifier(tmp_path / "verifier", metadata)
     yield found
     found.stop()
+
+
+@pytest.fixture
+def federation(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, metadata: MetadataServer) -> Iterator[GoogleSts]:
+    """Outside GKE: a Workload Identity Federation credential configuration, its subject token the projected
+    ServiceAccount token (here opaque, vouched for by the stand-in's review), Google's APIs stood in."""
+    subject_token = secrets.token_urlsafe(32)
+    token_file = tmp_path / "token"
+    token_file.write_text(subject_token)
+    google = GoogleSts(tmp_path / "google", metadata, POOL_PROVIDER, {subject_token: SUBJECT}.get, {SUBJECT: GSA})
+    config = tmp_path / "credential-configuration.json"
+    config.write_text(json.dumps(google.credential_config(token_file, GSA)))
+    for name, value in google.environment(config).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True)  # not on GKE: no metadata server asked
+    yield google
+    google.stop()
 
 
 def review(verifier: TokenVerifier, token: str) -> dict[str, Any]:
@@ -123,6 +144,38 @@ def test_without_credentials_the_error_says_what_to_configure(monkeypatch: pytes
     message = raised.value.message
     assert "DefaultCredentialsError" in message and "GKE cluster edge" in message
     assert "iam.gke.io/gcp-service-account" in message and "GOOGLE_APPLICATION_CREDENTIALS" in message
+
+
+def test_outside_gke_the_federated_identity_acts_as_the_google_service_account(
+    federation: GoogleSts, metadata: MetadataServer, verifier: TokenVerifier
+) -> None:
+    token, renew_at = gke.gke_token(EDGE)
+    issued = metadata.issued[token]
+    assert issued.email == GSA and issued.scopes == GKE_SCOPES
+    assert review(verifier, token)["user"]["username"] == GSA
+    assert set(federation.federated.values()) == {SUBJECT}
+    assert renew_at <= issued.expiry - timedelta(minutes=4)
+
+
+def test_outside_gke_a_subject_token_the_pool_refuses_is_reported(
+    federation: GoogleSts, metadata: MetadataServer, tmp_path: Path
+) -> None:
+    (tmp_path / "token").write_text("not-the-serviceaccounts-token")
+    with pytest.raises(CloudIdentityFailed) as raised:
+        gke.gke_token(EDGE)
+    assert "Workload Identity Federation credential config" in raised.value.message
+    assert "the subject token is not valid for this provider" in federation.refused
+    assert metadata.issued == {}
+
+
+def test_outside_gke_a_principal_not_allowed_to_act_as_the_account_is_reported(
+    federation: GoogleSts, metadata: MetadataServer
+) -> None:
+    federation.impersonation.clear()  # no roles/iam.workloadIdentityUser for the principal
+    with pytest.raises(CloudIdentityFailed):
+        gke.gke_token(EDGE)
+    assert f"{SUBJECT} may not act as {GSA}" in federation.refused
+    assert metadata.issued == {}
 
 
 def test_every_call_google_auth_makes_is_bounded() -> None:
