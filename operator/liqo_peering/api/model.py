@@ -9,7 +9,8 @@ words the docs use.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -162,7 +163,7 @@ CLOUD_RULE = _cel(
 # Each cloud's form of spec.remoteCluster.cluster: the pattern, and how a user writes it. The cluster's name is
 # its last path segment in every form; its location (AWS region, GCP location, Azure resource group) is the
 # group `location` of CLOUD_LOCATION.
-CLOUD_CLUSTER_FORMS: dict[str, tuple[str, str]] = {
+CLOUD_CLUSTER_FORMS: Mapping[str, tuple[str, str]] = {
     "aws": (
         r"^arn:aws[a-z-]*:eks:[a-z0-9-]{1,32}:[0-9]{12}:cluster/[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
         "arn:aws:eks:<region>:<account>:cluster/<name>",
@@ -173,10 +174,12 @@ CLOUD_CLUSTER_FORMS: dict[str, tuple[str, str]] = {
         "projects/<project>/locations/<location>/clusters/<name>",
     ),
 }
-CLOUD_LOCATION: dict[str, str] = {
+CLOUD_LOCATION: Mapping[str, str] = {
     "aws": r"^arn:[^:]+:eks:(?P<location>[^:]+):",
     "gcp": r"^projects/[^/]+/locations/(?P<location>[^/]+)/",
 }
+# Read-only: shared by the CRD generator, the validator and the token makers.
+CLOUD_CLUSTER_FORMS, CLOUD_LOCATION = MappingProxyType(CLOUD_CLUSTER_FORMS), MappingProxyType(CLOUD_LOCATION)
 CLOUD_PROVIDER_PATTERN = "^(" + "|".join(CLOUD_CLUSTER_FORMS) + ")$"
 CLOUD_CLUSTER_RULE = _cel(
     " && ".join(

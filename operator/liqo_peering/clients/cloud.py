@@ -13,8 +13,9 @@ GKE: an access token of the operator's Google identity, made by google-auth (cli
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from awscrt import auth, http
@@ -70,10 +71,11 @@ def eks_token(
 
 
 # Each spec.remoteCluster.provider's token maker: a token for the cluster, and when to make the next one.
-TOKEN_MAKERS: dict[str, Callable[[CloudIdentity], tuple[str, datetime]]] = {
+TOKEN_MAKERS: Mapping[str, Callable[[CloudIdentity], tuple[str, datetime]]] = {
     "aws": eks_token,
     "gcp": gke_token,
 }
+TOKEN_MAKERS = MappingProxyType(TOKEN_MAKERS)  # read-only
 
 
 def cloud_token(cloud: CloudIdentity) -> tuple[str, datetime]:
