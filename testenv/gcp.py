@@ -18,6 +18,9 @@ Stood in, on loopback only (GKE's own verifier is Google's, and cannot run here)
   revoked nor expired, with a scope GKE takes (cloud-platform or userinfo.email), and maps each to its Google
   service account's email as the user, as GKE does. What it cannot show: Google's token introspection, and
   GKE's IAM authorization (roles/container.*) before Kubernetes RBAC.
+- **Google's STS and IAM credentials API** (``GoogleSts``), for Workload Identity Federation outside GKE: a
+  CONNECT proxy for Google's API hosts, terminating TLS with its own CA, that exchanges a subject token it is
+  told is valid for a federated token, and gives that principal a Google service account's token.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client as k8s
 
+from testenv.kube import Kube, Res
 from testenv.localk8s import pki
 
 LOOPBACK = "127.0.0.1"
@@ -50,6 +55,7 @@ GKE_SCOPES = frozenset(
 METADATA_ROOT = "/computeMetadata/v1/"
 ACCOUNT_PATH = re.compile(r"^/computeMetadata/v1/instance/service-accounts/(?P<account>[^/]+)/(?P<rest>.*)$")
 MAX_BODY = 64 * 1024
+TOKEN_REVIEW = Res("authentication.k8s.io", "v1", "tokenreviews")
 
 
 def _serve(handler: type[BaseHTTPRequestHandler], name: str, tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
@@ -361,7 +367,7 @@ class GoogleSts:
             "GOOGLE_APPLICATION_CREDENTIALS": str(credential_config),
             "HTTPS_PROXY": f"http://{LOOPBACK}:{self.port}",
             "REQUESTS_CA_BUNDLE": str(self.ca_file),
-            "NO_PROXY": f"{LOOPBACK},localhost",
+            "NO_PROXY": f"{LOOPBACK},localhost,198.18.0.0/15",
         }
 
     def credential_config(self, subject_token_file: Path, email: str) -> dict[str, Any]:
@@ -486,3 +492,38 @@ def _serve_google(google: GoogleSts, conn: ssl.SSLSocket, host: str) -> None:
     conn.sendall(head.encode() + data)
     with contextlib.suppress(OSError):
         conn.shutdown(socket.SHUT_RDWR)
+
+
+def pool_audience(provider_audience: str) -> str:
+    """The audience a pool's OIDC provider takes by default in the subject token: its name as an https URL."""
+    return "https:" + provider_audience
+
+
+def projected_token(consumer: Kube, namespace: str, service_account: str, audience: str, path: Path) -> Path:
+    """A token of the ServiceAccount for the pool provider's audience, written where the chart's extraVolumes
+    would project it."""
+    request: Any = {"spec": {"audiences": [audience], "expirationSeconds": 3600}}
+    issued: Any = k8s.CoreV1Api(consumer.api).create_namespaced_service_account_token(
+        service_account, namespace, request
+    )
+    path.write_text(str(issued.status.token))
+    path.chmod(0o600)
+    return path
+
+
+def token_review(consumer: Kube, audience: str) -> Callable[[str], str | None]:
+    """The pool provider's check of a subject token, done by the consumer's API server (TokenReview): its
+    subject, if it is a valid token for ``audience``."""
+
+    def review(token: str) -> str | None:
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [audience]},
+        }
+        status = consumer.create(TOKEN_REVIEW, body).get("status") or {}
+        if not status.get("authenticated") or audience not in (status.get("audiences") or []):
+            return None
+        return str((status.get("user") or {}).get("username") or "") or None
+
+    return review

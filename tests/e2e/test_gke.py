@@ -11,13 +11,16 @@ ServiceAccount, its tokens random and remembered) and the verifier, which takes 
 
 In order: Ready through the Google service account's token, every write on the provider made by its user; the
 token revoked under the live peering, a new one fetched after the provider's 401, Ready still; with the
-ServiceAccount's binding removed, a new peering reports CloudIdentityFailed; unpeering leaves nothing; no token
-in the operator's log.
+ServiceAccount's binding removed, a new peering reports CloudIdentityFailed; unpeering leaves nothing; then the
+operator as outside GKE, through Workload Identity Federation (Google's STS and IAM credentials API stood in,
+the projected ServiceAccount token checked by TokenReview), Ready again as the same user; no token in the
+operator's logs.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ import pytest
 from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
 from testenv import audit, chart_rbac
 from testenv import kube as k
-from testenv.gcp import MetadataServer, TokenVerifier
+from testenv.gcp import GoogleSts, MetadataServer, TokenVerifier, pool_audience, projected_token, token_review
 from testenv.kube import Kube
 from testenv.leakscan import LeakScan
 from testenv.lightk8s import LightCluster, install_liqo_on_providers, render_provider_chart, start_light_providers
@@ -43,6 +46,7 @@ pytestmark = pytest.mark.standin  # stops the session's operator for its own, po
 NS = "e2e-gke"
 LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
 GSA = "liqo-peering-operator@edge-project.iam.gserviceaccount.com"  # GKE's user for its tokens: its email
+POOL_PROVIDER = "//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/liqo/providers/consumer"
 
 
 @dataclass
@@ -55,6 +59,10 @@ class Gke:
     metadata: MetadataServer
     verifier: TokenVerifier
     operator: OperatorProcess
+    chart: chart_rbac.ChartRelease
+    work: Path
+    leak_scan: LeakScan
+    logs: list[Path]  # every operator log of the module
 
     def spec(self, cluster: str = "edge") -> dict[str, Any]:
         ca = base64.b64encode(self.provider.pki.ca_cert.read_bytes()).decode()
@@ -81,6 +89,7 @@ def gke(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
     verifier = TokenVerifier(work / "verifier", metadata)
     standins: Spawned | None = None
     operator: OperatorProcess | None = None
+    state: Gke | None = None
     stood_down = False
     webhook = [
         f"--authentication-token-webhook-config-file={verifier.webhook_kubeconfig}",
@@ -115,7 +124,21 @@ def gke(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         }
         operator = chart.operator(work, env=environment).start()
         leak_scan.add_log(operator.log_path)
-        yield Gke(operator_env, consumer, provider, provider_kube, ids[provider.name], metadata, verifier, operator)
+        state = Gke(
+            operator_env,
+            consumer,
+            provider,
+            provider_kube,
+            ids[provider.name],
+            metadata,
+            verifier,
+            operator,
+            chart,
+            work,
+            leak_scan,
+            [operator.log_path],
+        )
+        yield state
     finally:
         try:
             for number, issued in enumerate(metadata.handed_out):
@@ -123,7 +146,9 @@ def gke(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
             _clean_up(consumer)
-            if operator is not None:
+            if state is not None:
+                state.operator.stop()
+            elif operator is not None:
                 operator.stop()
             if standins is not None:
                 standins.stop()
@@ -244,8 +269,46 @@ def test_unpeering_leaves_nothing(gke: Gke) -> None:
     wait_for("no Liqo object of the peering left on either cluster", nothing_left, timeout=60)
 
 
+def test_outside_gke_through_workload_identity_federation(gke: Gke) -> None:
+    """The operator elsewhere: google-auth exchanges the ServiceAccount's projected token at Google's STS and
+    acts as the Google service account; the metadata server is not there to ask."""
+    work = gke.work / "federated"
+    work.mkdir()
+    account = gke.chart.service_account()
+    subject = f"system:serviceaccount:{chart_rbac.NAMESPACE}:{account}"
+    audience = pool_audience(POOL_PROVIDER)
+    token_file = projected_token(gke.consumer, chart_rbac.NAMESPACE, account, audience, work / "token")
+    google = GoogleSts(
+        work / "google", gke.metadata, POOL_PROVIDER, token_review(gke.consumer, audience), {subject: GSA}
+    )
+    try:
+        config = work / "credential-configuration.json"
+        config.write_text(json.dumps(google.credential_config(token_file, GSA)))
+        gke.operator.stop()
+        environment = {**google.environment(config), "CLOUDSDK_CONFIG": str(work / "gcloud")}
+        gke.operator = gke.chart.operator(work, env=environment).start()
+        gke.logs.append(gke.operator.log_path)
+        gke.leak_scan.add_log(gke.operator.log_path)
+        handed = len(gke.metadata.handed_out)
+        started = datetime.now(UTC)
+        create(gke, "federated", gke.spec())
+        wait_for(
+            "the peering through Workload Identity Federation to be Ready", lambda: ready(gke, "federated"), timeout=120
+        )
+        assert provider_writers(gke, started) == {GSA}
+        assert set(google.federated.values()) == {subject}
+        assert len(gke.metadata.handed_out) > handed  # the IAM credentials API's, through the stand-in
+        gke.consumer.delete(LIQOPEERING, "federated", NS)
+        wait_for("federated to go", lambda: gke.consumer.get(LIQOPEERING, "federated", NS) is None, timeout=120)
+    finally:
+        for federated in google.federated:
+            gke.leak_scan.needles[federated] = "a federated access token"
+        gke.leak_scan.needles[token_file.read_text()] = "the ServiceAccount's projected token"
+        google.stop()
+
+
 def test_no_token_in_the_operators_log(gke: Gke) -> None:
-    log = gke.operator.log_path.read_text(errors="replace")
+    log = "".join(path.read_text(errors="replace") for path in gke.logs)
     assert gke.metadata.handed_out
     assert not [n for n, issued in enumerate(gke.metadata.handed_out) if issued.token in log]
     assert "ya29." not in log

@@ -68,7 +68,9 @@ def gke_token(
     request = BoundedRequest()
     try:
         found = credentials(request)
-        found.refresh(request)
+        # google.auth.default() may have refreshed them already (an external_account's project lookup does).
+        if not found.valid:
+            found.refresh(request)
         token = found.token
     except (google_exceptions.GoogleAuthError, requests.RequestException, OSError, ValueError) as exc:
         # The exception's own text may quote a response; only its kind is shown.
