@@ -79,6 +79,7 @@ def test_the_suite_splits_into_tiers_that_share_no_cluster(pytestconfig: pytest.
         "tests/e2e/test_benchmarks.py",
         "tests/e2e/test_clusterprofile.py",
         "tests/e2e/test_eks.py",
+        "tests/e2e/test_gke.py",
         "tests/e2e/test_hostile_provider.py",
         "tests/e2e/test_poison_pass.py",
         "tests/e2e/test_secret_protection.py",

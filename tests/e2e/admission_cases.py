@@ -39,6 +39,14 @@ CLOUD_REF = {
         "certificateAuthorityData": "LS0tLS1CRUdJTg==",
     }
 }
+GKE_REF = {
+    "remoteCluster": {
+        "provider": "gcp",
+        "cluster": "projects/edge-project/locations/europe-west1-b/clusters/provider",
+        "address": "https://203.0.113.10",
+        "certificateAuthorityData": "LS0tLS1CRUdJTg==",
+    }
+}
 SOURCE_RULE = str(model.PROVIDER_SOURCE_RULE["message"])
 # What an update case's stored object points at: nothing, so that the operator has nothing to peer with.
 NO_SECRET_REF = {"remoteKubeconfigSecretRef": {"name": "admission-no-such-secret"}}
@@ -246,6 +254,13 @@ INVALID: list[Invalid] = [
     ),
     Invalid(
         "LiqoPeering",
+        "gke-cluster-form",
+        {"remoteCluster": {**GKE_REF["remoteCluster"], "cluster": CLOUD_REF["remoteCluster"]["cluster"]}},
+        "spec.remoteCluster.cluster",
+        str(model.CLOUD_CLUSTER_RULE["message"]),
+    ),
+    Invalid(
+        "LiqoPeering",
         "cloud-delete-bootstrap",
         {**CLOUD_REF, "credentials": {"mint": True, "deleteBootstrapSecret": True}},
         "spec.remoteCluster",
@@ -347,6 +362,7 @@ VALID = [
         "",
     ),
     Invalid("LiqoPeering", "valid-profile", {**PROFILE_REF, "timeout": "2m"}, ""),
+    Invalid("LiqoPeering", "valid-gke", {**GKE_REF, "timeout": "2m"}, ""),
     Invalid("LiqoPeeringSet", "valid", peering_set({"authentication": {"proxyURL": "http://proxy.example:8118"}}), ""),
 ]
 

@@ -179,12 +179,18 @@ CLOUD_CLUSTER_FORMS: Mapping[str, tuple[str, str]] = MappingProxyType(
             r"/providers/[Mm]icrosoft\.[Cc]ontainer[Ss]ervice/managed[Cc]lusters/[0-9A-Za-z][A-Za-z0-9_-]{0,62}$",
             "/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ContainerService/managedClusters/<name>",
         ),
+        # Flux's form for GKE: a project ID, a region or zone, a cluster name.
+        "gcp": (
+            r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]{1,63}/clusters/[a-z]([a-z0-9-]{0,38}[a-z0-9])?$",
+            "projects/<project>/locations/<location>/clusters/<name>",
+        ),
     }
 )
 CLOUD_LOCATION: Mapping[str, str] = MappingProxyType(
     {
         "aws": r"^arn:[^:]+:eks:(?P<location>[^:]+):",
         "azure": r"^/subscriptions/[^/]+/resource[Gg]roups/(?P<location>[^/]+)/",
+        "gcp": r"^projects/[^/]+/locations/(?P<location>[^/]+)/",
     }
 )
 CLOUD_PROVIDER_PATTERN = "^(" + "|".join(CLOUD_CLUSTER_FORMS) + ")$"
@@ -271,22 +277,26 @@ class RemoteClusterSpec(_Model):
         pattern=CLOUD_PROVIDER_PATTERN,
         max_length=16,
         description="The cloud whose identity the operator uses: aws (EKS, through EKS Pod Identity or IRSA on the"
-        " operator's ServiceAccount) or azure (AKS with Microsoft Entra ID, through Microsoft Entra Workload ID on"
-        " the operator's ServiceAccount); its SDK makes the token in the operator, no exec plugin runs.",
+        " operator's ServiceAccount), azure (AKS with Microsoft Entra ID, through Microsoft Entra Workload ID on"
+        " the operator's ServiceAccount) or gcp (GKE, through GKE Workload Identity on the operator's"
+        " ServiceAccount, or Workload Identity Federation outside GKE); its SDK makes the token in the operator,"
+        " no exec plugin runs.",
     )
     cluster: str = Field(
         max_length=512,
         description="The cluster, in its provider's form: aws, its ARN arn:aws:eks:<region>:<account>:cluster/<name>"
         " (the token is made for its name, in its region); azure, its resource ID /subscriptions/<id>/resourceGroups/"
-        "<group>/providers/Microsoft.ContainerService/managedClusters/<name> (`az aks show --query id`).",
+        "<group>/providers/Microsoft.ContainerService/managedClusters/<name> (`az aks show --query id`); gcp,"
+        " projects/<project>/locations/<location>/clusters/<name> (its location a region or a zone).",
     )
     address: str | None = Field(
         default=None,
         max_length=2048,
         pattern=r"^https://",
         description="The cluster's API server endpoint, https://... (aws: `aws eks describe-cluster`, endpoint;"
-        " azure: https:// and `az aks show`, fqdn, or privateFqdn for a private cluster). With"
-        " certificateAuthorityData, or neither and secretRef.",
+        " azure: https:// and `az aks show`, fqdn, or privateFqdn for a private cluster; gcp: https:// and"
+        " `gcloud container clusters describe`, endpoint). With certificateAuthorityData, or neither and"
+        " secretRef.",
     )
     certificate_authority_data: str | None = Field(
         default=None,
@@ -295,7 +305,7 @@ class RemoteClusterSpec(_Model):
         pattern=BASE64_PATTERN,
         description="The cluster's CA certificate, base64-encoded PEM (aws: `aws eks describe-cluster`,"
         " certificateAuthority.data; azure: the certificate-authority-data of the cluster's kubeconfig from"
-        " `az aks get-credentials`).",
+        " `az aks get-credentials`; gcp: `gcloud container clusters describe`, masterAuth.clusterCaCertificate).",
     )
     secret_ref: EndpointSecretRef | None = Field(
         default=None,

@@ -9,6 +9,7 @@ again after 14, on the request that needs it (clients/execplugin.ExecToken keeps
 
 AKS: an access token for the AKS Microsoft Entra server application, from Microsoft Entra Workload ID
 (clients/aks.py).
+GKE: an access token of the operator's Google identity, made by google-auth (clients/gke.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from awscrt import auth, http
 from awscrt.exceptions import AwsCrtError
 
 from liqo_peering.clients.aks import aks_token
+from liqo_peering.clients.gke import gke_token
 from liqo_peering.errors import CloudIdentityFailed
 from liqo_peering.kubeconfig import CloudIdentity
 
@@ -76,6 +78,7 @@ TOKEN_MAKERS: Mapping[str, Callable[[CloudIdentity], tuple[str, datetime]]] = Ma
     {
         "aws": eks_token,
         "azure": aks_token,
+        "gcp": gke_token,
     }
 )
 
