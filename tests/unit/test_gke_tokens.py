@@ -229,7 +229,7 @@ def test_the_cluster_form_in_the_model() -> None:
 def test_the_cluster_form_in_the_crds_cel_rule() -> None:
     crd = crdgen.render_crd()
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-    (rule,) = schema["remoteCluster"]["x-kubernetes-validations"]
+    (rule,) = [r for r in schema["remoteCluster"]["x-kubernetes-validations"] if r["fieldPath"] == ".cluster"]
     env = celpy.Environment()
     program = env.program(env.compile(rule["rule"]))
     for cluster, holds in [(c, True) for c in GOOD] + [(c, False) for c in BAD]:
