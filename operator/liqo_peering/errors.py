@@ -396,7 +396,12 @@ class Unauthorized(AccessRefused):
         return f"{self.cluster} does not accept the kubeconfig's credentials ({self.status}{reason})"
 
     def describe(self) -> str:
-        return f"{self.refused}; put a valid, unexpired one in the Secret"
+        # The credentials come from a Secret, an access provider or the operator's cloud identity: each of them
+        # is fixed where it comes from.
+        return (
+            f"{self.refused}; put a valid, unexpired one in the Secret, or (a ClusterProfile's access provider, the"
+            f" operator's cloud identity) have the provider accept the identity that token is for"
+        )
 
 
 class ConsumerUnauthorized(Unauthorized):
