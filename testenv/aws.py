@@ -32,20 +32,21 @@ import ssl
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 
+from testenv import loopback
 from testenv.kube import Kube, Res
 from testenv.localk8s import pki
 from testenv.localk8s.ports import free_port
+from testenv.loopback import LOOPBACK
 from testenv.spawned import Spawned
 from testenv.wait import wait_for
 
-LOOPBACK = "127.0.0.1"
 ACCOUNT = "111122223333"
 REGION = "us-east-1"
 # Pod Identity's audience for the projected ServiceAccount token, and the header aws-iam-authenticator binds
@@ -56,19 +57,6 @@ STS_HOST = re.compile(r"^sts(\.[a-z0-9-]+)?\.amazonaws\.com$")
 # STS accepts a presigned GetCallerIdentity for 15 minutes after its X-Amz-Date, whatever X-Amz-Expires says.
 PRESIGNED_VALIDITY = datetime.timedelta(minutes=15)
 TOKEN_REVIEW = Res("authentication.k8s.io", "v1", "tokenreviews")
-
-
-def _serve(handler: type[BaseHTTPRequestHandler], name: str) -> ThreadingHTTPServer:
-    """An HTTP server on a free port of loopback, serving from a thread of its own."""
-    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
-    return server
-
-
-def _stop(server: ThreadingHTTPServer) -> None:
-    server.shutdown()
-    server.server_close()
 
 
 @dataclass(frozen=True)
@@ -108,7 +96,7 @@ class Sts:
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(self.dir / "sts.crt", self.dir / "sts.key")
         self._lock = threading.Lock()
-        self.server = _serve(_proxy_handler(self), "sts-stand-in")
+        self.server = loopback.serve(_proxy_handler(self), "sts-stand-in")
         self.port = self.server.server_address[1]
 
     @property
@@ -132,7 +120,7 @@ class Sts:
             self.issued.pop(access_key_id, None)
 
     def stop(self) -> None:
-        _stop(self.server)
+        loopback.stop(self.server)
 
     def caller_identity(self, host: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         """The answer to one GetCallerIdentity: (status, JSON body)."""
@@ -208,25 +196,12 @@ def _quote(value: str) -> str:
 
 
 def _proxy_handler(sts: Sts) -> type[BaseHTTPRequestHandler]:
-    class Proxy(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_CONNECT(self) -> None:
-            host, _, port = self.path.partition(":")
-            if not STS_HOST.match(host) or port != "443":
-                self.send_error(403, "the STS stand-in tunnels to STS only")
-                return
-            self.send_response(200, "Connection established")
-            self.end_headers()
-            with contextlib.suppress(OSError, ssl.SSLError):
-                tls = sts.tls.wrap_socket(self.connection, server_side=True)
-                _serve_sts(sts, tls, host)
-            self.close_connection = True
-
-    return Proxy
+    return loopback.connect_proxy(
+        lambda host, port: bool(STS_HOST.match(host)) and port == "443",
+        "the STS stand-in tunnels to STS only",
+        lambda: sts.tls,
+        lambda conn, host: _serve_sts(sts, conn, host),
+    )
 
 
 def _serve_sts(sts: Sts, conn: ssl.SSLSocket, host: str) -> None:
@@ -267,7 +242,7 @@ class PodIdentityAgent:
     handed_out: list[Issued] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.server = _serve(_agent_handler(self), "pod-identity-agent")
+        self.server = loopback.serve(_agent_handler(self), "pod-identity-agent")
         self.port = self.server.server_address[1]
 
     @property
@@ -300,7 +275,7 @@ class PodIdentityAgent:
         }
 
     def stop(self) -> None:
-        _stop(self.server)
+        loopback.stop(self.server)
 
 
 def _agent_handler(agent: PodIdentityAgent) -> type[BaseHTTPRequestHandler]:

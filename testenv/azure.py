@@ -31,7 +31,6 @@ import contextlib
 import datetime
 import json
 import secrets
-import socket
 import ssl
 import threading
 import urllib.parse
@@ -47,10 +46,11 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from kubernetes import client as k8s
 
+from testenv import loopback
 from testenv.kube import Kube, Res
 from testenv.localk8s import pki
+from testenv.loopback import LOOPBACK
 
-LOOPBACK = "127.0.0.1"
 TENANT = "7f3c2a10-5d4e-4b8a-9c1f-2e6d8a4b0c11"
 SUBSCRIPTION = "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9"
 AUTHORITY = "login.microsoftonline.com"
@@ -194,10 +194,8 @@ class EntraId:
         self._keys: dict[str, rsa.RSAPrivateKey] = {}
         self.rotate_key()
         self.direct = _TlsServer(self.tls, _handler(self))
-        self.proxy = ThreadingHTTPServer((LOOPBACK, 0), _proxy_handler(self))
-        self.proxy.daemon_threads = True
-        for server, name in ((self.direct, "entra-id-stand-in"), (self.proxy, "entra-id-proxy")):
-            threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+        threading.Thread(target=self.direct.serve_forever, name="entra-id-stand-in", daemon=True).start()
+        self.proxy = loopback.serve(_proxy_handler(self), "entra-id-proxy")
 
     @property
     def proxy_url(self) -> str:
@@ -377,27 +375,13 @@ def _handler(entra: EntraId) -> type[BaseHTTPRequestHandler]:
 
 def _proxy_handler(entra: EntraId) -> type[BaseHTTPRequestHandler]:
     served = _handler(entra)
-
-    class Proxy(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_CONNECT(self) -> None:
-            if self.path != f"{AUTHORITY}:443":
-                self.send_error(403, "the Entra ID stand-in tunnels to login.microsoftonline.com only")
-                return
-            self.send_response(200, "Connection established")
-            self.end_headers()
-            with contextlib.suppress(OSError, ssl.SSLError):
-                tls = entra.tls.wrap_socket(self.connection, server_side=True)
-                served(tls, self.client_address, self.server)  # HTTP on the tunnel, as long as the client keeps it
-                with contextlib.suppress(OSError):
-                    tls.shutdown(socket.SHUT_RDWR)
-            self.close_connection = True
-
-    return Proxy
+    return loopback.connect_proxy(
+        lambda host, port: (host, port) == (AUTHORITY, "443"),
+        "the Entra ID stand-in tunnels to login.microsoftonline.com only",
+        lambda: entra.tls,
+        # HTTP on the tunnel, as long as the client keeps it.
+        lambda conn, _: served(conn, conn.getpeername(), entra.proxy),
+    )
 
 
 def workload_identity_token(

@@ -36,17 +36,18 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 
+from testenv import loopback
 from testenv.kube import Kube, Res
 from testenv.localk8s import pki
+from testenv.loopback import LOOPBACK
 
-LOOPBACK = "127.0.0.1"
 PROJECT = "edge-project"
 # GKE's verifier takes a token with either scope (gke-gcloud-auth-plugin asks for both).
 GKE_SCOPES = frozenset(
@@ -56,21 +57,6 @@ METADATA_ROOT = "/computeMetadata/v1/"
 ACCOUNT_PATH = re.compile(r"^/computeMetadata/v1/instance/service-accounts/(?P<account>[^/]+)/(?P<rest>.*)$")
 MAX_BODY = 64 * 1024
 TOKEN_REVIEW = Res("authentication.k8s.io", "v1", "tokenreviews")
-
-
-def _serve(handler: type[BaseHTTPRequestHandler], name: str, tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
-    """An HTTP(S) server on a free port of loopback, serving from a thread of its own."""
-    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
-    server.daemon_threads = True
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
-    return server
-
-
-def _stop(server: ThreadingHTTPServer) -> None:
-    server.shutdown()
-    server.server_close()
 
 
 @dataclass(frozen=True)
@@ -97,7 +83,7 @@ class MetadataServer:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self.server = _serve(_metadata_handler(self), "gke-metadata-server")
+        self.server = loopback.serve(_metadata_handler(self), "gke-metadata-server")
         self.port = self.server.server_address[1]
 
     @property
@@ -196,7 +182,7 @@ class MetadataServer:
         return status, "text/plain", why
 
     def stop(self) -> None:
-        _stop(self.server)
+        loopback.stop(self.server)
 
 
 def _metadata_handler(metadata: MetadataServer) -> type[BaseHTTPRequestHandler]:
@@ -241,7 +227,7 @@ class TokenVerifier:
         (self.dir / "verifier.key").write_bytes(pki.key_pem(leaf.key))
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(self.dir / "verifier.crt", self.dir / "verifier.key")
-        self.server = _serve(_verifier_handler(self), "gke-token-verifier", tls)
+        self.server = loopback.serve(_verifier_handler(self), "gke-token-verifier", tls)
         self.port = self.server.server_address[1]
         config = {
             "apiVersion": "v1",
@@ -285,7 +271,7 @@ class TokenVerifier:
         }
 
     def stop(self) -> None:
-        _stop(self.server)
+        loopback.stop(self.server)
 
 
 def _verifier_handler(verifier: TokenVerifier) -> type[BaseHTTPRequestHandler]:
@@ -358,7 +344,7 @@ class GoogleSts:
         (self.dir / "google.key").write_bytes(pki.key_pem(leaf.key))
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(self.dir / "google.crt", self.dir / "google.key")
-        self.server = _serve(_google_proxy_handler(self), "google-apis-stand-in")
+        self.server = loopback.serve(_google_proxy_handler(self), "google-apis-stand-in")
         self.port = self.server.server_address[1]
 
     def environment(self, credential_config: Path) -> dict[str, str]:
@@ -443,29 +429,16 @@ class GoogleSts:
         return status, {"error": {"code": status, "message": why, "status": code}}
 
     def stop(self) -> None:
-        _stop(self.server)
+        loopback.stop(self.server)
 
 
 def _google_proxy_handler(google: GoogleSts) -> type[BaseHTTPRequestHandler]:
-    class Proxy(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_CONNECT(self) -> None:
-            host, _, port = self.path.partition(":")
-            if host not in GOOGLE_API_HOSTS or port != "443":
-                self.send_error(403, "the Google APIs stand-in tunnels to Google's API hosts only")
-                return
-            self.send_response(200, "Connection established")
-            self.end_headers()
-            with contextlib.suppress(OSError, ssl.SSLError, ValueError):
-                tls = google.tls.wrap_socket(self.connection, server_side=True)
-                _serve_google(google, tls, host)
-            self.close_connection = True
-
-    return Proxy
+    return loopback.connect_proxy(
+        lambda host, port: host in GOOGLE_API_HOSTS and port == "443",
+        "the Google APIs stand-in tunnels to Google's API hosts only",
+        lambda: google.tls,
+        lambda conn, host: _serve_google(google, conn, host),
+    )
 
 
 def _serve_google(google: GoogleSts, conn: ssl.SSLSocket, host: str) -> None:

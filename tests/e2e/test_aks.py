@@ -25,13 +25,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from kubernetes import client as k8s
 
+from e2e.cloud_common import LIQOPEERING, CloudCase, clean_up, create, provider_writers, ready, status, tenant
 from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
-from testenv import audit, chart_rbac
+from testenv import chart_rbac
 from testenv import kube as k
 from testenv.azure import (
     SUBSCRIPTION,
@@ -47,13 +48,11 @@ from testenv.leakscan import LeakScan
 from testenv.lightk8s import LightCluster, install_liqo_on_providers, render_provider_chart, start_light_providers
 from testenv.localk8s.cluster import SA_ISSUER
 from testenv.operator_support import OperatorEnv, OperatorProcess, wait_for
-from testenv.reactions import OPERATOR_AGENT
 from testenv.spawned import Spawned
 
 pytestmark = pytest.mark.standin  # stops the session's operator for its own, with Workload ID's variables
 
 NS = "e2e-aks"
-LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
 CLUSTER = "edge"  # the AKS cluster's name
 RESOURCE_GROUP = "liqo-rg"
 # The operator's user-assigned managed identity: its client ID (the ServiceAccount's annotation) and its
@@ -63,12 +62,8 @@ OBJECT_ID = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 
 
 @dataclass
-class Aks:
-    env: OperatorEnv
-    consumer: Kube
-    provider: LightCluster
-    provider_kube: Kube
-    provider_id: str
+class Aks(CloudCase):
+    namespace: ClassVar[str] = NS
     entra: EntraId
     identity: Identity
     operator: OperatorProcess
@@ -161,7 +156,7 @@ def aks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
                 leak_scan.needles[f"Entra ID access token {number}"] = handed
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
-            _clean_up(consumer)
+            clean_up(consumer, NS)
             if operator is not None:
                 operator.stop()
             if standins is not None:
@@ -171,42 +166,6 @@ def aks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
             entra.stop()
             if stood_down:
                 operator_env.operator.start()
-
-
-def _clean_up(consumer: Kube) -> None:
-    for obj in consumer.list(LIQOPEERING, NS):
-        consumer.delete(LIQOPEERING, obj["metadata"]["name"], NS)
-    try:
-        wait_for(f"the LiqoPeerings in {NS} to go", lambda: not consumer.list(LIQOPEERING, NS), timeout=90)
-    finally:
-        for obj in consumer.list(LIQOPEERING, NS):
-            consumer.patch(LIQOPEERING, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, NS)
-        consumer.delete(k.NAMESPACE, NS)
-
-
-def create(aks: Aks, name: str, spec: dict[str, Any]) -> None:
-    body = {"apiVersion": LIQOPEERING.api_version, "kind": "LiqoPeering", "metadata": {"name": name}, "spec": spec}
-    aks.consumer.create(LIQOPEERING, body, NS)
-
-
-def status(aks: Aks, name: str) -> dict[str, Any]:
-    return dict((aks.consumer.get(LIQOPEERING, name, NS) or {}).get("status") or {})
-
-
-def ready(aks: Aks, name: str) -> dict[str, Any] | None:
-    found = status(aks, name)
-    cond: dict[str, Any] = next((c for c in found.get("conditions") or [] if c["type"] == "Ready"), {})
-    return found if found.get("peerStatus") == "ready" and cond.get("status") == "True" else None
-
-
-def provider_writers(aks: Aks, since: datetime) -> set[str]:
-    return {e.username for e in audit.writes(aks.provider.audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)}
-
-
-def tenant(aks: Aks) -> str | None:
-    selector = f"liqo.io/remote-cluster-id={aks.env.consumer_id},liqo.io/tenant-namespace=true"
-    found = aks.provider_kube.list(k.NAMESPACE, selector=selector)
-    return found[0]["metadata"]["name"] if found else None
 
 
 def test_the_api_server_takes_an_aks_resource_id_and_refuses_other_forms(aks: Aks) -> None:

@@ -22,41 +22,36 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from e2e.cloud_common import LIQOPEERING, CloudCase, clean_up, create, provider_writers, ready, status, tenant
 from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
 from liqo_peering.engine import protection
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
-from testenv import audit, chart_rbac
+from testenv import chart_rbac
 from testenv import kube as k
 from testenv.aws import IamAuthenticator, PodIdentityAgent, Sts, pod_identity_token, sdk_environment
 from testenv.kube import Kube
 from testenv.leakscan import LeakScan
-from testenv.lightk8s import LightCluster, install_liqo_on_providers, render_provider_chart, start_light_providers
+from testenv.lightk8s import install_liqo_on_providers, render_provider_chart, start_light_providers
 from testenv.localk8s import tool_path
 from testenv.operator_support import OperatorEnv, OperatorProcess, wait_for
-from testenv.reactions import OPERATOR_AGENT
 from testenv.spawned import Spawned
 
 pytestmark = pytest.mark.standin  # stops the session's operator for its own, with AWS's variables
 
 NS = "e2e-eks"
-LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
 CLUSTER = "edge"  # the EKS cluster's name: aws-iam-authenticator's cluster ID
 ROLE = "arn:aws:iam::111122223333:role/liqo-peering-operator"
 MAPPED_USER = "liqo-peering-operator"  # the Kubernetes user the role maps to on the provider
 
 
 @dataclass
-class Eks:
-    env: OperatorEnv
-    consumer: Kube
-    provider: LightCluster
-    provider_kube: Kube
-    provider_id: str
+class Eks(CloudCase):
+    namespace: ClassVar[str] = NS
     sts: Sts
     agent: PodIdentityAgent
     operator: OperatorProcess
@@ -120,7 +115,7 @@ def eks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         try:
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
-            _clean_up(consumer)
+            clean_up(consumer, NS)
             if operator is not None:
                 operator.stop()
             if standins is not None:
@@ -132,42 +127,6 @@ def eks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
             sts.stop()
             if stood_down:
                 operator_env.operator.start()
-
-
-def _clean_up(consumer: Kube) -> None:
-    for obj in consumer.list(LIQOPEERING, NS):
-        consumer.delete(LIQOPEERING, obj["metadata"]["name"], NS)
-    try:
-        wait_for(f"the LiqoPeerings in {NS} to go", lambda: not consumer.list(LIQOPEERING, NS), timeout=90)
-    finally:
-        for obj in consumer.list(LIQOPEERING, NS):
-            consumer.patch(LIQOPEERING, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, NS)
-        consumer.delete(k.NAMESPACE, NS)
-
-
-def create(eks: Eks, name: str, spec: dict[str, Any]) -> None:
-    body = {"apiVersion": LIQOPEERING.api_version, "kind": "LiqoPeering", "metadata": {"name": name}, "spec": spec}
-    eks.consumer.create(LIQOPEERING, body, NS)
-
-
-def status(eks: Eks, name: str) -> dict[str, Any]:
-    return dict((eks.consumer.get(LIQOPEERING, name, NS) or {}).get("status") or {})
-
-
-def ready(eks: Eks, name: str) -> dict[str, Any] | None:
-    found = status(eks, name)
-    cond: dict[str, Any] = next((c for c in found.get("conditions") or [] if c["type"] == "Ready"), {})
-    return found if found.get("peerStatus") == "ready" and cond.get("status") == "True" else None
-
-
-def provider_writers(eks: Eks, since: datetime) -> set[str]:
-    return {e.username for e in audit.writes(eks.provider.audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)}
-
-
-def tenant(eks: Eks) -> str | None:
-    selector = f"liqo.io/remote-cluster-id={eks.env.consumer_id},liqo.io/tenant-namespace=true"
-    found = eks.provider_kube.list(k.NAMESPACE, selector=selector)
-    return found[0]["metadata"]["name"] if found else None
 
 
 def test_a_peering_through_the_operators_aws_identity(eks: Eks) -> None:

@@ -26,36 +26,31 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from e2e.cloud_common import LIQOPEERING, CloudCase, clean_up, create, provider_writers, ready, status, tenant
 from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
-from testenv import audit, chart_rbac
+from testenv import chart_rbac
 from testenv import kube as k
 from testenv.gcp import GoogleSts, MetadataServer, TokenVerifier, pool_audience, projected_token, token_review
 from testenv.kube import Kube
 from testenv.leakscan import LeakScan
-from testenv.lightk8s import LightCluster, install_liqo_on_providers, render_provider_chart, start_light_providers
+from testenv.lightk8s import install_liqo_on_providers, render_provider_chart, start_light_providers
 from testenv.operator_support import OperatorEnv, OperatorProcess, wait_for
-from testenv.reactions import OPERATOR_AGENT
 from testenv.spawned import Spawned
 
 pytestmark = pytest.mark.standin  # stops the session's operator for its own, pointed at the metadata server
 
 NS = "e2e-gke"
-LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
 GSA = "liqo-peering-operator@edge-project.iam.gserviceaccount.com"  # GKE's user for its tokens: its email
 POOL_PROVIDER = "//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/liqo/providers/consumer"
 
 
 @dataclass
-class Gke:
-    env: OperatorEnv
-    consumer: Kube
-    provider: LightCluster
-    provider_kube: Kube
-    provider_id: str
+class Gke(CloudCase):
+    namespace: ClassVar[str] = NS
     metadata: MetadataServer
     verifier: TokenVerifier
     operator: OperatorProcess
@@ -145,7 +140,7 @@ def gke(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
                 leak_scan.needles[issued.token] = f"GKE access token {number}"
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
-            _clean_up(consumer)
+            clean_up(consumer, NS)
             if state is not None:
                 state.operator.stop()
             elif operator is not None:
@@ -158,42 +153,6 @@ def gke(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
             metadata.stop()
             if stood_down:
                 operator_env.operator.start()
-
-
-def _clean_up(consumer: Kube) -> None:
-    for obj in consumer.list(LIQOPEERING, NS):
-        consumer.delete(LIQOPEERING, obj["metadata"]["name"], NS)
-    try:
-        wait_for(f"the LiqoPeerings in {NS} to go", lambda: not consumer.list(LIQOPEERING, NS), timeout=90)
-    finally:
-        for obj in consumer.list(LIQOPEERING, NS):
-            consumer.patch(LIQOPEERING, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, NS)
-        consumer.delete(k.NAMESPACE, NS)
-
-
-def create(gke: Gke, name: str, spec: dict[str, Any]) -> None:
-    body = {"apiVersion": LIQOPEERING.api_version, "kind": "LiqoPeering", "metadata": {"name": name}, "spec": spec}
-    gke.consumer.create(LIQOPEERING, body, NS)
-
-
-def status(gke: Gke, name: str) -> dict[str, Any]:
-    return dict((gke.consumer.get(LIQOPEERING, name, NS) or {}).get("status") or {})
-
-
-def ready(gke: Gke, name: str) -> dict[str, Any] | None:
-    found = status(gke, name)
-    cond: dict[str, Any] = next((c for c in found.get("conditions") or [] if c["type"] == "Ready"), {})
-    return found if found.get("peerStatus") == "ready" and cond.get("status") == "True" else None
-
-
-def provider_writers(gke: Gke, since: datetime) -> set[str]:
-    return {e.username for e in audit.writes(gke.provider.audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)}
-
-
-def tenant(gke: Gke) -> str | None:
-    selector = f"liqo.io/remote-cluster-id={gke.env.consumer_id},liqo.io/tenant-namespace=true"
-    found = gke.provider_kube.list(k.NAMESPACE, selector=selector)
-    return found[0]["metadata"]["name"] if found else None
 
 
 def test_a_peering_through_the_operators_google_identity(gke: Gke) -> None:

@@ -1,0 +1,68 @@
+"""What the e2e tests of spec.remoteCluster share (test_eks, test_gke, test_aks): a consumer with the
+operator, a light provider whose verifier is the cloud's or its stand-in, and the LiqoPeerings of one namespace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from testenv import audit
+from testenv import kube as k
+from testenv.kube import Kube
+from testenv.lightk8s import LightCluster
+from testenv.operator_support import OperatorEnv, wait_for
+from testenv.reactions import OPERATOR_AGENT
+
+LIQOPEERING = k.Res("peering.liqo-operator.io", "v1alpha1", "liqopeerings")
+
+
+@dataclass
+class CloudCase:
+    env: OperatorEnv
+    consumer: Kube
+    provider: LightCluster
+    provider_kube: Kube
+    provider_id: str
+    namespace: ClassVar[str]  # the module's LiqoPeerings'
+
+
+def clean_up(consumer: Kube, namespace: str) -> None:
+    """The namespace's LiqoPeerings unpeered (their finalizers released if that hangs), then the namespace."""
+    for obj in consumer.list(LIQOPEERING, namespace):
+        consumer.delete(LIQOPEERING, obj["metadata"]["name"], namespace)
+    try:
+        wait_for(
+            f"the LiqoPeerings in {namespace} to go", lambda: not consumer.list(LIQOPEERING, namespace), timeout=90
+        )
+    finally:
+        for obj in consumer.list(LIQOPEERING, namespace):
+            consumer.patch(LIQOPEERING, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace)
+        consumer.delete(k.NAMESPACE, namespace)
+
+
+def create(case: CloudCase, name: str, spec: dict[str, Any]) -> None:
+    body = {"apiVersion": LIQOPEERING.api_version, "kind": "LiqoPeering", "metadata": {"name": name}, "spec": spec}
+    case.consumer.create(LIQOPEERING, body, case.namespace)
+
+
+def status(case: CloudCase, name: str) -> dict[str, Any]:
+    return dict((case.consumer.get(LIQOPEERING, name, case.namespace) or {}).get("status") or {})
+
+
+def ready(case: CloudCase, name: str) -> dict[str, Any] | None:
+    found = status(case, name)
+    cond: dict[str, Any] = next((c for c in found.get("conditions") or [] if c["type"] == "Ready"), {})
+    return found if found.get("peerStatus") == "ready" and cond.get("status") == "True" else None
+
+
+def provider_writers(case: CloudCase, since: datetime) -> set[str]:
+    """Who made the operator's writes on the provider since then (its audit log)."""
+    return {e.username for e in audit.writes(case.provider.audit_log, since=since, user_agent_prefix=OPERATOR_AGENT)}
+
+
+def tenant(case: CloudCase) -> str | None:
+    """The consumer's tenant namespace on the provider."""
+    selector = f"liqo.io/remote-cluster-id={case.env.consumer_id},liqo.io/tenant-namespace=true"
+    found = case.provider_kube.list(k.NAMESPACE, selector=selector)
+    return found[0]["metadata"]["name"] if found else None
