@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
+from e2e.test_peeringset import PROVIDER_KINDS
 from testenv import audit
 from testenv import kube as k
 from testenv.kube import Kube
@@ -66,3 +67,17 @@ def tenant(case: CloudCase) -> str | None:
     selector = f"liqo.io/remote-cluster-id={case.env.consumer_id},liqo.io/tenant-namespace=true"
     found = case.provider_kube.list(k.NAMESPACE, selector=selector)
     return found[0]["metadata"]["name"] if found else None
+
+
+def unpeer_leaving_nothing(case: CloudCase, name: str) -> None:
+    """Delete the LiqoPeering: it goes, and no Liqo object of it is left on either cluster."""
+    case.consumer.delete(LIQOPEERING, name, case.namespace)
+    wait_for(f"{name} to go", lambda: case.consumer.get(LIQOPEERING, name, case.namespace) is None, timeout=120)
+
+    def nothing_left() -> bool:
+        ns = tenant(case)
+        provider = [] if ns is None else [o for res in PROVIDER_KINDS for o in case.provider_kube.list(res, ns)]
+        slices = case.consumer.list(k.RESOURCESLICE, selector=f"liqo.io/remote-cluster-id={case.provider_id}")
+        return not provider and not slices
+
+    wait_for("no Liqo object of the peering left on either cluster", nothing_left, timeout=60)

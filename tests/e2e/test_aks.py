@@ -30,8 +30,18 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes import client as k8s
 
-from e2e.cloud_common import LIQOPEERING, CloudCase, clean_up, create, provider_writers, ready, status, tenant
-from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
+from e2e.cloud_common import (
+    LIQOPEERING,
+    CloudCase,
+    clean_up,
+    create,
+    provider_writers,
+    ready,
+    status,
+    tenant,
+    unpeer_leaving_nothing,
+)
+from e2e.test_peeringset import _start_standins
 from testenv import chart_rbac
 from testenv import kube as k
 from testenv.azure import (
@@ -273,16 +283,7 @@ def test_an_identity_without_its_federated_credential_reports_cloud_identity_fai
 
 
 def test_unpeering_leaves_nothing(aks: Aks) -> None:
-    aks.consumer.delete(LIQOPEERING, "edge", NS)
-    wait_for("edge to go", lambda: aks.consumer.get(LIQOPEERING, "edge", NS) is None, timeout=120)
-
-    def nothing_left() -> bool:
-        ns = tenant(aks)
-        provider = [] if ns is None else [o for res in PROVIDER_KINDS for o in aks.provider_kube.list(res, ns)]
-        slices = aks.consumer.list(k.RESOURCESLICE, selector=f"liqo.io/remote-cluster-id={aks.provider_id}")
-        return not provider and not slices
-
-    wait_for("no Liqo object of the peering left on either cluster", nothing_left, timeout=60)
+    unpeer_leaving_nothing(aks, "edge")
 
 
 def test_no_token_in_the_operators_log(aks: Aks) -> None:

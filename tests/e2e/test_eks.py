@@ -26,8 +26,18 @@ from typing import Any, ClassVar
 
 import pytest
 
-from e2e.cloud_common import LIQOPEERING, CloudCase, clean_up, create, provider_writers, ready, status, tenant
-from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
+from e2e.cloud_common import (
+    LIQOPEERING,
+    CloudCase,
+    clean_up,
+    create,
+    provider_writers,
+    ready,
+    status,
+    tenant,
+    unpeer_leaving_nothing,
+)
+from e2e.test_peeringset import _start_standins
 from liqo_peering.engine import protection
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
@@ -191,16 +201,7 @@ def test_a_token_for_another_cluster_is_refused(eks: Eks) -> None:
 
 
 def test_unpeering_leaves_nothing(eks: Eks) -> None:
-    eks.consumer.delete(LIQOPEERING, "edge", NS)
-    wait_for("edge to go", lambda: eks.consumer.get(LIQOPEERING, "edge", NS) is None, timeout=120)
-
-    def nothing_left() -> bool:
-        ns = tenant(eks)
-        provider = [] if ns is None else [o for res in PROVIDER_KINDS for o in eks.provider_kube.list(res, ns)]
-        slices = eks.consumer.list(k.RESOURCESLICE, selector=f"liqo.io/remote-cluster-id={eks.provider_id}")
-        return not provider and not slices
-
-    wait_for("no Liqo object of the peering left on either cluster", nothing_left, timeout=60)
+    unpeer_leaving_nothing(eks, "edge")
 
 
 def minted_objects(eks: Eks) -> list[str]:

@@ -30,8 +30,18 @@ from typing import Any, ClassVar
 
 import pytest
 
-from e2e.cloud_common import LIQOPEERING, CloudCase, clean_up, create, provider_writers, ready, status, tenant
-from e2e.test_peeringset import PROVIDER_KINDS, _start_standins
+from e2e.cloud_common import (
+    LIQOPEERING,
+    CloudCase,
+    clean_up,
+    create,
+    provider_writers,
+    ready,
+    status,
+    tenant,
+    unpeer_leaving_nothing,
+)
+from e2e.test_peeringset import _start_standins
 from testenv import chart_rbac
 from testenv import kube as k
 from testenv.gcp import GoogleSts, MetadataServer, TokenVerifier, pool_audience, projected_token, token_review
@@ -216,16 +226,7 @@ def test_without_a_usable_identity_the_peering_says_what_to_configure(gke: Gke) 
 
 
 def test_unpeering_leaves_nothing(gke: Gke) -> None:
-    gke.consumer.delete(LIQOPEERING, "edge", NS)
-    wait_for("edge to go", lambda: gke.consumer.get(LIQOPEERING, "edge", NS) is None, timeout=120)
-
-    def nothing_left() -> bool:
-        ns = tenant(gke)
-        provider = [] if ns is None else [o for res in PROVIDER_KINDS for o in gke.provider_kube.list(res, ns)]
-        slices = gke.consumer.list(k.RESOURCESLICE, selector=f"liqo.io/remote-cluster-id={gke.provider_id}")
-        return not provider and not slices
-
-    wait_for("no Liqo object of the peering left on either cluster", nothing_left, timeout=60)
+    unpeer_leaving_nothing(gke, "edge")
 
 
 def test_outside_gke_through_workload_identity_federation(gke: Gke) -> None:
