@@ -6,8 +6,8 @@ kubeconfigs, nonces) are known too. Each credential becomes a set of needles: th
 (base64), the decoded value, and for PEM blocks every body line. At the end, every operator log line,
 every Event on the clusters and every LiqoPeering and LiqoPeeringSet status seen is searched for every needle.
 
-Public material is not a credential: CA certificates (`ca.crt`, `certificate-authority-data`) are
-left out, as are Helm's release records and values shorter than MIN_LENGTH (flags such as "true").
+Public material is not a credential: CA certificates (`ca.crt`, `certificate-authority-data`) and API
+server endpoints (`address`) are left out, as are Helm's release records and values shorter than MIN_LENGTH (flags such as "true").
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from kubernetes import client as k8s
 from testenv import inventory
 
 MIN_LENGTH = 16
-PUBLIC_KEYS = frozenset({"ca.crt", "certificate-authority-data"})
+# CA certificates, and a managed cluster's endpoint (the Secret of spec.remoteCluster.secretRef), which the
+# status and logs name as they name any provider's server.
+PUBLIC_KEYS = frozenset({"ca.crt", "certificate-authority-data", "address"})
 # Fields of a kubeconfig's user that are secret.
 USER_SECRETS = ("client-key-data", "client-certificate-data", "token", "password")
 NOT_CREDENTIALS = frozenset({"helm.sh/release.v1"})
