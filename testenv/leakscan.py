@@ -7,7 +7,8 @@ kubeconfigs, nonces) are known too. Each credential becomes a set of needles: th
 every Event on the clusters and every LiqoPeering and LiqoPeeringSet status seen is searched for every needle.
 
 Public material is not a credential: CA certificates (`ca.crt`, `certificate-authority-data`) and API
-server endpoints (`address`) are left out, as are Helm's release records and values shorter than MIN_LENGTH (flags such as "true").
+server endpoints (`address`) are left out, as are Helm's release records and values shorter than MIN_LENGTH
+(flags such as "true").
 """
 
 from __future__ import annotations
