@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
 from azure.core.exceptions import AzureError
 from azure.identity import WorkloadIdentityCredential
 
+from liqo_peering.clients.execplugin import renewal
 from liqo_peering.errors import CloudIdentityFailed
 from liqo_peering.kubeconfig import CloudIdentity
 
@@ -28,9 +29,6 @@ from liqo_peering.kubeconfig import CloudIdentity
 # tenant (kubelogin's --server-id).
 AKS_SERVER_APP = "6dae42f8-4368-4678-94ff-3960e28e3630"
 SCOPE = f"{AKS_SERVER_APP}/.default"
-# A token is made again this long before Entra ID's expiry (clients/execplugin.ExecToken keeps it until then),
-# or at half its life if that is shorter.
-RENEW_BEFORE = timedelta(minutes=5)
 # Entra ID's token endpoint answers within seconds: a hung one is reported, not waited on. One retry at most:
 # the next reconcile asks again.
 SDK_OPTIONS: Mapping[str, Any] = MappingProxyType({"connection_timeout": 5, "read_timeout": 10, "retry_total": 1})
@@ -71,6 +69,5 @@ def aks_token(
             ' azure.workload.identity/use: "true" (the chart\'s serviceAccount.annotations and podLabels),'
             " with access to that cluster"
         ) from None
-    expires = datetime.fromtimestamp(access.expires_on, UTC)
-    renew = min(RENEW_BEFORE, max(expires - now(), timedelta(0)) / 2)
-    return str(access.token), expires - renew
+    # clients/execplugin.ExecToken keeps it until then.
+    return str(access.token), renewal(datetime.fromtimestamp(access.expires_on, UTC), now())

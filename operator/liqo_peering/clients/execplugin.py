@@ -22,7 +22,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from liqo_peering.clusterprofile import ExecConfig
@@ -37,6 +37,8 @@ MAX_SHOWN = 300  # characters of the plugin's standard error shown in a message
 # A token this close to its expiry is fetched again (client-go's exec authenticator has none; the Python
 # client's has five minutes).
 EXPIRY_MARGIN_SECONDS = 10.0
+# A cloud's token is made again this long before it expires, or at half its life if that is shorter.
+RENEW_BEFORE = timedelta(minutes=5)
 # After a failure, the requests of the next seconds fail with it at once, instead of each running the plugin.
 FAILURE_PAUSE_SECONDS = 5.0
 
@@ -150,6 +152,11 @@ def _credential(out: bytes, api_version: str, what: str) -> tuple[str, datetime 
 
 
 Runner = Callable[[], tuple[str, "datetime | None"]]
+
+
+def renewal(expires: datetime, now: datetime) -> datetime:
+    """When to make the next token of one that expires then: RENEW_BEFORE ahead, or halfway to it if sooner."""
+    return expires - min(RENEW_BEFORE, max(expires - now, timedelta(0)) / 2)
 
 
 class ExecToken:

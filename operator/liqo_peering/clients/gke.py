@@ -21,6 +21,7 @@ import requests
 from google.auth import exceptions as google_exceptions
 from google.auth.transport.requests import Request
 
+from liqo_peering.clients.execplugin import renewal
 from liqo_peering.errors import CloudIdentityFailed
 from liqo_peering.kubeconfig import CloudIdentity
 
@@ -32,8 +33,6 @@ SCOPES = (
 # Each call google-auth makes (the metadata server, STS, the IAM credentials API) is small: a hung one is
 # reported, not waited on (google-auth's own default is 120 s for all but the metadata server).
 SDK_TIMEOUT_SECONDS = 10.0
-# A token is made again this long before Google stops honouring it.
-RENEW_BEFORE = timedelta(minutes=5)
 # When google-auth gives no expiry: Google's access tokens live an hour.
 DEFAULT_LIFETIME = timedelta(minutes=55)
 
@@ -87,5 +86,4 @@ def gke_token(
         raise CloudIdentityFailed(f"Google's credentials gave no access token for GKE cluster {cloud.cluster_name}")
     expiry = found.expiry  # naive UTC, as google-auth keeps it
     expires = expiry.replace(tzinfo=UTC) if isinstance(expiry, datetime) else now() + DEFAULT_LIFETIME
-    # A few minutes before it expires; half its life for a token given with less than twice that.
-    return token, expires - min(RENEW_BEFORE, max(expires - now(), timedelta(0)) / 2)
+    return token, renewal(expires, now())
