@@ -213,6 +213,7 @@ CLOUD_ENDPOINT_RULE = _cel(
 )
 # A Secret's keys for the endpoint and CA of spec.remoteCluster.secretRef (Flux's, for its kubeConfig's).
 ENDPOINT_ADDRESS_KEY, ENDPOINT_CA_KEY = "address", "ca.crt"
+MAX_ENDPOINT_LENGTH = 2048  # of spec.remoteCluster.address, and of that Secret's address
 BASE64_PATTERN = r"^[A-Za-z0-9+/]+={0,2}$"
 # Minting needs a bootstrap kubeconfig able to create and approve CSRs; a ClusterProfile's access provider
 # gives whatever identity its plugin returns, which the operator neither keeps nor renews with.
@@ -291,7 +292,7 @@ class RemoteClusterSpec(_Model):
     )
     address: str | None = Field(
         default=None,
-        max_length=2048,
+        max_length=MAX_ENDPOINT_LENGTH,
         pattern=r"^https://",
         description="The cluster's API server endpoint, https://... (aws: `aws eks describe-cluster`, endpoint;"
         " azure: https:// and `az aks show`, fqdn, or privateFqdn for a private cluster; gcp: https:// and"
@@ -744,16 +745,6 @@ class LiqoPeeringSpec(LiqoPeeringTemplate):
             if self.remote_context is not None:
                 raise ValueError(PROFILE_CONTEXT_RULE["message"])
         return self
-
-    @property
-    def provider_secret(self) -> str | None:
-        """The Secret the provider source reads (a kubeconfig, or a managed cluster's endpoint and CA): what
-        unpeering needs, so protected like a kubeconfig Secret."""
-        if self.remote_kubeconfig_secret_ref is not None:
-            return self.remote_kubeconfig_secret_ref.name
-        if self.remote_cluster is not None and self.remote_cluster.secret_ref is not None:
-            return self.remote_cluster.secret_ref.name
-        return None
 
     @property
     def secret_ref(self) -> SecretKeyRef:

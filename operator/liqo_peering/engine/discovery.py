@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from liqo_peering import clusterprofile
-from liqo_peering.api.model import ENDPOINT_ADDRESS_KEY, ENDPOINT_CA_KEY, LiqoPeeringSpec
+from liqo_peering.api.model import ENDPOINT_ADDRESS_KEY, ENDPOINT_CA_KEY, MAX_ENDPOINT_LENGTH, LiqoPeeringSpec
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clusterprofile import AccessProviders
 from liqo_peering.errors import (
@@ -104,9 +104,6 @@ def read_remote_kubeconfig(
     )
 
 
-MAX_ADDRESS_LENGTH = 2048  # as spec.remoteCluster.address
-
-
 def _endpoint_secret(local: ClusterClient, namespace: str, peering: str, name: str) -> tuple[str, str]:
     """A managed cluster's endpoint and its CA (base64, as certificateAuthorityData) from the Secret that
     spec.remoteCluster.secretRef names; nothing else of it is read."""
@@ -129,7 +126,7 @@ def _endpoint_secret(local: ClusterClient, namespace: str, peering: str, name: s
         address = base64.b64decode(data[ENDPOINT_ADDRESS_KEY], validate=True).decode().strip()
     except (ValueError, UnicodeDecodeError):
         raise KubeconfigInvalid(f"{where}: key {ENDPOINT_ADDRESS_KEY!r} is not a URL") from None
-    if len(address) > MAX_ADDRESS_LENGTH or not address.startswith("https://"):
+    if len(address) > MAX_ENDPOINT_LENGTH or not address.startswith("https://"):
         raise KubeconfigInvalid(f"{where}: key {ENDPOINT_ADDRESS_KEY!r} must be the endpoint's https:// URL")
     return address, str(data[ENDPOINT_CA_KEY])  # already base64 of the PEM, as certificateAuthorityData
 

@@ -182,7 +182,8 @@ class Reconciler:
                 spec = parse_spec(body.get("spec") or {})
             except ValidationError as exc:
                 raise InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}") from None
-            secret, profile_ref = spec.provider_secret, spec.remote_cluster_profile_ref
+            # The Secret the provider source reads, as the protection's release finds it again.
+            secret, profile_ref = protection.secret_of(body), spec.remote_cluster_profile_ref
             outcome.secret = (namespace, secret) if secret is not None else None
             if profile_ref is not None and self.policy.access_providers.providers:
                 outcome.profile = (namespace, profile_ref.name)  # without providers, none is read
