@@ -12,6 +12,14 @@ Stood in, on loopback only:
   the request's SigV4 query signature with the secret of the access key it names (issued by the agent
   below), its session token and its age (15 minutes, as STS does), and answers the caller's assumed-role
   ARN. What it cannot show: STS's other checks (IAM policies, a role's trust policy, SCPs).
+- **STS's AssumeRoleWithWebIdentity, for IRSA** (``WebIdentitySts``): AWS's SDK posts the role and the
+  ServiceAccount token that EKS projects into the Pod to ``https://sts.<region>.amazonaws.com`` on port 443,
+  with no way to point it elsewhere. So the operator's process is given a view of the world of its own
+  (``world_of``): a mount namespace where ``/etc/hosts`` names a loopback address of this stand-in for that
+  host, and the system's CA bundle trusts its CA too. The stand-in checks the token with a TokenReview for
+  the audience ``sts.amazonaws.com`` and the subject against the role's trust (``system:serviceaccount:
+  <namespace>:<name>``), as a trust policy's ``:sub`` condition does, and issues keys that the proxy above
+  then knows. What it cannot show: OIDC discovery of the cluster's issuer, IAM policies.
 - **The EKS Pod Identity agent** (``PodIdentityAgent``): the SDK asks it for credentials with the
   ServiceAccount token that EKS projects into the Pod (audience ``pods.eks.amazonaws.com``); it checks that
   token with a TokenReview on the consumer, as EKS Auth does, and issues temporary keys for the role associated
@@ -35,6 +43,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 import yaml
 from kubernetes import client as k8s
@@ -52,6 +61,12 @@ REGION = "us-east-1"
 # Pod Identity's audience for the projected ServiceAccount token, and the header aws-iam-authenticator binds
 # a token to its cluster with.
 POD_IDENTITY_AUDIENCE = "pods.eks.amazonaws.com"
+# IRSA's audience: what the EKS webhook projects the token for, and what STS takes for AssumeRoleWithWebIdentity.
+WEB_IDENTITY_AUDIENCE = "sts.amazonaws.com"
+# Where the operator's process takes its host names and its trusted CAs from (Debian's, and the image's).
+HOSTS_FILE = Path("/etc/hosts")
+SYSTEM_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+MAX_FORM_BYTES = 64 * 1024
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
 STS_HOST = re.compile(r"^sts(\.[a-z0-9-]+)?\.amazonaws\.com$")
 # STS accepts a presigned GetCallerIdentity for 15 minutes after its X-Amz-Date, whatever X-Amz-Expires says.
@@ -301,6 +316,110 @@ def _agent_handler(agent: PodIdentityAgent) -> type[BaseHTTPRequestHandler]:
 
 
 @dataclass
+class WebIdentitySts:
+    """STS's AssumeRoleWithWebIdentity on ``address``:443 over TLS as ``sts.<region>.amazonaws.com``: keys for a
+    role whose trust names the token's ServiceAccount, once the consumer's API server says the token is that
+    ServiceAccount's for STS's audience."""
+
+    sts: Sts
+    consumer: Kube  # an identity that may create TokenReviews
+    trust: dict[str, str]  # role ARN -> the subject it trusts, system:serviceaccount:<namespace>:<name>
+    lifetime: datetime.timedelta = datetime.timedelta(hours=1)
+    handed_out: list[Issued] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.server, self.address = _serve_on_a_loopback_address(_web_identity_handler(self), self.sts.tls)
+
+    def assume(self, form: dict[str, str]) -> tuple[int, str]:
+        """The answer to one POST: (status, XML body)."""
+        role, token = form.get("RoleArn", ""), form.get("WebIdentityToken", "")
+        review = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [WEB_IDENTITY_AUDIENCE]},
+        }
+        if form.get("Action") != "AssumeRoleWithWebIdentity" or not role or not token:
+            return self._refuse(400, "InvalidAction", "not an AssumeRoleWithWebIdentity with a role and a token")
+        status = self.consumer.create(TOKEN_REVIEW, review).get("status") or {}
+        subject = (status.get("user") or {}).get("username", "")
+        if not status.get("authenticated") or WEB_IDENTITY_AUDIENCE not in (status.get("audiences") or []):
+            return self._refuse(400, "InvalidIdentityToken", f"the token is not valid for {WEB_IDENTITY_AUDIENCE}")
+        if self.trust.get(role) != subject:
+            return self._refuse(403, "AccessDenied", f"{role} does not trust {subject}")
+        creds = self.sts.issue(role, form.get("RoleSessionName", "")[:64] or "session")
+        self.handed_out.append(creds)
+        expires = (datetime.datetime.now(datetime.UTC) + self.lifetime).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return 200, (
+            '<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
+            "<AssumeRoleWithWebIdentityResult>"
+            f"<Credentials><AccessKeyId>{creds.access_key_id}</AccessKeyId>"
+            f"<SecretAccessKey>{creds.secret_access_key}</SecretAccessKey>"
+            f"<SessionToken>{creds.session_token}</SessionToken><Expiration>{expires}</Expiration></Credentials>"
+            f"<SubjectFromWebIdentityToken>{escape(subject)}</SubjectFromWebIdentityToken>"
+            f"<AssumedRoleUser><Arn>{creds.assumed_role_arn}</Arn></AssumedRoleUser>"
+            f"<Audience>{WEB_IDENTITY_AUDIENCE}</Audience>"
+            "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>"
+        )
+
+    def _refuse(self, status: int, code: str, message: str) -> tuple[int, str]:
+        self.refused.append(f"{code}: {message}")
+        return status, (
+            f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{escape(message)}</Message></Error>"
+            "</ErrorResponse>"
+        )
+
+    def world_of(self, dir: Path) -> list[str]:
+        """The command prefix that runs a process in a mount namespace of its own, where ``sts.<region>.amazonaws.com``
+        is this stand-in and its CA is trusted: what it sees instead of EKS's DNS and public CAs."""
+        if not SYSTEM_CA_BUNDLE.is_file():
+            raise AssertionError(f"{SYSTEM_CA_BUNDLE} is missing: the system's CA bundle is a prerequisite")
+        dir.mkdir(parents=True, exist_ok=True)
+        hosts, bundle = dir / "hosts", dir / "ca-certificates.crt"
+        names = " ".join(["sts.amazonaws.com", f"sts.{REGION}.amazonaws.com"])
+        hosts.write_text(f"{HOSTS_FILE.read_text()}\n{self.address} {names}\n")
+        bundle.write_bytes(SYSTEM_CA_BUNDLE.read_bytes() + self.sts.ca_file.read_bytes())
+        script = f'mount --bind {hosts} {HOSTS_FILE} && mount --bind {bundle} {SYSTEM_CA_BUNDLE} && exec "$@"'
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+
+    def stop(self) -> None:
+        loopback.stop(self.server)
+
+
+def _serve_on_a_loopback_address(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext) -> tuple[Any, str]:
+    """A server on port 443 (the SDK's, fixed) of a loopback address no other server of the suite has taken."""
+    for _ in range(20):
+        address = f"127.{secrets.randbelow(200) + 50}.{secrets.randbelow(250) + 1}.{secrets.randbelow(250) + 1}"
+        with contextlib.suppress(OSError):
+            return loopback.serve(handler, "sts-web-identity", tls, (address, 443)), address
+    raise AssertionError("no loopback address with port 443 free for the STS stand-in")
+
+
+def _web_identity_handler(sts: WebIdentitySts) -> type[BaseHTTPRequestHandler]:
+    class WebIdentity(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if self.path != "/" or not 0 < length <= MAX_FORM_BYTES:
+                status, body = sts._refuse(400, "InvalidRequest", "a form of at most 64 KiB is posted to /")
+            else:
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode(), keep_blank_values=True))
+                status, body = sts.assume(form)
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return WebIdentity
+
+
+@dataclass
 class IamAuthenticator:
     """aws-iam-authenticator's server for one EKS cluster: ``webhook_kubeconfig`` is the file the provider's
     kube-apiserver takes with --authentication-token-webhook-config-file."""
@@ -360,9 +479,16 @@ class IamAuthenticator:
             self.proc.stop()
 
 
-def pod_identity_token(consumer: Kube, namespace: str, service_account: str, path: Path, seconds: int = 3600) -> Path:
-    """A token of the ServiceAccount for Pod Identity's audience, written where EKS projects it into a Pod."""
-    request: Any = {"spec": {"audiences": [POD_IDENTITY_AUDIENCE], "expirationSeconds": seconds}}
+def pod_identity_token(
+    consumer: Kube,
+    namespace: str,
+    service_account: str,
+    path: Path,
+    seconds: int = 3600,
+    audience: str = POD_IDENTITY_AUDIENCE,
+) -> Path:
+    """A token of the ServiceAccount for Pod Identity's audience (or IRSA's), written where EKS projects it."""
+    request: Any = {"spec": {"audiences": [audience], "expirationSeconds": seconds}}
     issued: Any = k8s.CoreV1Api(consumer.api).create_namespaced_service_account_token(
         service_account, namespace, request
     )
@@ -378,4 +504,16 @@ def sdk_environment(agent: PodIdentityAgent, token_file: Path) -> dict[str, str]
         "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(token_file),
         "AWS_EC2_METADATA_DISABLED": "true",  # no instance metadata here: never asked
         "AWS_REGION": REGION,
+    }
+
+
+def irsa_environment(role_arn: str, token_file: Path) -> dict[str, str]:
+    """The variables EKS's Pod Identity webhook sets in a Pod whose ServiceAccount carries an IRSA role."""
+    return {
+        "AWS_ROLE_ARN": role_arn,
+        "AWS_WEB_IDENTITY_TOKEN_FILE": str(token_file),
+        "AWS_STS_REGIONAL_ENDPOINTS": "regional",
+        "AWS_EC2_METADATA_DISABLED": "true",  # no instance metadata here: never asked
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
     }

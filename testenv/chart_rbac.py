@@ -99,11 +99,13 @@ class ChartRelease:
         extra_args: Sequence[str] = (),
         faults: bool = False,
         env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
     ) -> OperatorProcess:
         """The operator (not started) as the chart's ServiceAccount, with the chart's scope flags (and ``env``
-        added to its environment)."""
+        added to its environment, ``prefix`` run before it)."""
         kubeconfig = self.service_account_kubeconfig(log_dir / f"{self.release}-sa.kubeconfig")
-        return OperatorProcess(kubeconfig, log_dir, [*self.scope_args(), *extra_args], faults=faults, env=env)
+        args = [*self.scope_args(), *extra_args]
+        return OperatorProcess(kubeconfig, log_dir, args, faults=faults, env=env, prefix=prefix)
 
     def uninstall(self) -> None:
         self.helm("uninstall", self.release, "--namespace", self.namespace, "--wait")

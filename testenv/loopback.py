@@ -15,9 +15,14 @@ from typing import Any
 LOOPBACK = "127.0.0.1"
 
 
-def serve(handler: type[BaseHTTPRequestHandler], name: str, tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
-    """An HTTP(S) server on a free port of loopback, serving from a thread of its own."""
-    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+def serve(
+    handler: type[BaseHTTPRequestHandler],
+    name: str,
+    tls: ssl.SSLContext | None = None,
+    address: tuple[str, int] = (LOOPBACK, 0),
+) -> ThreadingHTTPServer:
+    """An HTTP(S) server on ``address`` (a free port of loopback unless told), serving from a thread of its own."""
+    server = ThreadingHTTPServer(address, handler)
     server.daemon_threads = True
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -130,9 +130,12 @@ class OperatorProcess:
         extra_args: list[str] | None = None,
         faults: bool = False,
         env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
         self.env = dict(env or {})  # added to the environment, as a Pod's spec adds variables (a cloud's SDK's)
+        # A wrapper the harness runs the operator through, which execs it (a world of its own: testenv.aws).
+        self.prefix = list(prefix)
         self.log_path = log_dir / "operator.log"
         self.extra_args = extra_args or []
         self.metrics_port = free_port()
@@ -152,6 +155,7 @@ class OperatorProcess:
         script = Path(sys.executable).with_name("liqo-peering-operator")
         run = [sys.executable, str(FAULT_POINTS)] if self.faults_dir else [str(script)]
         return [
+            *self.prefix,
             *run,
             "run",
             "--kubeconfig",

@@ -10,13 +10,17 @@ the keys it issued) and the Pod Identity agent (the ServiceAccount's token check
 
 In order: Ready through the role's token, every write on the provider made by the mapped user; keys revoked
 under the live peering, new ones fetched after the provider's 401, Ready still; a peering whose token is
-for another cluster refused with ProviderUnauthorized; unpeering leaves nothing. Last, with credentials.mint,
-the role mints the least-privilege peering user, the peering runs as it, and unpeering revokes it.
+for another cluster refused with ProviderUnauthorized; unpeering leaves nothing. Then, with credentials.mint,
+the role mints the least-privilege peering user, the peering runs as it, and unpeering revokes it. Last, the
+operator as with IRSA instead (a role on its ServiceAccount, STS's AssumeRoleWithWebIdentity stood in at its
+own host name, which the operator's process resolves to the stand-in): Ready as the mapped user; a role whose
+trust no longer names the ServiceAccount gives CloudIdentityFailed, and Ready again once it does.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +47,16 @@ from liqo_peering.liqo import naming
 from liqo_peering.liqo import peeringuser as pu
 from testenv import chart_rbac
 from testenv import kube as k
-from testenv.aws import IamAuthenticator, PodIdentityAgent, Sts, pod_identity_token, sdk_environment
+from testenv.aws import (
+    WEB_IDENTITY_AUDIENCE,
+    IamAuthenticator,
+    PodIdentityAgent,
+    Sts,
+    WebIdentitySts,
+    irsa_environment,
+    pod_identity_token,
+    sdk_environment,
+)
 from testenv.kube import Kube
 from testenv.leakscan import LeakScan
 from testenv.lightk8s import install_liqo_on_providers, render_provider_chart, start_light_providers
@@ -65,6 +78,9 @@ class Eks(CloudCase):
     sts: Sts
     agent: PodIdentityAgent
     operator: OperatorProcess
+    chart: chart_rbac.ChartRelease
+    work: Path
+    leak_scan: LeakScan
 
     def spec(self, cluster: str = CLUSTER) -> dict[str, Any]:
         ca = base64.b64encode(self.provider.pki.ca_cert.read_bytes()).decode()
@@ -97,7 +113,7 @@ def eks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         [{"rolearn": ROLE, "username": MAPPED_USER, "groups": ["system:masters"]}],
     )
     standins: Spawned | None = None
-    operator: OperatorProcess | None = None
+    case: Eks | None = None
     stood_down = False
     authenticator.start()
     webhook = [
@@ -118,16 +134,28 @@ def eks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         stood_down = True
         operator = chart.operator(work, env=sdk_environment(agent, token)).start()
         leak_scan.add_log(operator.log_path)
-        yield Eks(
-            operator_env, consumer, provider, Kube(provider.api_client()), ids[provider.name], sts, agent, operator
+        provider_kube = Kube(provider.api_client())
+        case = Eks(
+            operator_env,
+            consumer,
+            provider,
+            provider_kube,
+            ids[provider.name],
+            sts,
+            agent,
+            operator,
+            chart,
+            work,
+            leak_scan,
         )
+        yield case
     finally:
         try:
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
             clean_up(consumer, NS)
-            if operator is not None:
-                operator.stop()
+            if case is not None:
+                case.operator.stop()
             if standins is not None:
                 standins.stop()
                 sys.stderr.write(f"\n--- eks stand-in log: {standins.log_path}\n")
@@ -151,11 +179,21 @@ def test_a_peering_through_the_operators_aws_identity(eks: Eks) -> None:
     assert eks.consumer.list(k.SECRET, NS) == []
 
 
+def label_taken_off(eks: Eks, ns: str) -> str | None:
+    """A write the operator must make on the provider, asked for: a label of its own taken off the Configuration
+    (None: none is there to take off, the last one is not back yet)."""
+    (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
+    label = next((key for key in conf["metadata"]["labels"] if key.startswith("peering.liqo-operator.io/")), None)
+    if label is not None:
+        patch = {"metadata": {"labels": {label: None}}}
+        eks.provider_kube.patch(k.CONFIGURATION, conf["metadata"]["name"], patch, ns)
+    return label
+
+
 def rewritten(eks: Eks, ns: str) -> None:
     """A write the operator must make on the provider, made: a label of its own taken off the Configuration."""
-    (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
-    label = next(key for key in conf["metadata"]["labels"] if key.startswith("peering.liqo-operator.io/"))
-    eks.provider_kube.patch(k.CONFIGURATION, conf["metadata"]["name"], {"metadata": {"labels": {label: None}}}, ns)
+    label = label_taken_off(eks, ns)
+    assert label is not None
 
     def restored() -> bool:
         (conf,) = eks.provider_kube.list(k.CONFIGURATION, ns)
@@ -248,3 +286,59 @@ def test_with_mint_the_role_only_mints_the_least_privilege_user(eks: Eks) -> Non
     wait_for("the minted user revoked on the provider", lambda: minted_objects(eks) == [], timeout=60)
     (left,) = eks.consumer.list(k.SECRET, NS)
     assert left["metadata"]["name"] == "edge-endpoint" and not left["metadata"].get("finalizers"), left
+
+
+def test_with_irsa_a_peering_through_the_roles_web_identity(eks: Eks) -> None:
+    """IRSA: the SDK exchanges the ServiceAccount's projected token (audience sts.amazonaws.com) for the role's
+    keys at STS's AssumeRoleWithWebIdentity; no Pod Identity agent is there to ask. A role whose trust no longer
+    names the ServiceAccount gives CloudIdentityFailed once new keys are needed; trusted again, Ready again."""
+    work = eks.work / "irsa"
+    account = eks.chart.service_account()
+    subject = f"system:serviceaccount:{chart_rbac.NAMESPACE}:{account}"
+    token = pod_identity_token(
+        eks.consumer, chart_rbac.NAMESPACE, account, eks.work / "irsa-token", audience=WEB_IDENTITY_AUDIENCE
+    )
+    web = WebIdentitySts(eks.sts, eks.consumer, {ROLE: subject})
+    try:
+        eks.operator.stop()
+        handed = len(eks.agent.handed_out)
+        eks.operator = eks.chart.operator(work, env=irsa_environment(ROLE, token), prefix=web.world_of(work)).start()
+        eks.leak_scan.add_log(eks.operator.log_path)
+        started = datetime.now(UTC)
+        create(eks, "irsa", eks.spec())
+        wait_for("the peering through IRSA to be Ready", lambda: ready(eks, "irsa"), timeout=120)
+        assert provider_writers(eks, started) == {MAPPED_USER}
+        assert web.handed_out and len(eks.agent.handed_out) == handed  # STS's keys, not the agent's
+        assert eks.sts.answered[-1].startswith(ROLE.replace(":iam:", ":sts:").replace(":role/", ":assumed-role/"))
+
+        web.trust[ROLE] = "system:serviceaccount:elsewhere:someone"
+        for creds in list(web.handed_out):
+            eks.sts.revoke(creds.access_key_id)
+        ns = tenant(eks)
+        assert ns is not None
+
+        def failed() -> dict[str, Any] | None:
+            # Writes that need a token the provider takes: once it no longer takes the old one (its cache of
+            # verdicts), a write is refused (401) and the operator asks STS for new keys.
+            label_taken_off(eks, ns)
+            cond: dict[str, Any] = next(
+                (c for c in status(eks, "irsa").get("conditions") or [] if c["type"] == "Ready"), {}
+            )
+            return cond if cond.get("reason") == "CloudIdentityFailed" else None
+
+        cond = wait_for("the peering to report CloudIdentityFailed", failed, timeout=120, interval=2)
+        assert "IRSA" in cond["message"], cond
+        assert any("does not trust" in why for why in web.refused), web.refused
+        web.trust[ROLE] = subject
+        wait_for("the peering to be Ready again once the role trusts it", lambda: ready(eks, "irsa"), timeout=120)
+        unpeer_leaving_nothing(eks, "irsa")
+    finally:
+        web.trust[ROLE] = subject
+        if eks.consumer.get(LIQOPEERING, "irsa", NS) is not None:  # the test stopped half way: unpeer while STS answers
+            eks.consumer.delete(LIQOPEERING, "irsa", NS)
+            with contextlib.suppress(AssertionError):
+                wait_for("irsa to go", lambda: eks.consumer.get(LIQOPEERING, "irsa", NS) is None, timeout=90)
+        for creds in web.handed_out:
+            eks.leak_scan.needles[creds.secret_access_key] = "an AWS secret access key from STS"
+        eks.leak_scan.needles[token.read_text()] = "the ServiceAccount's projected token"
+        web.stop()
