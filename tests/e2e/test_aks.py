@@ -166,16 +166,18 @@ def aks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
                 leak_scan.needles[f"Entra ID access token {number}"] = handed
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
-            clean_up(consumer, NS)
-            if operator is not None:
-                operator.stop()
-            if standins is not None:
-                standins.stop()
-                sys.stderr.write(f"\n--- aks stand-in log: {standins.log_path}\n")
-            providers.stop()
-            entra.stop()
-            if stood_down:
-                operator_env.operator.start()
+            try:
+                clean_up(consumer, NS)  # may fail: what runs below stops the processes all the same
+            finally:
+                if operator is not None:
+                    operator.stop()
+                if standins is not None:
+                    standins.stop()
+                    sys.stderr.write(f"\n--- aks stand-in log: {standins.log_path}\n")
+                providers.stop()
+                entra.stop()
+                if stood_down:
+                    operator_env.operator.start()
 
 
 def test_the_api_server_takes_an_aks_resource_id_and_refuses_other_forms(aks: Aks) -> None:

@@ -153,18 +153,20 @@ def eks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         try:
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
-            clean_up(consumer, NS)
-            if case is not None:
-                case.operator.stop()
-            if standins is not None:
-                standins.stop()
-                sys.stderr.write(f"\n--- eks stand-in log: {standins.log_path}\n")
-            providers.stop()
-            authenticator.stop()
-            agent.stop()
-            sts.stop()
-            if stood_down:
-                operator_env.operator.start()
+            try:
+                clean_up(consumer, NS)  # may fail: what runs below stops the processes all the same
+            finally:
+                if case is not None:
+                    case.operator.stop()
+                if standins is not None:
+                    standins.stop()
+                    sys.stderr.write(f"\n--- eks stand-in log: {standins.log_path}\n")
+                providers.stop()
+                authenticator.stop()
+                agent.stop()
+                sts.stop()
+                if stood_down:
+                    operator_env.operator.start()
 
 
 def test_a_peering_through_the_operators_aws_identity(eks: Eks) -> None:

@@ -150,19 +150,21 @@ def gke(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
                 leak_scan.needles[issued.token] = f"GKE access token {number}"
             leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
         finally:
-            clean_up(consumer, NS)
-            if state is not None:
-                state.operator.stop()
-            elif operator is not None:
-                operator.stop()
-            if standins is not None:
-                standins.stop()
-                sys.stderr.write(f"\n--- gke stand-in log: {standins.log_path}\n")
-            providers.stop()
-            verifier.stop()
-            metadata.stop()
-            if stood_down:
-                operator_env.operator.start()
+            try:
+                clean_up(consumer, NS)  # may fail: what runs below stops the processes all the same
+            finally:
+                if state is not None:
+                    state.operator.stop()
+                elif operator is not None:
+                    operator.stop()
+                if standins is not None:
+                    standins.stop()
+                    sys.stderr.write(f"\n--- gke stand-in log: {standins.log_path}\n")
+                providers.stop()
+                verifier.stop()
+                metadata.stop()
+                if stood_down:
+                    operator_env.operator.start()
 
 
 def test_a_peering_through_the_operators_google_identity(gke: Gke) -> None:
