@@ -121,7 +121,8 @@ def _object_default(schema: dict[str, Any]) -> dict[str, Any]:
         if "default" in sub:
             out[name] = copy.deepcopy(sub["default"])
         elif sub.get("type") == "object" and "properties" in sub and name not in schema.get("required", []):
-            out[name] = _object_default(sub)
+            if not sub.get("required"):  # one with required fields is absent until given (default None)
+                out[name] = _object_default(sub)
         elif sub.get("type") == "object" and "additionalProperties" in sub:
             out[name] = {}  # an empty map, as pydantic's default_factory=dict
     return out

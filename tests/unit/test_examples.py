@@ -98,10 +98,11 @@ def test_all_options_sets_every_field() -> None:
         "reverse.offloading.resourceSlices",
         "remoteClusterProfileRef",
         "remoteCluster",
+        "authentication.apiServer",
     }, missing
     text = (EXAMPLES / "all-options.yaml").read_text()
     assert "# loadBalancerIP:" in text and "# resourceSlices:" in text and "# remoteClusterProfileRef:" in text
-    assert "# remoteCluster:" in text
+    assert "# remoteCluster:" in text and "# apiServer:" in text
     assert set(doc["spec"]["offloading"]["resources"]) >= {"cpu", "memory", "pods", "nvidia.com/gpu"}
 
 

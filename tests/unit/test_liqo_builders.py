@@ -562,6 +562,18 @@ def test_identity(ctx: PeeringContext) -> None:
     }
 
 
+def test_identity_reaches_the_api_server_where_the_spec_says(ctx: PeeringContext) -> None:
+    """spec.authentication.apiServer: the address replaces the published one, and the CA too when given; the
+    signed certificate stays the Tenant's. The Tenant's status is left as it was."""
+    params = {"ca": "Y2E=", "signedCRT": "Y3J0", "apiServer": "https://p:6443"}
+    status = {"authParams": params, "tenantNamespace": "t1"}
+    proxied = auth.identity(ctx, status, ("https://proxy.example:443", "cHJveHk="))["spec"]["authParams"]
+    assert proxied == {"ca": "cHJveHk=", "signedCRT": "Y3J0", "apiServer": "https://proxy.example:443"}
+    same_ca = auth.identity(ctx, status, ("https://proxy.example:443", None))["spec"]["authParams"]
+    assert same_ca == {"ca": "Y2E=", "signedCRT": "Y3J0", "apiServer": "https://proxy.example:443"}
+    assert status["authParams"] == {"ca": "Y2E=", "signedCRT": "Y3J0", "apiServer": "https://p:6443"}
+
+
 @pytest.mark.parametrize(
     ("obj", "ready"),
     [

@@ -288,7 +288,7 @@ def test_a_permanent_stage_error_is_not_retried_as_transient(monkeypatch: pytest
 
     monkeypatch.setattr(stagerunner.offloading, "reconcile", denied)
     monkeypatch.setattr(
-        stagerunner.authentication, "reconcile", lambda run, proxy: StageResult.ready("authentication", "ok")
+        stagerunner.authentication, "reconcile", lambda run, *_: StageResult.ready("authentication", "ok")
     )
     consumer, provider = ClusterInfo("c-id", ("10.0.0.0/16",), "10.1.0.0/16"), ClusterInfo("p-id", (), "")
     ctx = PeeringContext("ns", "p", consumer, provider, consumer_tenant_ns="t1", provider_tenant_ns="t2")

@@ -391,6 +391,25 @@ class NetworkingSpec(_Model):
     )
 
 
+class ApiServerSpec(_Model):
+    """Where the consumer's Liqo reaches the provider's API server, when not where the provider's Liqo says."""
+
+    address: str = Field(
+        max_length=MAX_ENDPOINT_LENGTH,
+        pattern=r"^https://",
+        description="The provider's API server as the consumer reaches it, https://... (a proxy in front of it,"
+        " such as Teleport, Tailscale or a load balancer), instead of the address the provider's Liqo publishes.",
+    )
+    certificate_authority_data: str | None = Field(
+        default=None,
+        alias="certificateAuthorityData",
+        max_length=21848,  # base64 of 16 KiB
+        pattern=BASE64_PATTERN,
+        description="The CA certificate that address serves with, base64-encoded PEM (a proxy's own). Without it,"
+        " the CA the provider's Liqo publishes.",
+    )
+
+
 class AuthenticationSpec(_Model):
     # isURL (Go's url.Parse) has no counterpart here: the API server is the judge of that one.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [PROXY_URL_RULE]})
@@ -404,6 +423,14 @@ class AuthenticationSpec(_Model):
         alias="proxyURL",
         max_length=MAX_URL_LENGTH,
         description="Proxy the consumer uses to reach the provider's API server.",
+    )
+    api_server: ApiServerSpec | None = Field(
+        default=None,
+        alias="apiServer",
+        description="The address and CA with which the consumer's Liqo reaches the provider's API server for this"
+        " peering (its ControlPlane Identity), when they differ from those the provider's Liqo publishes. Liqo's"
+        " virtual kubelet reaches the provider with the ResourceSlice's identity, which Liqo makes from what the"
+        " provider publishes (its chart's apiServer.address and apiServer.ca), whatever is set here.",
     )
 
 

@@ -19,11 +19,15 @@ from liqo_peering.stages import StageResult
 STAGE = "authentication"
 
 
-def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
+# An address and base64 CA (or None) the consumer reaches the provider's API server at, instead of the published.
+ApiServer = tuple[str, str | None] | None
+
+
+def reconcile_in_band(p: PeeringRun, proxy_url: str | None, api_server: ApiServer = None) -> StageResult:
     """In-band: the provider's API server is reached through the tunnel, via spec.authentication.proxyURL
     or, as liqoctl does, Liqo's API server proxy at its IP on the provider as remapped on the consumer."""
     if proxy_url:
-        return reconcile(p, proxy_url)
+        return reconcile(p, proxy_url, api_server)
     ctx = p.ctx
     ip = p.provider.get(r.IP, naming.API_SERVER_PROXY_IP, ctx.provider.liqo_namespace)
     address = text_at(ip, "status", "ip")
@@ -36,10 +40,10 @@ def reconcile_in_band(p: PeeringRun, proxy_url: str | None) -> StageResult:
             f"{naming.API_SERVER_PROXY_IP} an address"
             + ("" if p.reverse else " (or set spec.authentication.proxyURL)"),
         )
-    return reconcile(p, net.in_band_proxy_url(conf, address))
+    return reconcile(p, net.in_band_proxy_url(conf, address), api_server)
 
 
-def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
+def reconcile(p: PeeringRun, proxy_url: str | None, api_server: ApiServer = None) -> StageResult:
     ctx = p.ctx
     # 1. The provider's nonce: an empty Secret that Liqo fills.
     nonce_secret, _ = p.provider.create_or_relabel(r.SECRET, auth.nonce_secret(ctx), ctx.owner)
@@ -92,7 +96,7 @@ def reconcile(p: PeeringRun, proxy_url: str | None) -> StageResult:
         )
 
     # 4. The ControlPlane Identity on the consumer, from the Tenant's status.
-    identity = p.consumer.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"]))
+    identity = p.consumer.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"], api_server))
     if not auth.identity_ready(identity):
         return StageResult.waiting(
             STAGE,

@@ -50,12 +50,14 @@ def run_stages(run: PeeringRun, calls: TrackedPool | None, removing_reverse: boo
 
     proxy = spec.authentication.proxy_url
     in_band = spec.authentication.in_band
+    given = spec.authentication.api_server
+    api_server = (given.address, given.certificate_authority_data) if given is not None else None
     results: dict[str, StageResult] = {}
     auth_jobs: dict[str, Callable[[], StageResult]] = {
         "authentication": (
-            (lambda: authentication.reconcile_in_band(run, proxy))
+            (lambda: authentication.reconcile_in_band(run, proxy, api_server))
             if in_band
-            else (lambda: authentication.reconcile(run, proxy))
+            else (lambda: authentication.reconcile(run, proxy, api_server))
         )
     }
     if rev is not None:

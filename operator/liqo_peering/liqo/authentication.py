@@ -154,9 +154,18 @@ def tenant_ready(obj: dict[str, Any] | None) -> bool:
     return bool(mapping_at(status, "authParams")) and bool(text_at(status, "tenantNamespace"))
 
 
-def identity(ctx: PeeringContext, tenant_status: dict[str, Any]) -> dict[str, Any]:
-    """ControlPlane Identity on the consumer, from the provider Tenant's status."""
+def identity(
+    ctx: PeeringContext, tenant_status: dict[str, Any], api_server: tuple[str, str | None] | None = None
+) -> dict[str, Any]:
+    """ControlPlane Identity on the consumer, from the provider Tenant's status; with ``api_server`` (address,
+    base64 CA or None), the provider's API server reached there instead of where the provider's Liqo says."""
     provider_id = ctx.provider.cluster_id
+    params = dict(tenant_status["authParams"])
+    if api_server is not None:
+        address, ca = api_server
+        params["apiServer"] = address
+        if ca is not None:
+            params["ca"] = ca
     return {
         "apiVersion": resources.IDENTITY.api_version,
         "kind": resources.IDENTITY.kind,
@@ -164,7 +173,7 @@ def identity(ctx: PeeringContext, tenant_status: dict[str, Any]) -> dict[str, An
         "spec": {
             "clusterID": provider_id,
             "type": "ControlPlane",
-            "authParams": tenant_status["authParams"],
+            "authParams": params,
             "namespace": tenant_status["tenantNamespace"],
         },
     }
