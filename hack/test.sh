@@ -113,6 +113,8 @@ phase generated .venv/bin/python hack/crdgen.py --check
 # headless Chromium.
 phase docs hack/docs.sh build
 phase chromium hack/install-chromium.sh
+# The authenticating proxy that tests/e2e/test_liqo_chart.py puts in front of an API server (testenv/frontproxy.py).
+phase nginx hack/apt-install.sh nginx-light
 # tests/ and testenv/tests (the harness's own tests), in tiers side by side (hack/run-tests.sh). The JUnit
 # reports in .local/ keep every test's time (setup, call and teardown) for finding what to make faster.
 phase tests hack/run-tests.sh "$@"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -218,8 +219,9 @@ def logs_tail(kc: Kube, lines: int = 15) -> str:
     return "\n".join(out)
 
 
-# The table of set_connection_fault's partition, in the consumer's node namespace.
+# The table of set_connection_fault's partition, in a node's namespace; set_port_forward's NAT's.
 PARTITION_TABLE = "liqo-e2e-partition"
+NAT_TABLE = "liqo-e2e-nat"
 
 
 @dataclass
@@ -380,13 +382,13 @@ class LiqoChartPair:
                 out.append(logs_tail(kc))
         return "\n".join(out)
 
-    def set_connection_fault(self, value: str | None) -> None:
-        """Any value: the consumer's node drops every UDP datagram to or from the provider's node, so the
+    def set_connection_fault(self, value: str | None, side: str = "consumer") -> None:
+        """Any value: `side`'s node drops every UDP datagram to or from the other side's node, so the
         gateways' WireGuard tunnel has no handshake and Liqo's Connections are not Connected: a partition of
         the data plane, where the process tier's stand-in writes the Connections' status itself. None: the
         partition heals (WireGuard retries its handshake by itself)."""
-        node = self.clusters["consumer"].node_specs()[0]
-        peer = self.clusters["provider"].node_specs()[0].ip
+        node = self.clusters[side].node_specs()[0]
+        peer = self.clusters["provider" if side == "consumer" else "consumer"].node_specs()[0].ip
         # Deleting a table that does not exist fails: create it (a no-op when present) first.
         rules = f"table inet {PARTITION_TABLE} {{}}\ndelete table inet {PARTITION_TABLE}\n"
         if value is not None:
@@ -397,6 +399,29 @@ class LiqoChartPair:
             )
             rules += f"table inet {PARTITION_TABLE} {{\n{chains}}}\n"
         run_in_netns(["nft", "-f", "-"], node.netns, stdin=rules)
+
+    def set_port_forward(self, side: str, to: str, ports: tuple[int, int] | None) -> None:
+        """A NAT on the path: on `side`'s node, UDP to `to`'s node on ports[0] is sent to its port ports[1]
+        instead (DNAT, before kube-proxy's rules at -100, for the node's own and its Pods' packets), counted. None:
+        no NAT."""
+        node = self.clusters[side].node_specs()[0]
+        peer = self.clusters[to].node_specs()[0].ip
+        rules = f"table ip {NAT_TABLE} {{}}\ndelete table ip {NAT_TABLE}\n"
+        if ports is not None:
+            outer, inner = ports
+            chains = "".join(
+                f"    chain {hook} {{ type nat hook {hook} priority -110; policy accept;"
+                f" ip daddr {peer} udp dport {outer} counter dnat to {peer}:{inner}; }}\n"
+                for hook in ("prerouting", "output")
+            )
+            rules += f"table ip {NAT_TABLE} {{\n{chains}}}\n"
+        run_in_netns(["nft", "-f", "-"], node.netns, stdin=rules)
+
+    def port_forwarded(self, side: str) -> int:
+        """The packets set_port_forward's NAT on `side`'s node has sent on."""
+        node = self.clusters[side].node_specs()[0]
+        listed = run_in_netns(["nft", "list", "table", "ip", NAT_TABLE], node.netns)
+        return sum(int(n) for n in re.findall(r"counter packets (\d+)", listed))
 
     def virtual_kubelets(self) -> int:
         """The consumer's virtual-kubelet Pods that are Running."""

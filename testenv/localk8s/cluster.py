@@ -51,6 +51,8 @@ from .tools import kubernetes_versions, tool_path
 STATE_FILE = "cluster.json"
 PROCESSES = ("kube-controller-manager", "kube-apiserver", "etcd")
 NODE_BINARIES = ("kube-scheduler", "kubelet", "kube-proxy", "coredns")
+# The name in the front proxy's client certificate, the one the API server lets set X-Remote-User.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 EGRESS = Path(__file__).with_name("egress.py")
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 POLL_INTERVAL = 0.2
@@ -199,6 +201,14 @@ class LocalCluster:
     @property
     def pki_dir(self) -> Path:
         return self.workdir / "pki"
+
+    @property
+    def front_proxy_cert(self) -> Path:
+        return self.pki_dir / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_key(self) -> Path:
+        return self.pki_dir / "front-proxy-client.key"
 
     @property
     def log_dir(self) -> Path:
@@ -362,6 +372,12 @@ class LocalCluster:
         self.component_kubeconfig(self.workdir / "kube-controller-manager.kubeconfig", "system:kube-controller-manager")
         if self.nodes:
             self.component_kubeconfig(self.workdir / "kube-scheduler.kubeconfig", "system:kube-scheduler")
+        # The front proxy's CA and client certificate, as kubeadm makes them: an authenticating proxy in front
+        # of the API server (testenv.frontproxy) passes the user on in X-Remote-User and X-Remote-Group.
+        front_ca = pki.new_ca(f"localk8s-{self.name}-front-proxy-ca")
+        (self.pki_dir / "front-proxy-ca.crt").write_bytes(pki.cert_pem(front_ca.cert))
+        front = pki.new_client_cert(front_ca, FRONT_PROXY_CLIENT)
+        front.write(self.front_proxy_cert, self.front_proxy_key)
         sa_key = pki.new_key()
         _write_private(self.pki_dir / "sa.key", pki.key_pem(sa_key).decode())
         (self.pki_dir / "sa.pub").write_bytes(pki.public_key_pem(sa_key))
@@ -508,6 +524,11 @@ class LocalCluster:
                 f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
                 f"--client-ca-file={self.ca_cert}",
                 "--authorization-mode=Node,RBAC",
+                f"--requestheader-client-ca-file={pki_dir / 'front-proxy-ca.crt'}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--service-account-issuer={SA_ISSUER}",
                 f"--service-account-key-file={pki_dir / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki_dir / 'sa.key'}",

@@ -11,12 +11,18 @@ Then the operator peers the pair: its LiqoPeering becomes Ready with Liqo's real
 (WireGuard in userspace, Connections `Connected` both ways), here with the gateway server and its Service on the
 consumer and the client on the provider (spec.networking.gatewayServer.location: Consumer; the real-Liqo suite
 peers with the server on the provider, the default), a Deployment in an offloaded namespace is put
-on the virtual node by kube-scheduler and runs on the provider's node, and deleting the LiqoPeering unpeers
-both sides. These tests share one peering and run in this order, after the install tests.
+on the virtual node by kube-scheduler and runs on the provider's node. The provider's node then drops the
+tunnel's packets (GatewayUnreachable, naming the endpoint the provider dials, then Ready once let through);
+the consumer's Liqo reaches the provider through an authenticating proxy with its own CA
+(spec.authentication.apiServer); and deleting the LiqoPeering unpeers both sides. These tests share one
+peering and run in this order, after the install tests. Last, a new peering whose gateway server is behind a
+NAT that maps another port to the server's NodePort, which the client dials through
+spec.networking.gatewayClient.
 """
 
 from __future__ import annotations
 
+import base64
 import shutil
 import sys
 import tempfile
@@ -27,9 +33,11 @@ from pathlib import Path
 
 import common_metadata
 import pytest
+import yaml
 
 from testenv import chart_rbac, liqo_info
 from testenv import kube as k
+from testenv.frontproxy import AuthenticatingProxy
 from testenv.kube import Kube
 from testenv.liqo_chart import (
     DAEMONSET,
@@ -288,6 +296,99 @@ def test_a_deployment_is_offloaded_to_the_providers_node(peering: ChartPeering) 
     offload_a_pod(peering.consumer, peering.provider, provider_id, OFFLOADED_NS, peering.diagnostics)
 
 
+def dialed(peering: ChartPeering) -> str | None:
+    """The endpoint the gateway client (on the provider) dials, as the status names it (None: no client, as
+    while the gateways are made again)."""
+    clients = peering.provider.list(k.GATEWAYCLIENT, peering.tenant_namespace("provider"))
+    if len(clients) != 1:
+        return None
+    endpoint = clients[0]["spec"]["endpoint"]
+    return f"udp://{endpoint['addresses'][0]}:{endpoint['port']}"
+
+
+def connected_both_ways(peering: ChartPeering) -> bool:
+    states = [
+        (c.get("status") or {}).get("value")
+        for side in ("consumer", "provider")
+        for c in peering.pair.kube(side).list(k.CONNECTION, peering.tenant_namespace(side))
+    ]
+    return len(states) == 2 and set(states) == {"Connected"}
+
+
+def test_a_tunnel_dropped_on_the_providers_node_names_what_to_open_then_ready(peering: ChartPeering) -> None:
+    """The provider's node, where the gateway client runs here, drops the tunnel's UDP: Liqo's Connections turn
+    Error and the peering says GatewayUnreachable, naming the endpoint the provider dials; without the rule, the
+    tunnel comes back by itself and the peering is Ready."""
+    endpoint = dialed(peering)
+    assert endpoint is not None
+    peering.pair.set_connection_fault("Drop", side="provider")
+    try:
+        cond = peering.peerings.wait_reason(PEERING_NS, NAME, "GatewayUnreachable", timeout=120)
+        assert f"Open {endpoint} from the provider's gateway to the consumer" in cond["message"], cond
+        assert "replicas ready" in cond["message"], cond
+    finally:
+        peering.pair.set_connection_fault(None, side="provider")
+    peering.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=180)
+
+
+def test_through_an_authenticating_proxy_with_its_own_ca(
+    peering: ChartPeering, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """spec.authentication.apiServer: the provider's API server behind nginx, which serves with a CA of its own
+    and passes the client certificate's user on (testenv.frontproxy). The consumer's ControlPlane Identity and
+    the kubeconfig Liqo builds from it name the proxy, Liqo's requests as the consumer go through it and are
+    answered, the status shows the address, and the peering stays Ready. Set back, the Identity names the
+    published address again."""
+    consumer_id = peering.pair.cluster_id("consumer")
+    provider_id = peering.pair.cluster_id("provider")
+    proxy = AuthenticatingProxy(peering.pair.clusters["provider"], tmp_path_factory.mktemp("proxy")).start()
+    identity_name = f"controlplane-{provider_id}"
+    c_ns = peering.tenant_namespace("consumer")
+    published = peering.consumer.get(k.IDENTITY, identity_name, c_ns)
+    assert published is not None
+    try:
+        ca = base64.b64encode(proxy.ca_pem).decode()
+        given = {"apiServer": {"address": proxy.address, "certificateAuthorityData": ca}}
+        peering.peerings.patch(PEERING_NS, NAME, {"spec": {"authentication": given}})
+
+        def kubeconfig_names_the_proxy() -> bool:
+            identity = peering.consumer.get(k.IDENTITY, identity_name, c_ns) or {}
+            params = identity.get("spec", {}).get("authParams", {})
+            secret_name = (identity.get("status") or {}).get("kubeconfigSecretRef", {}).get("name")
+            secret = peering.consumer.get(k.SECRET, secret_name, c_ns) if secret_name else None
+            kubeconfig = yaml.safe_load(base64.b64decode((secret or {}).get("data", {}).get("kubeconfig", "")) or "{}")
+            clusters = (kubeconfig or {}).get("clusters") or [{}]
+            return (
+                params.get("apiServer") == proxy.address
+                and params.get("ca") == ca
+                and (clusters[0].get("cluster", {}).get("server") == proxy.address)
+            )
+
+        wait_for("the Identity's kubeconfig to name the proxy", kubeconfig_names_the_proxy, timeout=60)
+        # Liqo's own checks of the provider's API server, and its CRD replicator, as the consumer, answered.
+        wait_for(
+            "Liqo's requests as the consumer through the proxy, answered",
+            lambda: any(user == consumer_id and status < 400 for user, status in proxy.users()),
+            timeout=120,
+        )
+        assert {user for user, _ in proxy.users()} == {consumer_id}, proxy.users()[:20]
+        status = peering.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=120)
+        assert status["apiServer"]["address"] == proxy.address, status["apiServer"]
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{peering.diagnostics()}") from None
+    finally:
+        peering.peerings.patch(PEERING_NS, NAME, {"spec": {"authentication": {"apiServer": None}}})
+        wait_for(
+            "the Identity to name the published address again",
+            lambda: (
+                (peering.consumer.get(k.IDENTITY, identity_name, c_ns) or {}).get("spec", {}).get("authParams")
+                == published["spec"]["authParams"]
+            ),
+            timeout=60,
+        )
+        proxy.stop()
+
+
 def test_deleting_the_liqo_peering_unpeers_both_sides(peering: ChartPeering) -> None:
     consumer, provider = peering.consumer, peering.provider
     c_ns, p_ns = peering.tenant_namespace("consumer"), peering.tenant_namespace("provider")
@@ -330,3 +431,37 @@ def test_deleting_the_liqo_peering_unpeers_both_sides(peering: ChartPeering) -> 
     # spec.deletion.deleteTenantNamespaces: the tenant namespaces went too, once Liqo's objects were gone.
     assert consumer.get(k.NAMESPACE, c_ns) is None, c_ns
     assert provider.get(k.NAMESPACE, p_ns) is None, p_ns
+
+
+# A port the NAT takes and the gateway server's NodePort behind it, fixed so that the client may dial the first.
+NAT_PORT, SERVER_NODE_PORT = 40321, 31821
+
+
+def test_behind_a_nat_the_client_dials_gateway_client_address_and_port(peering: ChartPeering) -> None:
+    """A new peering whose gateway server sits behind a NAT: UDP to the consumer's node on NAT_PORT is sent to
+    the server's NodePort, which is not the port the server publishes. With spec.networking.gatewayClient's
+    address and port the client dials the NAT's port, its packets go through the NAT, and the peering is
+    Ready; it then unpeers."""
+    consumer_node = peering.pair.clusters["consumer"].node_specs()[0].ip
+    peering.pair.set_port_forward("provider", "consumer", (NAT_PORT, SERVER_NODE_PORT))
+    spec = {
+        "remoteKubeconfigSecretRef": {"name": SECRET},
+        "timeout": "3m",
+        "networking": {
+            "gatewayServer": {"location": "Consumer", "serviceType": "NodePort", "nodePort": SERVER_NODE_PORT},
+            "gatewayClient": {"address": consumer_node, "port": NAT_PORT},
+        },
+        "deletion": {"deleteTenantNamespaces": True},
+    }
+    try:
+        peering.peerings.create(PEERING_NS, NAME, spec)
+        peering.peerings.wait_status(PEERING_NS, NAME, "ready", timeout=420)
+        assert dialed(peering) == f"udp://{consumer_node}:{NAT_PORT}"
+        assert connected_both_ways(peering)
+        assert peering.pair.port_forwarded("provider") > 0
+        peering.peerings.delete(PEERING_NS, NAME)
+        peering.peerings.wait_gone(PEERING_NS, NAME, timeout=180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{peering.diagnostics()}") from None
+    finally:
+        peering.pair.set_port_forward("provider", "consumer", None)
