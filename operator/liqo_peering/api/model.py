@@ -260,6 +260,17 @@ class ClusterProfileRef(_Model):
     )
 
 
+def _ca_data_field(description: str) -> Any:
+    """An optional CA certificate given inline: base64 PEM, as a kubeconfig's certificate-authority-data."""
+    return Field(
+        default=None,
+        alias="certificateAuthorityData",
+        max_length=21848,  # base64 of 16 KiB
+        pattern=BASE64_PATTERN,
+        description=description,
+    )
+
+
 class EndpointSecretRef(_Model):
     name: str = Field(
         min_length=1,
@@ -299,14 +310,10 @@ class RemoteClusterSpec(_Model):
         " `gcloud container clusters describe`, endpoint). With certificateAuthorityData, or neither and"
         " secretRef.",
     )
-    certificate_authority_data: str | None = Field(
-        default=None,
-        alias="certificateAuthorityData",
-        max_length=21848,  # base64 of 16 KiB
-        pattern=BASE64_PATTERN,
-        description="The cluster's CA certificate, base64-encoded PEM (aws: `aws eks describe-cluster`,"
+    certificate_authority_data: str | None = _ca_data_field(
+        "The cluster's CA certificate, base64-encoded PEM (aws: `aws eks describe-cluster`,"
         " certificateAuthority.data; azure: the certificate-authority-data of the cluster's kubeconfig from"
-        " `az aks get-credentials`; gcp: `gcloud container clusters describe`, masterAuth.clusterCaCertificate).",
+        " `az aks get-credentials`; gcp: `gcloud container clusters describe`, masterAuth.clusterCaCertificate)."
     )
     secret_ref: EndpointSecretRef | None = Field(
         default=None,
@@ -400,13 +407,9 @@ class ApiServerSpec(_Model):
         description="The provider's API server as the consumer reaches it, https://... (a proxy in front of it,"
         " such as Teleport, Tailscale or a load balancer), instead of the address the provider's Liqo publishes.",
     )
-    certificate_authority_data: str | None = Field(
-        default=None,
-        alias="certificateAuthorityData",
-        max_length=21848,  # base64 of 16 KiB
-        pattern=BASE64_PATTERN,
-        description="The CA certificate that address serves with, base64-encoded PEM (a proxy's own). Without it,"
-        " the CA the provider's Liqo publishes.",
+    certificate_authority_data: str | None = _ca_data_field(
+        "The CA certificate that address serves with, base64-encoded PEM (a proxy's own). Without it, the CA the"
+        " provider's Liqo publishes."
     )
 
 
