@@ -316,6 +316,13 @@ INVALID: list[Invalid] = [
     ),
     Invalid(
         "LiqoPeeringSet",
+        "template-api-server",
+        {"selector": SELECTOR, "template": {"authentication": {"apiServer": {"address": "https://proxy.example"}}}},
+        "spec.template.authentication.apiServer",
+        str(peeringset.TEMPLATE_API_SERVER_RULE["message"]),
+    ),
+    Invalid(
+        "LiqoPeeringSet",
         "empty-selector",
         {"selector": {}},
         "spec.selector.matchLabels",

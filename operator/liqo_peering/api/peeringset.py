@@ -90,9 +90,18 @@ PROFILE_TEMPLATE_RULE = _cel(
     ".template",
 )
 
+# A proxy's address names one provider's API server: a set would give it to every provider.
+TEMPLATE_API_SERVER_RULE = _cel(
+    "!has(self.template) || !has(self.template.authentication) || !has(self.template.authentication.apiServer)",
+    "template.authentication.apiServer names one provider's API server: set it on that provider's LiqoPeering",
+    ".template.authentication.apiServer",
+)
+
 
 class LiqoPeeringSetSpec(_Model):
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [PROFILE_TEMPLATE_RULE]})
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [PROFILE_TEMPLATE_RULE, TEMPLATE_API_SERVER_RULE]}
+    )
     source: Source = Field(
         default="Secret",
         description="What the selector picks in this namespace, one provider each: Secret, a kubeconfig Secret"
@@ -123,8 +132,10 @@ class LiqoPeeringSetSpec(_Model):
     )
 
     @model_validator(mode="after")
-    def _template_fits_the_source(self) -> LiqoPeeringSetSpec:
+    def _template_fits(self) -> LiqoPeeringSetSpec:
         _profile_template_fits(self)
+        if self.template.authentication.api_server is not None:
+            raise ValueError(TEMPLATE_API_SERVER_RULE["message"])
         return self
 
 
