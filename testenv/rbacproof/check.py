@@ -28,13 +28,14 @@ EXCEPTIONS: dict[tuple[str, str, str], str] = {
 }
 
 # Reads by name that an informer of the kind serves: the operator's own LiqoPeerings (engine/sweep.py) and the
-# consumer's Liqo kinds, the virtual Nodes and the gateways' Deployments (engine/watches.py): a run that goes
-# well may never send one.
+# consumer's Liqo kinds (VirtualNodes among them), the virtual Nodes and the gateways' Deployments
+# (engine/watches.py): a run that goes well may never send one.
 CACHED_READS = (
     ("peering.liqo-operator.io", "liqopeerings"),
     ("authentication.liqo.io", "tenants"),
     ("networking.liqo.io", "gatewayservers"),
     ("networking.liqo.io", "publickeies"),
+    ("offloading.liqo.io", "virtualnodes"),
     ("", "nodes"),
     ("apps", "deployments"),
 )
