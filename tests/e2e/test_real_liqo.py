@@ -70,6 +70,7 @@ from testenv.real_pair import (
     wait_liqo_done,
 )
 from testenv.rotation import Rotation
+from testenv.wait import wait_progressing
 
 pytestmark = [pytest.mark.realliqo]
 
@@ -693,7 +694,21 @@ class TestPeeredWithRealLiqo:
             cond = next((c for c in conds if c["type"] == "NetworkReady"), None)
             return cond if cond and cond["status"] == "True" else None
 
-        wait_for("NetworkReady again (the tunnel back up)", network_ready, timeout=180)
+        p_ns = tenant_ns(env.provider_api, env.consumer_id)
+
+        def tunnel() -> tuple[Any, ...]:
+            """What the tunnel's coming back goes through: the stage's message and both Connections' states."""
+            conds = env.peerings.status(ns, NAME).get("conditions") or []
+            message = next((c.get("message") for c in conds if c["type"] == "NetworkReady"), None)
+            conns = [
+                (c["metadata"]["resourceVersion"], (c.get("status") or {}).get("value"))
+                for api, where in ((env.consumer_api, c_ns), (env.provider_api, p_ns))
+                for c in items(api, "networking.liqo.io", "connections", where)
+            ]
+            return (message, tuple(conns))
+
+        # On a loaded machine the gateways take longer to start: the wait lasts while they make progress.
+        wait_progressing("NetworkReady again (the tunnel back up)", network_ready, tunnel, timeout=180)
         try:
             # 20 s: when it came back it took seconds; when not, minutes did not do (docs/liqo-behaviour.md):
             # more only costs CI time.
