@@ -12,7 +12,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
-from liqo_peering.api.model import GatewayClientSpec, GatewayServerSpec, NetworkingSpec, OffloadingSpec
+from liqo_peering.api.model import (
+    ApiServerSpec,
+    GatewayClientSpec,
+    GatewayServerSpec,
+    NetworkingSpec,
+    OffloadingSpec,
+)
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.liqo import authentication as auth
 from liqo_peering.liqo import naming, networking, offloading, tenancy
@@ -567,9 +573,12 @@ def test_identity_reaches_the_api_server_where_the_spec_says(ctx: PeeringContext
     signed certificate stays the Tenant's. The Tenant's status is left as it was."""
     params = {"ca": "Y2E=", "signedCRT": "Y3J0", "apiServer": "https://p:6443"}
     status = {"authParams": params, "tenantNamespace": "t1"}
-    proxied = auth.identity(ctx, status, ("https://proxy.example:443", "cHJveHk="))["spec"]["authParams"]
+    given = ApiServerSpec.model_validate(
+        {"address": "https://proxy.example:443", "certificateAuthorityData": "cHJveHk="}
+    )
+    proxied = auth.identity(ctx, status, given)["spec"]["authParams"]
     assert proxied == {"ca": "cHJveHk=", "signedCRT": "Y3J0", "apiServer": "https://proxy.example:443"}
-    same_ca = auth.identity(ctx, status, ("https://proxy.example:443", None))["spec"]["authParams"]
+    same_ca = auth.identity(ctx, status, ApiServerSpec(address="https://proxy.example:443"))["spec"]["authParams"]
     assert same_ca == {"ca": "Y2E=", "signedCRT": "Y3J0", "apiServer": "https://proxy.example:443"}
     assert status["authParams"] == {"ca": "Y2E=", "signedCRT": "Y3J0", "apiServer": "https://p:6443"}
 

@@ -7,6 +7,7 @@ by their ``side``.
 
 from __future__ import annotations
 
+from liqo_peering.api.model import ApiServerSpec
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.fields import text_at
@@ -19,11 +20,7 @@ from liqo_peering.stages import StageResult
 STAGE = "authentication"
 
 
-# An address and base64 CA (or None) the consumer reaches the provider's API server at, instead of the published.
-ApiServer = tuple[str, str | None] | None
-
-
-def reconcile_in_band(p: PeeringRun, proxy_url: str | None, api_server: ApiServer = None) -> StageResult:
+def reconcile_in_band(p: PeeringRun, proxy_url: str | None, api_server: ApiServerSpec | None = None) -> StageResult:
     """In-band: the provider's API server is reached through the tunnel, via spec.authentication.proxyURL
     or, as liqoctl does, Liqo's API server proxy at its IP on the provider as remapped on the consumer."""
     if proxy_url:
@@ -43,7 +40,7 @@ def reconcile_in_band(p: PeeringRun, proxy_url: str | None, api_server: ApiServe
     return reconcile(p, net.in_band_proxy_url(conf, address), api_server)
 
 
-def reconcile(p: PeeringRun, proxy_url: str | None, api_server: ApiServer = None) -> StageResult:
+def reconcile(p: PeeringRun, proxy_url: str | None, api_server: ApiServerSpec | None = None) -> StageResult:
     ctx = p.ctx
     # 1. The provider's nonce: an empty Secret that Liqo fills.
     nonce_secret, _ = p.provider.create_or_relabel(r.SECRET, auth.nonce_secret(ctx), ctx.owner)

@@ -50,8 +50,7 @@ def run_stages(run: PeeringRun, calls: TrackedPool | None, removing_reverse: boo
 
     proxy = spec.authentication.proxy_url
     in_band = spec.authentication.in_band
-    given = spec.authentication.api_server
-    api_server = (given.address, given.certificate_authority_data) if given is not None else None
+    api_server = spec.authentication.api_server
     results: dict[str, StageResult] = {}
     auth_jobs: dict[str, Callable[[], StageResult]] = {
         "authentication": (

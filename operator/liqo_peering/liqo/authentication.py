@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
+from liqo_peering.api.model import ApiServerSpec
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.fields import mapping_at, text_at
 from liqo_peering.liqo import naming, resources
@@ -155,17 +156,16 @@ def tenant_ready(obj: dict[str, Any] | None) -> bool:
 
 
 def identity(
-    ctx: PeeringContext, tenant_status: dict[str, Any], api_server: tuple[str, str | None] | None = None
+    ctx: PeeringContext, tenant_status: dict[str, Any], api_server: ApiServerSpec | None = None
 ) -> dict[str, Any]:
-    """ControlPlane Identity on the consumer, from the provider Tenant's status; with ``api_server`` (address,
-    base64 CA or None), the provider's API server reached there instead of where the provider's Liqo says."""
+    """ControlPlane Identity on the consumer, from the provider Tenant's status; with ``api_server``
+    (spec.authentication.apiServer), the provider's API server reached there instead of where its Liqo says."""
     provider_id = ctx.provider.cluster_id
     params = dict(tenant_status["authParams"])
     if api_server is not None:
-        address, ca = api_server
-        params["apiServer"] = address
-        if ca is not None:
-            params["ca"] = ca
+        params["apiServer"] = api_server.address
+        if api_server.certificate_authority_data is not None:
+            params["ca"] = api_server.certificate_authority_data
     return {
         "apiVersion": resources.IDENTITY.api_version,
         "kind": resources.IDENTITY.kind,
