@@ -48,6 +48,17 @@ class JsonLog:
     def lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.capsys.readouterr().err.splitlines() if line.strip()]
 
+    def only_from(self, *prefixes: str) -> None:
+        """Keep the lines of threads whose names start so: a thread an earlier test left running (an
+        informer retrying its watch) may log into this test's capture."""
+
+        class Threads(logging.Filter):
+            def filter(self, record: logging.LogRecord) -> bool:
+                return record.threadName.startswith(prefixes)
+
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(Threads())
+
 
 @pytest.fixture
 def log(capsys: pytest.CaptureFixture[str]) -> Iterator[JsonLog]:
@@ -184,12 +195,14 @@ def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outliv
         local.add(r.SECRET, secret)
         spec = {"remoteKubeconfigSecretRef": {"name": f"kc-{name}"}}
         local.add(r.LIQOPEERING, {"metadata": {"name": name, "namespace": "team-a"}, "spec": spec})
-    events, metrics, calls = EventRecorder(cast(ClusterClient, EventsClient())), Metrics(), TrackedPool(2, "calls")
+    events, metrics = EventRecorder(cast(ClusterClient, EventsClient())), Metrics()
+    calls = TrackedPool(2, "test-logs-calls")
     svc = Reconciler(local, events, metrics, KubeconfigPolicy(), remotes=cast(Any, _Providers()), calls=calls)
     unpeerer = Unpeerer(local, events, metrics, KubeconfigPolicy())
     runner = Runner([Peerings(svc, unpeerer, resync_interval=60.0)], cast(Any, Hub()), Wakeups(), calls=calls)
     runner.pool.shutdown()
-    runner.pool = cast(Any, ThreadPoolExecutor(max_workers=1))  # one pool thread: both passes run on it
+    # One pool thread: both passes run on it.
+    runner.pool = cast(Any, ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-logs-passes"))
     other = structlog.get_logger("liqo_peering.other")
 
     async def scenario() -> None:
@@ -198,6 +211,7 @@ def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outliv
         await runner.in_thread(runner.one_pass, ObjectKey("LiqoPeering", "team-a", "second"))
 
     log.start()
+    log.only_from("test-logs-", "MainThread")
     try:
         asyncio.run(scenario())
     finally:
