@@ -26,6 +26,7 @@ _CONDITION_STAGES = MappingProxyType(
 )
 BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 PEERING_LABELS = ("namespace", "name", "remote_cluster_id")
+CERTIFICATE_LABELS = ("held_by", "type", "resource_slice")  # one identity of status.certificates
 SET_LABELS = ("namespace", "name")
 SET_STATES = ("ready", "establishing", "waiting", "error")
 
@@ -63,6 +64,8 @@ class PeeringSnapshot:
     not_after: float | None
     renew_at: float | None
     deleting_since: float | None
+    # status.certificates: each identity's labels (CERTIFICATE_LABELS), expiry and renewal point.
+    certificates: tuple[tuple[tuple[str, str, str], float, float], ...] = ()
 
     @classmethod
     def of(cls, meta: dict[str, Any], status: dict[str, Any]) -> PeeringSnapshot:
@@ -78,7 +81,25 @@ class PeeringSnapshot:
             not_after=_timestamp(credentials.get("notAfter")),
             renew_at=_timestamp(credentials.get("renewAt")),
             deleting_since=_timestamp(meta.get("deletionTimestamp")),
+            certificates=tuple(_certificates(status.get("certificates"))),
         )
+
+
+def _certificates(entries: Any) -> Iterator[tuple[tuple[str, str, str], float, float]]:
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        try:
+            expiry, renewal = _timestamp(entry.get("notAfter")), _timestamp(entry.get("renewAt"))
+        except (AttributeError, ValueError):  # the status subresource is anyone's to write
+            continue
+        if expiry is not None and renewal is not None:
+            which = (
+                str(entry.get("heldBy") or ""),
+                str(entry.get("type") or ""),
+                str(entry.get("resourceSlice") or ""),
+            )
+            yield which, expiry, renewal
 
 
 class ObjectCollector(Collector):
@@ -131,6 +152,17 @@ def _peering_families(peerings: dict[tuple[str, str], PeeringSnapshot]) -> Itera
         "liqo_peering_credential_renewal_timestamp_seconds",
         "When the operator renews the minted provider credential (status.credentials.renewAt, Unix time)",
     )
+    cert_expiry = family(
+        "liqo_peering_certificate_expiration_timestamp_seconds",
+        "When the certificate of an identity Liqo issued for the peering expires (status.certificates[].notAfter,"
+        " Unix time)",
+        CERTIFICATE_LABELS,
+    )
+    cert_renewal = family(
+        "liqo_peering_certificate_renewal_timestamp_seconds",
+        "When that certificate is due for renewal (status.certificates[].renewAt, Unix time)",
+        CERTIFICATE_LABELS,
+    )
     deletion = family(
         "liqo_peering_deletion_timestamp_seconds",
         "When deletion of the LiqoPeering was requested, while unpeering has not finished (Unix time)",
@@ -147,7 +179,10 @@ def _peering_families(peerings: dict[tuple[str, str], PeeringSnapshot]) -> Itera
         ):
             if value is not None:
                 fam.add_metric(labels, value)
-    yield from (ready, info, transition, expiry, renewal, deletion)
+        for which, not_after, renew_at in snap.certificates:
+            cert_expiry.add_metric([*labels, *which], not_after)
+            cert_renewal.add_metric([*labels, *which], renew_at)
+    yield from (ready, info, transition, expiry, renewal, cert_expiry, cert_renewal, deletion)
 
 
 def _set_families(sets: dict[tuple[str, str], dict[str, Any]]) -> Iterator[GaugeMetricFamily]:

@@ -9,6 +9,7 @@ Bottom layer: every other layer spells the stages through here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import Literal
 
@@ -37,6 +38,31 @@ REVERSE_OF = MappingProxyType({"authentication": "reverse-authentication", "offl
 
 
 @dataclass(frozen=True)
+class IdentityCertificate:
+    """The certificate of one identity Liqo issued in a stage: ``held_by`` (the side whose Liqo uses it) on the
+    other cluster's API server. ``resource_slice``: a ResourceSlice identity's slice; None: the ControlPlane one."""
+
+    held_by: str
+    not_before: datetime
+    not_after: datetime
+    resource_slice: str | None = None
+
+    @property
+    def identity_type(self) -> str:
+        return "ControlPlane" if self.resource_slice is None else "ResourceSlice"
+
+    @property
+    def renew_at(self) -> datetime:
+        """Where Liqo's renewer asks for a new one: two thirds into its lifetime."""
+        return self.not_before + (self.not_after - self.not_before) * 2 / 3
+
+    @property
+    def warn_at(self) -> datetime:
+        """Half-way from the renewal point to expiry: a certificate not renewed by then is a warning."""
+        return self.not_after - (self.not_after - self.not_before) / 6
+
+
+@dataclass(frozen=True)
 class StageResult:
     stage: str
     state: StageState
@@ -46,6 +72,8 @@ class StageResult:
     transient: bool = True
     # For errors: the error itself, which the Ready condition reports as it is (its class is its reason).
     error: PeeringError | None = field(default=None, compare=False)
+    # The certificates of the identities the stage found (ControlPlane, ResourceSlices), for status.certificates.
+    certificates: tuple[IdentityCertificate, ...] = field(default=(), compare=False)
 
     @classmethod
     def ready(cls, stage: str, message: str) -> StageResult:

@@ -252,13 +252,20 @@ class LiqoChartPair:
         return {side: self.cluster_id(side) for side in self.clusters}
 
     @classmethod
-    def start(cls, base_dir: Path, images: dict[str, Image] | None = None, version: str | None = None) -> LiqoChartPair:
+    def start(
+        cls,
+        base_dir: Path,
+        images: dict[str, Image] | None = None,
+        version: str | None = None,
+        signing_duration: str | None = None,
+    ) -> LiqoChartPair:
         """Two clusters with one node each, the images in their nodes, Liqo (`version`, LIQO_VERSION by
-        default) installed on both (not waited for: see wait_available)."""
+        default) installed on both (not waited for: see wait_available). `signing_duration`: the lifetime of the
+        certificates the clusters' CSR signers issue (Liqo's identities among them), a year by default."""
         version = version or liqo_version()
         images = images or liqo_images(version)
         started = time.monotonic()
-        clusters = start_clusters(list(CLUSTERS), base_dir, nodes=1, egress=True)
+        clusters = start_clusters(list(CLUSTERS), base_dir, nodes=1, egress=True, signing_duration=signing_duration)
         pair = cls(base_dir, clusters, images, versions=dict.fromkeys(CLUSTERS, version))
         pair.loaded = {side: {i.ref for i in images.values()} for side in CLUSTERS}
         try:

@@ -157,11 +157,11 @@ def start_real_liqo_pair(base_dir: Path, prefix: str = "rl", nodes: int = 0) -> 
     return pair
 
 
-def start_chart_pair(base_dir: Path, version: str | None = None) -> LiqoChartPair:
+def start_chart_pair(base_dir: Path, version: str | None = None, signing_duration: str | None = None) -> LiqoChartPair:
     """Liqo's chart (of `version`, LIQO_VERSION by default) on two clusters with a node each, every Liqo
-    workload available."""
+    workload available; `signing_duration`: their CSR signers' certificate lifetime."""
     _install_sigterm_handler()
-    pair = LiqoChartPair.start(base_dir, liqo_images(version), version)
+    pair = LiqoChartPair.start(base_dir, liqo_images(version), version, signing_duration)
     with _live_lock:
         _live.append(pair)  # before the wait: a SIGTERM meanwhile stops it too
     try:

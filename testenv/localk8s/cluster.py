@@ -132,6 +132,7 @@ class LocalCluster:
         pod_cidr: str = "10.244.0.0/16",
         egress: bool = False,
         kubernetes_version: str | None = None,
+        signing_duration: str | None = None,
     ) -> None:
         if not _NAME.match(name):
             raise ValueError(f"cluster name {name!r} must be a short DNS label")
@@ -150,6 +151,9 @@ class LocalCluster:
         # The Kubernetes release its control plane runs (hack/versions.env: KUBERNETES_VERSION by default,
         # KUBERNETES_FLOOR_VERSION for the oldest supported one); None is the default.
         self.kubernetes_version = kubernetes_version
+        # kube-controller-manager's --cluster-signing-duration (such as "4m"): the lifetime of the certificates
+        # its CSR signer issues, a year by default; short, it shows what happens when they expire.
+        self.signing_duration = signing_duration
         self._init_paths()
         self._allocate_ports()
 
@@ -565,6 +569,7 @@ class LocalCluster:
                     # kubernetes.io/kube-apiserver-client authenticate against this API server.
                     f"--cluster-signing-cert-file={self.ca_cert}",
                     f"--cluster-signing-key-file={self.ca_key}",
+                    *([f"--cluster-signing-duration={self.signing_duration}"] if self.signing_duration else []),
                     f"--root-ca-file={self.ca_cert}",
                     f"--service-account-private-key-file={pki_dir / 'sa.key'}",
                     "--use-service-account-credentials=true",
@@ -746,13 +751,14 @@ def start_clusters(
     nodes: int | Mapping[str, int] = 0,
     egress: bool = False,
     kubernetes_version: str | None = None,
+    signing_duration: str | None = None,
 ) -> dict[str, LocalCluster]:
     """Start one cluster per name, in parallel, under base_dir/<name>; all or none come up. With `nodes`,
     each gets that many nodes, or as many as `nodes[name]` says (0 for a name it leaves out), all on one LAN
     of their own, where every cluster's API server listens, nodes or not (default timeout: 120 s, 300 s with
     nodes); with `egress` too, their API servers reach Services and Pods through node 0 (egress.py).
     `kubernetes_version` picks the control plane's release (default: hack/versions.env KUBERNETES_VERSION;
-    only the versions there are built)."""
+    only the versions there are built). `signing_duration`: the clusters' CSR signer's certificate lifetime."""
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate cluster names: {names}")
     counts = {name: nodes.get(name, 0) if isinstance(nodes, Mapping) else nodes for name in names}
@@ -774,6 +780,7 @@ def start_clusters(
             pod_cidr=f"10.{244 + i}.0.0/16",
             egress=egress,
             kubernetes_version=kubernetes_version,
+            signing_duration=signing_duration,
         )
         for i, name in enumerate(names)
     }

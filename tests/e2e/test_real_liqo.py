@@ -29,6 +29,7 @@ from typing import Any, cast
 import pytest
 import urllib3
 import yaml
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from kubernetes import client as k8s
@@ -375,6 +376,39 @@ class TestPeeredWithRealLiqo:
         # The nonce Secret on the provider was filled by Liqo's nonce creator.
         nonces = core_p.list_namespaced_secret(p_ns, label_selector="liqo.io/nonce=true").items
         assert len(nonces) == 1 and (nonces[0].data or {}).get("nonce")
+
+    def test_status_shows_when_each_identitys_certificate_expires(self, peered: tuple[RealEnv, str]) -> None:
+        """status.certificates holds the validity of the certificates the provider's Liqo issued through real
+        CSRs (the ControlPlane Identity's and the ResourceSlice's), and CertificatesValid says they hold."""
+        env, ns = peered
+        c_ns = tenant_ns(env.consumer_api, env.provider_id)
+        identity = get(
+            env.consumer_api, "authentication.liqo.io", "identities", c_ns, f"controlplane-{env.provider_id}"
+        )
+        rs = get(env.consumer_api, "authentication.liqo.io", "resourceslices", c_ns, env.provider_id)
+        assert identity and rs
+
+        def validity(auth_params: dict[str, Any]) -> tuple[str, str]:
+            cert = x509.load_pem_x509_certificate(base64.b64decode(auth_params["signedCRT"]))
+            return tuple(  # type: ignore[return-value]
+                t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                for t in (cert.not_valid_before_utc, cert.not_valid_after_utc)
+            )
+
+        status = env.peerings.status(ns, NAME)
+        shown = {(c["type"], c.get("resourceSlice")): c for c in status["certificates"]}
+        assert set(shown) == {("ControlPlane", None), ("ResourceSlice", env.provider_id)}, status["certificates"]
+        for key, params in (
+            (("ControlPlane", None), identity["spec"]["authParams"]),
+            (("ResourceSlice", env.provider_id), rs["status"]["authParams"]),
+        ):
+            assert (shown[key]["notBefore"], shown[key]["notAfter"]) == validity(params), shown[key]
+            assert (
+                shown[key]["heldBy"] == "consumer"
+                and shown[key]["notBefore"] < shown[key]["renewAt"] < shown[key]["notAfter"]
+            )
+        valid = next(c for c in status["conditions"] if c["type"] == "CertificatesValid")
+        assert (valid["status"], valid["reason"]) == ("True", "CertificatesValid"), valid
 
     def test_status_shows_what_liqoctl_info_peer_shows(self, peered: tuple[RealEnv, str]) -> None:
         """The status answers what `liqoctl info peer` answers, as Liqo's own objects on both clusters say it:

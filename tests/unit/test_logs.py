@@ -54,7 +54,7 @@ class JsonLog:
 
         class Threads(logging.Filter):
             def filter(self, record: logging.LogRecord) -> bool:
-                return record.threadName.startswith(prefixes)
+                return (record.threadName or "").startswith(prefixes)
 
         for handler in logging.getLogger().handlers:
             handler.addFilter(Threads())

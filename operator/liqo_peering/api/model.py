@@ -839,6 +839,24 @@ class CredentialsStatus(_Model):
     renew_at: str = Field(description="When the operator renews it, with the bootstrap Secret (RFC 3339).")
 
 
+class CertificateStatus(_Model):
+    held_by: Literal["consumer", "provider"] = Field(
+        description="The cluster whose Liqo uses the identity: consumer, or provider for the reverse direction of a"
+        " bidirectional peering. The other cluster issued it."
+    )
+    type: Literal["ControlPlane", "ResourceSlice"] = Field(
+        description="The identity: ControlPlane (Liqo's control plane on the other cluster) or ResourceSlice (the"
+        " virtual kubelet of that slice)."
+    )
+    resource_slice: str | None = Field(default=None, description="The ResourceSlice, for a ResourceSlice identity.")
+    not_before: str = Field(description="When the certificate became valid (RFC 3339).")
+    not_after: str = Field(description="When the certificate expires (RFC 3339).")
+    renew_at: str = Field(
+        description="When it is due for renewal: two thirds into its lifetime, where Liqo's renewer asks for a new"
+        " one (RFC 3339)."
+    )
+
+
 class ClusterVersions(_Model):
     liqo: str | None = Field(
         default=None,
@@ -965,7 +983,8 @@ class LiqoPeeringStatus(_Model):
         description="Ready, Reconciling, Stalled, NetworkReady, AuthenticationReady, OffloadingReady;"
         " CredentialsMinted with spec.credentials.mint; with bidirectional, ReverseAuthenticationReady and"
         " ReverseOffloadingReady too; LiqoVersionSkew while the clusters run different minor versions of Liqo,"
-        " LiqoVersionUntested while either runs a version this operator was not tested with.",
+        " LiqoVersionUntested while either runs a version this operator was not tested with; CertificatesValid"
+        " once Liqo has issued an identity's certificate (False when one is late for renewal or expired).",
     )
     local_cluster_id: str | None = Field(default=None, alias="localClusterID", description="This cluster's ID.")
     remote_cluster_id: str | None = Field(
@@ -984,6 +1003,11 @@ class LiqoPeeringStatus(_Model):
     )
     credentials: CredentialsStatus | None = Field(
         default=None, description="The minted provider credential (spec.credentials.mint), once minted."
+    )
+    certificates: list[CertificateStatus] | None = Field(
+        default=None,
+        description="The certificate of each identity Liqo issued for the peering, in either direction: when it"
+        " expires and when it is due for renewal.",
     )
     versions: PeeringVersions | None = Field(
         default=None, description="Which Liqo and Kubernetes each cluster runs, as last discovered."

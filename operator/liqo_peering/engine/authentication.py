@@ -7,12 +7,14 @@ by their ``side``.
 
 from __future__ import annotations
 
+import dataclasses
+
 from liqo_peering.api.model import ApiServerSpec
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import LiqoNotReady
-from liqo_peering.fields import text_at
+from liqo_peering.fields import mapping_at, text_at
 from liqo_peering.liqo import authentication as auth
-from liqo_peering.liqo import naming
+from liqo_peering.liqo import certificates, naming
 from liqo_peering.liqo import networking as net
 from liqo_peering.liqo import resources as r
 from liqo_peering.stages import StageResult
@@ -94,10 +96,15 @@ def reconcile(p: PeeringRun, proxy_url: str | None, api_server: ApiServerSpec | 
 
     # 4. The ControlPlane Identity on the consumer, from the Tenant's status.
     identity = p.consumer.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"], api_server))
+    cert = certificates.of_auth_params(mapping_at(identity, "spec", "authParams"), p.consumer.side)
     if not auth.identity_ready(identity):
-        return StageResult.waiting(
+        result = StageResult.waiting(
             STAGE,
             "WaitingForIdentity",
             f"waiting for Liqo on the {p.consumer.side} to build the {p.provider.side}'s kubeconfig",
         )
-    return StageResult.ready(STAGE, f"the {p.consumer.side} holds a ControlPlane identity on the {p.provider.side}")
+    else:
+        result = StageResult.ready(
+            STAGE, f"the {p.consumer.side} holds a ControlPlane identity on the {p.provider.side}"
+        )
+    return dataclasses.replace(result, certificates=(cert,) if cert else ())

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import ResourceSliceDenied
-from liqo_peering.liqo import naming, offloading
+from liqo_peering.fields import mapping_at
+from liqo_peering.liqo import certificates, naming, offloading
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 from liqo_peering.liqo.networking import connection_state
-from liqo_peering.stages import StageResult
+from liqo_peering.stages import IdentityCertificate, StageResult
 
 STAGE = "offloading"
 
 
 def reconcile(p: PeeringRun) -> StageResult:
+    found: list[IdentityCertificate] = []
+    result = _reconcile(p, found)
+    return dataclasses.replace(result, certificates=tuple(found))
+
+
+def _reconcile(p: PeeringRun, found: list[IdentityCertificate]) -> StageResult:
+    """The stage; ``found``: the certificates of the slices' identities, as the provider issued them."""
     ctx = p.ctx
     wanted = offloading.requested_slices(p.offloading, ctx.provider.cluster_id)
     leaving = _remove_leftovers(p, {w.name for w in wanted})
@@ -29,6 +38,9 @@ def reconcile(p: PeeringRun) -> StageResult:
     ready: list[str] = []
     for req in wanted:
         slice_ = p.consumer.ensure(r.RESOURCE_SLICE, offloading.resource_slice(ctx, req))
+        cert = certificates.of_auth_params(mapping_at(slice_, "status", "authParams"), p.consumer.side, req.name)
+        if cert is not None:
+            found.append(cert)
         denial = _denial(p, slice_, req) if "Denied" in offloading.slice_conditions(slice_).values() else None
         if denial is not None:
             denials.append(denial)

@@ -12,6 +12,7 @@ from typing import Any
 
 from liqo_peering.errors import InternalError
 from liqo_peering.stages import REVERSE_STAGE_CONDITIONS, REVERSE_STAGES, STAGE_CONDITIONS, STAGES, StageResult
+from liqo_peering.status import certificates as certs
 from liqo_peering.status import credentials as creds
 from liqo_peering.status.conditions import (
     format_time,
@@ -164,8 +165,11 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
             # Not looked at in this pass (an earlier step failed): it stays as the last pass left it.
             stage_states[stage] = (str(old.get("status")), str(old.get("reason")), str(old.get("message")))
 
+    certificates = prev.get("certificates")
     if obs.seen:
         conditions = _credentials_condition(prev, conditions, obs, events)
+        certificates = certs.entries(certificates, obs.stages) or None
+        conditions = _certificates_condition(conditions, certificates or [], obs, events)
     conditions = _version_conditions(conditions, obs, events)
 
     ready = obs.error_reason is None and all(s[0] == "True" for s in stage_states.values())
@@ -242,6 +246,8 @@ def compute(previous: dict[str, Any] | None, obs: Observation) -> tuple[dict[str
         minted = prev.get("credentials")  # minting failed this pass: what was minted before still holds
     if obs.seen and (minted is not None or prev.get("credentials") is not None):
         status["credentials"] = minted  # None removes it (a merge patch)
+    if certificates is not None or prev.get("certificates") is not None:
+        status["certificates"] = certificates  # None removes it (a merge patch)
     if obs.versions is not None:
         status["versions"] = obs.versions
     if obs.detail is not None:
@@ -295,6 +301,21 @@ def _credentials_condition(
     return set_condition(conditions, make_condition(creds.CONDITION, ok, reason, message, obs.generation, obs.now))
 
 
+def _certificates_condition(
+    conditions: list[dict[str, Any]], certificates: list[dict[str, Any]], obs: Observation, events: list[EventSpec]
+) -> list[dict[str, Any]]:
+    """CertificatesValid while the peering has identity certificates; a Warning Event when it turns False or
+    its reason changes."""
+    judged = certs.condition(certificates, obs.now)
+    if judged is None:
+        return remove_condition(conditions, certs.CONDITION)
+    ok, reason, message = judged
+    old = get_condition(conditions, certs.CONDITION)
+    if not ok and (old is None or old.get("reason") != reason):
+        events.append(EventSpec("Warning", reason, message))
+    return set_condition(conditions, make_condition(certs.CONDITION, ok, reason, message, obs.generation, obs.now))
+
+
 def has_reverse(status: dict[str, Any] | None) -> bool:
     """Whether the status still shows a reverse direction: it was bidirectional, and what it made may remain."""
     types = set(REVERSE_STAGE_CONDITIONS.values())
@@ -318,8 +339,8 @@ INTERNAL_RETRY_SECONDS = 1.0
 
 
 def requeue_after(status: dict[str, Any], obs: Observation, transient_error: bool) -> float | None:
-    """When to look again without any event: soon after a transient error, exactly at the timeout, and when
-    the minted certificate is due for renewal."""
+    """When to look again without any event: soon after a transient error, exactly at the timeout, when the
+    minted certificate is due for renewal, and when an identity's certificate is late for renewal or expires."""
     if transient_error:
         return INTERNAL_RETRY_SECONDS if obs.error_reason == InternalError.reason else TRANSIENT_RETRY_SECONDS
     due: list[float] = []
@@ -330,6 +351,9 @@ def requeue_after(status: dict[str, Any], obs: Observation, transient_error: boo
     renew = obs.credentials.renew_at if obs.credentials is not None else None
     if renew is not None and renew > obs.now:  # past it, renewal waits for the bootstrap Secret's event
         due.append(max((renew - obs.now).total_seconds(), 0.5))
+    change = certs.next_change(status.get("certificates") or [], obs.now)
+    if change is not None:
+        due.append(max((change - obs.now).total_seconds(), 0.5))
     return min(due) if due else None
 
 
