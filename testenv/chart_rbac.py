@@ -32,7 +32,7 @@ TOKEN_SECONDS = 24 * 3600
 # the CRDs itself (install_crd), so the release leaves them alone.
 SUITE_VALUES = ("replicaCount=0", "crds.enabled=false", "credentialsMinting=true", "clusterAPI.enabled=true")
 # The Deployment's flags that scope the operator's rights (the rest are the Pod's own, e.g. its ports).
-SCOPE_FLAGS = ("--namespace", "--tenant-access-role", "--service-account")
+SCOPE_FLAGS = ("--namespace", "--tenant-access-role", "--service-account", "--restart-liqo-on-renewal")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ checked end to end on both clusters; shared by the chart tests of every Liqo ver
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from testenv import kube as k
@@ -28,6 +29,64 @@ def offload_a_pod(
     the virtual node's affinity and toleration, kube-scheduler puts it on the virtual node, the virtual
     kubelet reflects it to the provider, where kube-scheduler and the kubelet run it on the provider's node,
     and its Running status comes back to the consumer's Pod. Everything is removed again afterwards."""
+    with offloaded_pods(consumer, provider, provider_id, namespace, diagnostics):
+        pass
+
+
+@dataclass
+class Offloaded:
+    """Offloaded Pods of Deployment `pause` in `namespace` on the consumer, reflected into `remote_namespace`."""
+
+    consumer: Kube
+    provider: Kube
+    provider_id: str
+    namespace: str
+    remote_namespace: str
+    diagnostics: Callable[[], str]
+
+    def running(self, replicas: int = 1) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Wait for `replicas` Pods Running and Ready on the virtual node, each reflected Running on the
+        provider's node with the same address; (consumer's, provider's) for each, by name."""
+
+        def pods(kc: Kube, ns: str) -> dict[str, dict[str, Any]] | None:
+            found = {p["metadata"]["name"]: p for p in kc.list(k.POD, ns, selector="app=pause")}
+            up = {n: p for n, p in found.items() if (p.get("status") or {}).get("phase") == "Running" and ready(p)}
+            return up if len(found) == replicas and len(up) == replicas else None
+
+        def reflected() -> dict[str, dict[str, Any]] | None:
+            there = pods(self.provider, self.remote_namespace)
+            return there if there is not None and set(there) == set(local) else None
+
+        try:
+            local = wait_for(
+                f"{replicas} Pod(s) Running on the consumer", lambda: pods(self.consumer, self.namespace), 180
+            )
+            remote = wait_for("their reflections Running on the provider", reflected, 60)
+        except AssertionError as exc:
+            found = {
+                "consumer": self.consumer.list(k.POD, self.namespace),
+                "provider": self.provider.list(k.POD, self.remote_namespace),
+            }
+            raise AssertionError(f"{exc}\n{found}\n{self.diagnostics()}") from None
+        pairs = [(local[name], remote[name]) for name in sorted(local)]
+        for here, there in pairs:
+            # Scheduled by kube-scheduler (no Binding here) onto the virtual node, run by the provider's kubelet.
+            assert here["spec"]["nodeName"] == self.provider_id, here["spec"]
+            assert there["spec"]["nodeName"] == "provider-node-0", there["spec"]
+            # The consumer's Pod shows the address the provider's Pod has (the clusters' Pod CIDRs do not
+            # overlap, so Liqo remaps nothing).
+            assert here["status"]["podIP"] == there["status"]["podIP"], (here["status"], there["status"])
+        return pairs
+
+    def scale(self, replicas: int) -> None:
+        self.consumer.patch(k.DEPLOYMENT, "pause", {"spec": {"replicas": replicas}}, self.namespace)
+
+
+@contextlib.contextmanager
+def offloaded_pods(
+    consumer: Kube, provider: Kube, provider_id: str, namespace: str, diagnostics: Callable[[], str] = str
+) -> Iterator[Offloaded]:
+    """offload_a_pod's Deployment, kept while the block runs, then removed with its namespace."""
     image = pause_image().ref  # every node's containerd has it (its sandbox image)
     consumer.create(k.NAMESPACE, {"metadata": {"name": namespace}})
     try:
@@ -81,27 +140,12 @@ def offload_a_pod(
             namespace,
         )
 
-        def running(kc: Kube, ns: str) -> dict[str, Any] | None:
-            pods = kc.list(k.POD, ns, selector="app=pause")
-            return pods[0] if len(pods) == 1 and (pods[0].get("status") or {}).get("phase") == "Running" else None
-
-        try:
-            local = wait_for("the Pod Running on the consumer", lambda: running(consumer, namespace), 180)
-            remote = wait_for("its reflection Running on the provider", lambda: running(provider, remote_ns), 60)
-        except AssertionError as exc:
-            pods = {"consumer": consumer.list(k.POD, namespace), "provider": provider.list(k.POD, remote_ns)}
-            raise AssertionError(f"{exc}\n{pods}\n{diagnostics()}") from None
-        # Scheduled by kube-scheduler (no Binding here) onto the virtual node, run by the provider's kubelet.
-        assert local["spec"]["nodeName"] == provider_id, local["spec"]
-        assert remote["spec"]["nodeName"] == "provider-node-0", remote["spec"]
-        assert remote["metadata"]["name"] == local["metadata"]["name"]
+        pods = Offloaded(consumer, provider, provider_id, namespace, remote_ns, diagnostics)
+        ((local, remote),) = pods.running()
         assert remote["spec"]["containers"][0]["image"] == image
-        assert ready(remote) and ready(local)
-        # The consumer's Pod shows the address the provider's Pod has (the clusters' Pod CIDRs do not
-        # overlap, so Liqo remaps nothing).
-        assert local["status"]["podIP"] == remote["status"]["podIP"], (local["status"], remote["status"])
         shadows = provider.list(SHADOWPODS, remote_ns)
         assert [s["metadata"]["name"] for s in shadows] == [local["metadata"]["name"]]
+        yield pods
     finally:
         with contextlib.suppress(k.KubeError):
             consumer.delete(k.DEPLOYMENT, "pause", namespace)

@@ -130,6 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
         " (kubectl delete -f, a namespace, GitOps pruning) still unpeers; needs patch on those Secrets",
     )
     run.add_argument(
+        "--restart-liqo-on-renewal",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="on a cluster running Liqo v1.0 or v1.1, whose controller manager and virtual kubelets read an"
+        " identity's kubeconfig only when they start: restart their Pods once a certificate is renewed; needs list"
+        " and delete on those Pods",
+    )
+    run.add_argument(
         "--priority",
         type=int,
         default=None,
@@ -324,6 +332,7 @@ def run(args: argparse.Namespace) -> None:
             tenant_access=tenant_access,
             remotes=remotes,
             protect_secrets=args.kubeconfig_secret_protection,
+            restart_liqo=args.restart_liqo_on_renewal,
             calls=calls,
             remote_ids=remote_ids,
             versions=VersionCache(),

@@ -46,6 +46,7 @@ class IdentityCertificate:
     not_before: datetime
     not_after: datetime
     resource_slice: str | None = None
+    serial: str = ""  # hexadecimal: tells one certificate of the identity from the next
 
     @property
     def identity_type(self) -> str:

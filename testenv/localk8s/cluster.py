@@ -751,14 +751,15 @@ def start_clusters(
     nodes: int | Mapping[str, int] = 0,
     egress: bool = False,
     kubernetes_version: str | None = None,
-    signing_duration: str | None = None,
+    signing_duration: Mapping[str, str] | None = None,
 ) -> dict[str, LocalCluster]:
     """Start one cluster per name, in parallel, under base_dir/<name>; all or none come up. With `nodes`,
     each gets that many nodes, or as many as `nodes[name]` says (0 for a name it leaves out), all on one LAN
     of their own, where every cluster's API server listens, nodes or not (default timeout: 120 s, 300 s with
     nodes); with `egress` too, their API servers reach Services and Pods through node 0 (egress.py).
     `kubernetes_version` picks the control plane's release (default: hack/versions.env KUBERNETES_VERSION;
-    only the versions there are built). `signing_duration`: the clusters' CSR signer's certificate lifetime."""
+    only the versions there are built). `signing_duration`: the lifetime of what a cluster's CSR signer issues, by
+    name (a year for a name it leaves out)."""
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate cluster names: {names}")
     counts = {name: nodes.get(name, 0) if isinstance(nodes, Mapping) else nodes for name in names}
@@ -780,7 +781,7 @@ def start_clusters(
             pod_cidr=f"10.{244 + i}.0.0/16",
             egress=egress,
             kubernetes_version=kubernetes_version,
-            signing_duration=signing_duration,
+            signing_duration=(signing_duration or {}).get(name),
         )
         for i, name in enumerate(names)
     }

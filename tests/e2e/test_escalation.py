@@ -5,8 +5,9 @@ does make still goes through.
 The chart is installed without a Pod (testenv.chart_rbac): the test holds a token of its ServiceAccount and
 makes each request itself, with a user agent of its own (the RBAC proof of testenv.rbacproof counts only
 the operator's). Two installs: the defaults (every namespace), and watchNamespaces with credentialsMinting.
-Each refusal's origin is in the test id: `rbac` (the authorizer, or RBAC's escalation check) or `policy`
-(a ValidatingAdmissionPolicy of the chart).
+With restartLiqoOnRenewal (a third install), the Pods it may delete are Liqo's virtual kubelets in tenant
+namespaces and Liqo's controller manager, and no other. Each refusal's origin is in the test id: `rbac` (the
+authorizer, or RBAC's escalation check) or `policy` (a ValidatingAdmissionPolicy of the chart).
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ AGENT = "e2e-escalation"
 INSTALLS = {
     "default": (),
     "watch-minting": (f"watchNamespaces={{{WATCHED}}}", "credentialsMinting=true"),
+    "restarts": ("restartLiqoOnRenewal=true",),
 }
+VK_LABELS = {naming.VK_COMPONENT: naming.VK_COMPONENT_VALUE}
+MANAGER_LABELS = dict(label.split("=") for label in pu.CONTROLLER_MANAGER_SELECTOR.split(","))
 ROLEBINDING = k.ROLEBINDING
 WEBHOOKS = (
     k.Res("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", namespaced=False),
@@ -54,6 +58,7 @@ class Install:
     admin: Kube
     sa: Kube  # the chart's ServiceAccount
     chart: chart_rbac.ChartRelease
+    liqo_namespace: str
 
     @property
     def minting(self) -> bool:
@@ -98,6 +103,7 @@ def installs(
     for ns, labels in ((WATCHED, {}), (OTHER, {}), (TENANT, {TENANT_LABEL: "true"})):
         _ensure(admin, k.NAMESPACE, {"metadata": {"name": ns, "labels": labels}})
     _victims(admin)
+    _victim_pods(admin, liqo_clusters.namespace)
     made: dict[str, Install] = {}
 
     def install(name: str) -> Install:
@@ -112,7 +118,7 @@ def installs(
                 binary=helm,
             )
             path = chart.service_account_kubeconfig(tmp_path_factory.mktemp(name) / "sa.kubeconfig")
-            made[name] = Install(name, admin, Kube.from_kubeconfig(str(path), AGENT), chart)
+            made[name] = Install(name, admin, Kube.from_kubeconfig(str(path), AGENT), chart, liqo_clusters.namespace)
             _in_force(made[name])
         return made[name]
 
@@ -124,6 +130,25 @@ def installs(
             admin.delete(k.NAMESPACE, one.chart.namespace)
         for ns in (WATCHED, OTHER, TENANT):
             admin.delete(k.NAMESPACE, ns)
+        admin.delete(k.POD, "escalation-app", liqo_clusters.namespace)
+
+
+def _victim_pod(admin: Kube, ns: str, name: str, labels: dict[str, str]) -> None:
+    body = {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    _ensure(admin, k.POD, body, ns)
+
+
+def _victim_pods(admin: Kube, liqo_ns: str) -> None:
+    """Pods the operator may not delete: a user's in a tenant namespace and in Liqo's, a virtual-kubelet
+    lookalike and a controller-manager lookalike outside the namespaces they would be in."""
+    _victim_pod(admin, OTHER, "app", {})
+    _victim_pod(admin, OTHER, "vk-lookalike", VK_LABELS)
+    _victim_pod(admin, OTHER, "manager-lookalike", MANAGER_LABELS)
+    _victim_pod(admin, TENANT, "app", {})
+    _victim_pod(admin, liqo_ns, "escalation-app", {})
 
 
 def _in_force(one: Install) -> None:
@@ -139,6 +164,8 @@ def _in_force(one: Install) -> None:
             content_type=k.MERGE,
         ),
     ]
+    if "restartLiqoOnRenewal=true" in INSTALLS[one.name]:
+        probes.append(lambda: one.sa._call("DELETE", k.POD.path(OTHER, "app"), {"dryRun": "All"}))
     for probe in probes:
 
         def refused(probe: Callable[[], Any] = probe) -> bool:
@@ -208,6 +235,11 @@ def _patch(ns: str, name: str, body: dict[str, Any]) -> Attempt:
 
 def _delete(ns: str, name: str) -> Attempt:
     return lambda i: i.sa.delete(k.SECRET, name, ns)
+
+
+def _delete_pod(ns: str | None, name: str) -> Attempt:
+    """Delete a Pod; ns None: in Liqo's namespace."""
+    return lambda i: i.sa.delete(k.POD, name, ns or i.liqo_namespace)
 
 
 def _pod(i: Install) -> Any:
@@ -327,7 +359,12 @@ ATTEMPTS: list[tuple[str, Attempt, dict[str, str]]] = [
     ("delete-tls-secret-watched", _delete(WATCHED, "victim-tls"), {"default": R, "watch-minting": P}),
     ("delete-user-secret-other-ns", _delete(OTHER, VICTIM), {"default": R, "watch-minting": R}),
     ("delete-nonce-named-other-ns", _delete(OTHER, naming.NONCE_SECRET), {"default": P, "watch-minting": P}),
-    ("create-pod", _pod, {"default": R, "watch-minting": R}),
+    ("create-pod", _pod, {"default": R, "watch-minting": R, "restarts": R}),
+    ("delete-pod-other-ns", _delete_pod(OTHER, "app"), {"default": R, "restarts": P}),
+    ("delete-vk-lookalike-other-ns", _delete_pod(OTHER, "vk-lookalike"), {"default": R, "restarts": P}),
+    ("delete-manager-lookalike-other-ns", _delete_pod(OTHER, "manager-lookalike"), {"default": R, "restarts": P}),
+    ("delete-pod-tenant-ns", _delete_pod(TENANT, "app"), {"default": R, "restarts": P}),
+    ("delete-pod-liqo-ns", _delete_pod(None, "escalation-app"), {"default": R, "restarts": P}),
     ("rolebinding-other-ns", _binding(OTHER, None), {"default": R, "watch-minting": P}),
     ("rolebinding-tenant-cluster-admin", _binding(TENANT, "cluster-admin"), {"default": R, "watch-minting": R}),
     (
@@ -405,6 +442,19 @@ def test_minted_secret_and_bootstrap_secret_with_credentials_minting(installs: C
     # deleteBootstrapSecret: the user's bootstrap kubeconfig Secret, once the minted credential is in use.
     one.admin.create(k.SECRET, {"metadata": {"name": "bootstrap"}, "data": {"kubeconfig": key}}, WATCHED)
     assert one.sa.delete(k.SECRET, "bootstrap", WATCHED)
+
+
+def test_virtual_kubelet_and_controller_manager_pods_with_restarts(installs: Callable[[str], Install]) -> None:
+    """What --restart-liqo-on-renewal deletes: a virtual kubelet's Pod in a tenant namespace, and Liqo's controller
+    manager's in Liqo's namespace."""
+    one = installs("restarts")
+    _victim_pod(one.admin, TENANT, "vk-1", VK_LABELS)
+    _victim_pod(one.admin, one.liqo_namespace, "escalation-manager", MANAGER_LABELS)
+    one.sa.delete(k.POD, "vk-1", TENANT)
+    one.sa.delete(k.POD, "escalation-manager", one.liqo_namespace)
+    assert [
+        p["metadata"]["name"] for p in one.sa.list(k.POD, one.liqo_namespace, selector=pu.CONTROLLER_MANAGER_SELECTOR)
+    ] == []
 
 
 def test_tenant_namespace_and_tenant_access_binding(installs: Callable[[str], Install]) -> None:

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,7 +35,7 @@ from testenv.liqo_chart import LiqoChartPair, liqo_images
 from testenv.liqo_env import liqo_matrix, liqo_version, upgraded_from
 from testenv.liqo_real import liqo_binary
 from testenv.liqo_real.pytest_plugin import start_chart_pair
-from testenv.offload import offload_a_pod, ready
+from testenv.offload import offload_a_pod, offloaded_pods, ready
 from testenv.operator_support import (
     SECRET,
     OperatorProcess,
@@ -63,6 +64,13 @@ VERSIONS = liqo_matrix()
 TARGET = liqo_version()  # what the full suite runs, and what the upgrade goes to
 
 UPGRADED = upgraded_from(VERSIONS, TARGET)  # upgraded to TARGET under a live peering
+# The provider's CSR signer issues certificates this short-lived (kube-controller-manager backdates them by five
+# minutes: valid for nine, due for renewal after one), where Liqo does not renew them itself (before v1.2).
+SHORT_CERTIFICATES = "4m"
+
+
+def renewal_broken(version: str) -> bool:
+    return tuple(int(part) for part in version.split(".")[:2]) < (1, 2)
 
 
 @dataclass
@@ -90,7 +98,7 @@ def liqo_matrix_pair(
     # Short: a node's unix socket paths must fit 108 bytes.
     base = Path(tempfile.mkdtemp(prefix=f"lm{version.replace('.', '')}-"))
     started = time.monotonic()
-    pair = start_chart_pair(base, version)
+    pair = start_chart_pair(base, version, SHORT_CERTIFICATES if renewal_broken(version) else None)
     pair.keep_logs = tmp_path_factory.mktemp(f"liqo-{version}-logs")
     sys.stderr.write(f"\nLiqo v{version}'s chart pair up in {time.monotonic() - started:.1f}s: {pair.timings}\n")
     try:
@@ -110,7 +118,9 @@ def matrix_env(
     consumer_api, provider_api = api_client(pair["consumer"].kubeconfig), api_client(pair["provider"].kubeconfig)
     install_crd(consumer_api)
     # As the ServiceAccount of the chart installed on the consumer (the pair is this module's alone).
-    chart = chart_rbac.install(pair["consumer"].kubeconfig, LIQO_NAMESPACE)
+    # Where Liqo does not renew the identities, the operator restarts what read them once (restartLiqoOnRenewal).
+    restarts = ("restartLiqoOnRenewal=true",) if renewal_broken(pair.versions["consumer"]) else ()
+    chart = chart_rbac.install(pair["consumer"].kubeconfig, LIQO_NAMESPACE, (*chart_rbac.SUITE_VALUES, *restarts))
     operator = chart.operator(tmp_path_factory.mktemp("matrix-operator")).start()
     leak_scan.add_log(operator.log_path)
     env = MatrixEnv(pair, Peerings(consumer_api), consumer_api, provider_api, operator, pair.versions["consumer"], "")
@@ -181,6 +191,55 @@ def test_a_pod_is_offloaded_to_the_providers_node(matrix_env: MatrixEnv) -> None
     env = matrix_env
     consumer, provider = env.pair.kube("consumer"), env.pair.kube("provider")
     offload_a_pod(consumer, provider, env.provider_id, "matrix-offloaded", env.diagnostics)
+
+
+def test_identity_certificates_are_renewed_before_they_expire(
+    matrix_env: MatrixEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Liqo before v1.2 hands out the certificate it stored again when asked to renew: with this pair's short
+    certificates the peering would break at their expiry. The operator has them issued again once due: Ready
+    throughout, past the expiry of the certificates it started with, the ControlPlane and the ResourceSlice
+    identities on new ones; a Pod offloaded before still runs, and one offloaded after (the virtual kubelet
+    reflecting it with its identity) comes up too."""
+    env = matrix_env
+    if not renewal_broken(env.version):
+        pytest.skip(f"Liqo v{env.version} renews its identities' certificates itself")
+    consumer, provider = env.pair.kube("consumer"), env.pair.kube("provider")
+
+    def certificates() -> dict[str, dict[str, Any]]:
+        found = env.peerings.status(env.namespace, NAME).get("certificates") or []
+        return {c["type"]: c for c in found}
+
+    started = time.monotonic()
+    with offloaded_pods(consumer, provider, env.provider_id, "matrix-renewal", env.diagnostics) as pods:
+        ((before, _),) = pods.running()
+        first = wait_for(
+            "both identities in status.certificates", lambda: certificates() if len(certificates()) == 2 else None
+        )
+        expiry = max(datetime.fromisoformat(c["notAfter"].replace("Z", "+00:00")) for c in first.values())
+        # Past the expiry by the virtual node's lease (40 s): a virtual kubelet on an expired identity would be
+        # NotReady by then.
+        not_ready: list[str] = []
+        while datetime.now(UTC) < expiry + timedelta(seconds=60):
+            ready_cond = _conditions(env).get("Ready") or {}
+            if ready_cond.get("status") != "True":
+                not_ready.append(
+                    f"{datetime.now(UTC):%H:%M:%S} {ready_cond.get('reason')}: {ready_cond.get('message')}"
+                )
+            time.sleep(2)
+        with capsys.disabled():
+            print("\n".join(["not Ready:", *not_ready]))
+        assert not not_ready, "\n".join(not_ready) + "\n" + env.diagnostics()
+        now = certificates()
+        for kind in ("ControlPlane", "ResourceSlice"):
+            assert now[kind]["notAfter"] > first[kind]["notAfter"], (kind, first[kind], now[kind])
+        valid = _conditions(env)["CertificatesValid"]
+        assert (valid["status"], valid["reason"]) == ("True", "CertificatesValid"), valid
+        ((after, _),) = pods.running()
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same Pod, still running
+        pods.scale(2)
+        pods.running(2)
+    _bench(capsys, env, f"identities renewed past their first certificates' expiry: {time.monotonic() - started:.0f}s")
 
 
 def test_a_spec_change_is_applied(matrix_env: MatrixEnv) -> None:

@@ -4,10 +4,12 @@ status.certificates and the CertificatesValid condition, woken for on time, and 
 from __future__ import annotations
 
 import base64
+import dataclasses
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -15,14 +17,27 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import LiqoPeeringStatus
+from liqo_peering.engine import renewal
 from liqo_peering.errors import LiqoNotReady
-from liqo_peering.liqo.certificates import MAX_CERTIFICATE_CHARS, of_auth_params
+from liqo_peering.liqo import resources as r
+from liqo_peering.liqo import versions
+from liqo_peering.liqo.certificates import (
+    LOADED_ANNOTATION,
+    MAX_CERTIFICATE_CHARS,
+    REISSUE_ANNOTATION,
+    RESTART_GRACE_SECONDS,
+    RESTARTED_ANNOTATION,
+    of_auth_params,
+    restarting,
+)
+from liqo_peering.liqo.offloading import virtual_node_usable
 from liqo_peering.metrics import Metrics
 from liqo_peering.stages import STAGES, IdentityCertificate, StageResult
 from liqo_peering.status import certificates as certs
 from liqo_peering.status.compute import Observation, compute, requeue_after
 from liqo_peering.status.conditions import get_condition
 from unit.test_peering_metrics import KEY, _body, _status, named, samples
+from unit.test_stage_steps import C_NS, CONSUMER, CTX, P_NS, PROVIDER, fakes, make_run
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 # As kube-controller-manager signs with --cluster-signing-duration=4m: backdated 5 minutes, valid 4 more.
@@ -48,7 +63,8 @@ def signed_crt(not_before: datetime = NOT_BEFORE, not_after: datetime = NOT_AFTE
 
 def test_a_certificate_in_auth_params_gives_its_validity_and_renewal_point() -> None:
     cert = of_auth_params({"signedCRT": signed_crt(), "apiServer": "https://p"}, "consumer", "slice-a")
-    assert cert == IdentityCertificate("consumer", NOT_BEFORE, NOT_AFTER, "slice-a")
+    assert cert is not None and cert.serial
+    assert cert == IdentityCertificate("consumer", NOT_BEFORE, NOT_AFTER, "slice-a", cert.serial)
     assert cert.identity_type == "ResourceSlice"
     # Two thirds into its 9 minutes, where Liqo's renewer asks; the warning half-way from there to expiry.
     assert (cert.renew_at, cert.warn_at) == (T0 + timedelta(minutes=1), T0 + timedelta(minutes=2, seconds=30))
@@ -117,8 +133,9 @@ def test_status_lists_each_identity_and_the_condition_says_when_the_first_expire
     assert cond is not None and (cond["status"], cond["reason"]) == ("True", "CertificatesValid")
     assert "the ControlPlane identity the consumer holds, at 2026-03-01T12:04:00Z" in cond["message"]
     assert not [e for e in events if e.reason.startswith("Certificate")]
-    # The next look without any event: when the first certificate would be late for renewal.
-    assert requeue_after(status, _observe(timedelta(0), {}), False) == 150.0
+    # The next look without any event: when the first certificate is due for renewal.
+    assert requeue_after(status, _observe(timedelta(0), {}), False) == 60.0
+    assert requeue_after(status, _observe(timedelta(minutes=2), {}), False) == 30.0  # late for renewal
 
 
 def test_a_certificate_late_for_renewal_warns_then_expired_and_a_renewed_one_is_valid_again() -> None:
@@ -183,3 +200,145 @@ def test_each_identity_exports_its_expiry_and_renewal() -> None:
     expiry = named(found, "liqo_peering_certificate_expiration_timestamp_seconds")
     assert expiry == {tuple(sorted(control)): 1769904000.0, tuple(sorted(sliced)): 1769904000.0}
     assert set(named(found, "liqo_peering_certificate_renewal_timestamp_seconds").values()) == {1768953600.0}
+
+
+# -- renewal where the provider's Liqo does not renew -----------------------------------------------------------
+def _due_run(version: str, reverse: bool = False) -> Any:
+    provider = dataclasses.replace(PROVIDER, liqo_version=versions.from_label(version))
+    ctx = dataclasses.replace(CTX, provider=provider)
+    p = make_run(ctx=ctx)
+    if reverse:
+        p = dataclasses.replace(p, reverse=True)
+    _, remote = fakes(p)
+    remote.add(r.TENANT, {"metadata": {"name": "consumer-id", "namespace": P_NS}, "spec": {}})
+    return p
+
+
+def _stored(remote: Any, name: str, crt: str) -> None:
+    remote.add(r.SECRET, {"metadata": {"name": name, "namespace": P_NS}, "data": {"certificate": crt, "csr": "eA=="}})
+
+
+def test_a_due_certificate_on_liqo_1_1_is_issued_again_through_the_tenant_once() -> None:
+    crt = signed_crt()
+    cert = of_auth_params({"signedCRT": crt}, "consumer")
+    assert cert is not None
+    p = _due_run("v1.1.2")
+    _, remote = fakes(p)
+    _stored(remote, "liqo-remote-certificate", crt)
+    other = signed_crt()  # another slice's stored certificate stays
+    _stored(remote, "liqo-remote-certificate-other", other)
+    assert not renewal.reissue_if_due(p, cert, now=T0 + timedelta(seconds=59))  # not due yet
+    assert renewal.reissue_if_due(p, cert, now=T0 + timedelta(minutes=1))
+    assert remote.get(r.SECRET, "liqo-remote-certificate", P_NS) is None
+    assert remote.get(r.SECRET, "liqo-remote-certificate-other", P_NS) is not None
+    tenant = remote.get(r.TENANT, "consumer-id", P_NS)
+    assert tenant is not None and tenant["metadata"]["annotations"][REISSUE_ANNOTATION] == cert.serial
+    # Asked once: the next pass, before Liqo's new certificate reaches the consumer, writes nothing.
+    before = len(remote.writes)
+    assert not renewal.reissue_if_due(p, cert, now=T0 + timedelta(minutes=1, seconds=5))
+    assert len(remote.writes) == before
+
+
+def test_a_certificate_liqo_already_issued_again_is_not_deleted() -> None:
+    """Killed after Liqo stored a new certificate but before the consumer saw it: the new one stays."""
+    cert = of_auth_params({"signedCRT": signed_crt()}, "consumer", "slice")
+    assert cert is not None
+    p = _due_run("v1.0.3")
+    _, remote = fakes(p)
+    _stored(remote, "liqo-remote-certificate-slice", signed_crt())
+    renewal.reissue_if_due(p, cert, now=T0 + timedelta(minutes=2))
+    assert remote.get(r.SECRET, "liqo-remote-certificate-slice", P_NS) is not None
+
+
+def test_liqo_1_2_and_the_reverse_direction_are_left_to_liqo() -> None:
+    crt = signed_crt()
+    cert = of_auth_params({"signedCRT": crt}, "consumer")
+    for p in (_due_run("v1.2.0"), _due_run("v1.1.2", reverse=True), _due_run("")):
+        _, remote = fakes(p)
+        _stored(remote, "liqo-remote-certificate", crt)
+        assert not renewal.reissue_if_due(p, cert, now=T0 + timedelta(minutes=3))
+        assert remote.get(r.SECRET, "liqo-remote-certificate", P_NS) is not None
+
+
+def _kubeconfig_secret(remote_id: str, name: str, crt: str) -> dict[str, Any]:
+    config = {"users": [{"name": "u", "user": {"client-certificate-data": crt, "client-key-data": "eA=="}}]}
+    data = base64.b64encode(yaml.safe_dump(config).encode()).decode()
+    labels = {"liqo.io/identity-type": "ControlPlane", "liqo.io/remote-cluster-id": remote_id}
+    return {"metadata": {"name": name, "namespace": C_NS, "labels": labels}, "data": {"kubeconfig": data}}
+
+
+def _pod(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
+
+
+def _restart_run(version: str = "v1.1.2", restart: bool = True) -> Any:
+    consumer = dataclasses.replace(CONSUMER, liqo_version=versions.from_label(version))
+    p = dataclasses.replace(make_run(ctx=dataclasses.replace(CTX, consumer=consumer)), restart_liqo=restart)
+    local, _ = fakes(p)
+    manager = {"app.kubernetes.io/name": "controller-manager", "app.kubernetes.io/component": "controller-manager"}
+    local.add(r.POD, _pod("liqo-controller-manager-1", "liqo", manager))
+    local.add(r.POD, _pod("liqo-webhook-1", "liqo", {"app.kubernetes.io/name": "webhook"}))
+    vk = {"offloading.liqo.io/component": "virtual-kubelet", "liqo.io/remote-cluster-id": "provider-id"}
+    local.add(r.POD, _pod("vk-a-1", C_NS, {**vk, "liqo.io/virtual-node": "a"}))
+    local.add(r.POD, _pod("vk-b-1", C_NS, {**vk, "liqo.io/virtual-node": "b"}))
+    return p
+
+
+def test_a_renewed_certificate_restarts_what_read_the_old_one_once_liqo_wrote_it() -> None:
+    p = _restart_run()
+    local, _ = fakes(p)
+    first, renewed = signed_crt(), signed_crt()
+    cert = of_auth_params({"signedCRT": first}, "consumer")
+    new = of_auth_params({"signedCRT": renewed}, "consumer")
+    assert cert is not None and new is not None
+    identity = local.add(r.IDENTITY, {"metadata": {"name": "controlplane-provider-id", "namespace": C_NS}})
+    # The first certificate: what runs was started with it; only noted.
+    identity = renewal.restart_if_renewed(p, cert, identity, r.IDENTITY)
+    assert identity["metadata"]["annotations"][LOADED_ANNOTATION] == cert.serial
+    assert len(local.find(r.POD, "liqo")) == 2
+    # Renewed, but Liqo has not written the kubeconfig yet: nothing restarts.
+    local.add(r.SECRET, _kubeconfig_secret("provider-id", "kubeconfig-controlplane-provider-id", first))
+    assert renewal.restart_if_renewed(p, new, identity, r.IDENTITY) is identity
+    assert len(local.find(r.POD, "liqo")) == 2
+    # Written: the controller manager restarts (its Pods deleted), nothing else, and the new serial is noted.
+    local.add(r.SECRET, _kubeconfig_secret("provider-id", "kubeconfig-controlplane-provider-id", renewed))
+    identity = renewal.restart_if_renewed(p, new, identity, r.IDENTITY)
+    assert [pod["metadata"]["name"] for pod in local.find(r.POD, "liqo")] == ["liqo-webhook-1"]
+    assert len(local.find(r.POD, C_NS)) == 2
+    assert identity["metadata"]["annotations"][LOADED_ANNOTATION] == new.serial
+    assert RESTARTED_ANNOTATION not in identity["metadata"]["annotations"]  # only a virtual kubelet's restart
+    before = len(local.writes)
+    renewal.restart_if_renewed(p, new, identity, r.IDENTITY)  # once
+    assert len(local.writes) == before
+
+
+def test_a_renewed_slice_certificate_restarts_that_slices_virtual_kubelet() -> None:
+    p = _restart_run()
+    local, _ = fakes(p)
+    renewed = signed_crt()
+    new = of_auth_params({"signedCRT": renewed}, "consumer", "a")
+    assert new is not None
+    slice_ = local.add(
+        r.RESOURCE_SLICE, {"metadata": {"name": "a", "namespace": C_NS, "annotations": {LOADED_ANNOTATION: "1"}}}
+    )
+    local.add(r.SECRET, _kubeconfig_secret("provider-id", "kubeconfig-resourceslice-a", renewed))
+    slice_ = renewal.restart_if_renewed(p, new, slice_, r.RESOURCE_SLICE)
+    assert [pod["metadata"]["name"] for pod in local.find(r.POD, C_NS)] == ["vk-b-1"]
+    # For a while, its restart does not make the virtual node unusable.
+    now = datetime.now(UTC)
+    assert restarting(slice_, now) and not restarting(slice_, now + timedelta(seconds=RESTART_GRACE_SECONDS + 1))
+    node = {"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    assert virtual_node_usable(node, [], restarting=True)[0]
+    assert not virtual_node_usable(node, [], restarting=False)[0]
+    assert not virtual_node_usable(None, [], restarting=True)[0]
+
+
+def test_no_restart_on_liqo_1_2_or_unless_enabled() -> None:
+    for p in (_restart_run("v1.2.0"), _restart_run(restart=False)):
+        local, _ = fakes(p)
+        cert = of_auth_params({"signedCRT": signed_crt()}, "consumer")
+        identity = local.add(r.IDENTITY, {"metadata": {"name": "controlplane-provider-id", "namespace": C_NS}})
+        assert renewal.restart_if_renewed(p, cert, identity, r.IDENTITY) is identity
+        assert LOADED_ANNOTATION not in (local.get(r.IDENTITY, "controlplane-provider-id", C_NS) or {})["metadata"].get(
+            "annotations", {}
+        )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from liqo_peering.api.model import ApiServerSpec
+from liqo_peering.engine import renewal
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.fields import mapping_at, text_at
@@ -97,6 +98,8 @@ def reconcile(p: PeeringRun, proxy_url: str | None, api_server: ApiServerSpec | 
     # 4. The ControlPlane Identity on the consumer, from the Tenant's status.
     identity = p.consumer.ensure(r.IDENTITY, auth.identity(ctx, tenant["status"], api_server))
     cert = certificates.of_auth_params(mapping_at(identity, "spec", "authParams"), p.consumer.side)
+    renewal.reissue_if_due(p, cert)
+    identity = renewal.restart_if_renewed(p, cert, identity, r.IDENTITY)
     if not auth.identity_ready(identity):
         result = StageResult.waiting(
             STAGE,

@@ -39,6 +39,8 @@ class PeeringRun:
     ctx: PeeringContext
     reverse: bool = False  # the reverse direction: its consumer is the provider cluster, and the other way round
     memo: PassMemo = field(default_factory=PassMemo)
+    # --restart-liqo-on-renewal: restart what reads a renewed identity once on a consumer before Liqo v1.2.
+    restart_liqo: bool = False
 
     @property
     def offloading(self) -> OffloadingSpec:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from typing import Any
 
 from liqo_peering.clients.cluster import ClusterClient
+from liqo_peering.engine import renewal
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.errors import ResourceSliceDenied
 from liqo_peering.fields import mapping_at
@@ -41,6 +43,8 @@ def _reconcile(p: PeeringRun, found: list[IdentityCertificate]) -> StageResult:
         cert = certificates.of_auth_params(mapping_at(slice_, "status", "authParams"), p.consumer.side, req.name)
         if cert is not None:
             found.append(cert)
+            renewal.reissue_if_due(p, cert)
+            slice_ = renewal.restart_if_renewed(p, cert, slice_, r.RESOURCE_SLICE)
         denial = _denial(p, slice_, req) if "Denied" in offloading.slice_conditions(slice_).values() else None
         if denial is not None:
             denials.append(denial)
@@ -79,7 +83,8 @@ def _slice_state(p: PeeringRun, req: offloading.SliceRequest, slice_: dict[str, 
         return "WaitingForVirtualNode", f"waiting for Liqo on the {p.consumer.side} to create the VirtualNode{suffix}"
     node = p.consumer.get(r.NODE, vnode["metadata"]["name"])
     pods = p.consumer.find(r.POD, ns, labels=offloading.virtual_kubelet_selector(p.provider_id, name))
-    usable, message = offloading.virtual_node_usable(node, pods, _node_ready_checks_network(p))
+    restarting = certificates.restarting(slice_, datetime.now(UTC))
+    usable, message = offloading.virtual_node_usable(node, pods, _node_ready_checks_network(p), restarting)
     if not usable:
         return "WaitingForVirtualNode", message
     return f"{which} is accepted and {message}"

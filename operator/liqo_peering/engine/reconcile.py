@@ -99,12 +99,14 @@ class Reconciler:
         versions: discovery.VersionCache | None = None,
         informers: SharedInformers | None = None,
         superseded: Callable[[str, str], bool] | None = None,
+        restart_liqo: bool = False,
     ) -> None:
         """``calls``: the pool of sub-calls the stages run side by side in (None: one after another).
         ``remote_ids``: shared with the log setup (cli.py), whose kopf lines name a peering's remote cluster ID;
         ``informers``: the shared informers, the cluster-wide one of LiqoPeerings among them (the duplicate
         check); ``superseded``: whether a peering's next pass is due already (statuswriter.py)."""
         self.local = local
+        self.restart_liqo = restart_liqo
         self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
         self.versions = versions if versions is not None else discovery.VersionCache()
         self.duplicates = DuplicateCheck(local, informers if informers is not None else SharedInformers())
@@ -222,7 +224,7 @@ class Reconciler:
             outcome.ctx = ctx
             removing = not spec.bidirectional and status_compute.has_reverse(status)
             outcome.memo = known.memo if reused is not None and known is not None else PassMemo()
-            run = PeeringRun(spec, self.local, remote, ctx, memo=outcome.memo)
+            run = PeeringRun(spec, self.local, remote, ctx, memo=outcome.memo, restart_liqo=self.restart_liqo)
             stages = run_stages(run, self.calls, removing)
             shown = detail.observe(run, reverse.run_of(run) if spec.bidirectional else None)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))

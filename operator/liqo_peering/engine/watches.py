@@ -108,6 +108,11 @@ def peering_routes(
     local_gateway, remote_gateway = gateway_kinds(gateway_location)
     for res in (*LABELLED_KINDS, local_gateway):
         routes.append(Route(local, labelled_scope(res), namespace=tenant_ns))
+    if ctx.consumer.liqo_version.at_least(1, 2) is False:
+        # Liqo before v1.2 reads a renewed identity only when it starts: the kubeconfig Secrets it writes tell
+        # when what read the old one may restart (engine/renewal.py).
+        selector = f"{naming.IDENTITY_TYPE},{naming.REMOTE_CLUSTER_ID}={provider}"
+        routes.append(Route(local, Scope(r.SECRET, tenant_ns, labels=selector), namespace=tenant_ns))
     routes += [
         Route(local, GATEWAY_DEPLOYMENTS, namespace=tenant_ns),
         Route(local, FOREIGN_CLUSTERS, name=provider),

@@ -72,9 +72,12 @@ def identity_name(provider_cluster_id: str) -> str:
     return f"controlplane-{provider_cluster_id}"
 
 
+IDENTITY_TYPE = "liqo.io/identity-type"  # on the kubeconfig Secret Liqo writes from an Identity
+
+
 def control_plane_secrets(peer_cluster_id: str) -> str:
     """The ControlPlane kubeconfig Secret(s) Liqo makes from the Identity for a peer (label selector)."""
-    return f"liqo.io/identity-type=ControlPlane,{REMOTE_CLUSTER_ID}={peer_cluster_id}"
+    return f"{IDENTITY_TYPE}=ControlPlane,{REMOTE_CLUSTER_ID}={peer_cluster_id}"
 
 
 def replicated_to(peer_cluster_id: str) -> str:

@@ -126,7 +126,7 @@ def _condition_true(obj: dict[str, Any], kind: str) -> bool:
 
 
 def virtual_node_usable(
-    node: dict[str, Any] | None, pods: list[dict[str, Any]], network_checked: bool = True
+    node: dict[str, Any] | None, pods: list[dict[str, Any]], network_checked: bool = True, restarting: bool = False
 ) -> tuple[bool, str]:
     """Liqo's own rule (ForeignCluster status.go), read at its source: the virtual Node is Ready and
     every virtual-kubelet Pod is Ready. Liqo's ForeignCluster learns it only when something wakes its
@@ -134,12 +134,20 @@ def virtual_node_usable(
 
     ``network_checked``: whether the Node's Ready includes the network. Liqo before v1.2 lets the virtual
     kubelet report Ready before it has looked at the network (see ``node_ready_checks_network``).
+    ``restarting``: the operator has just restarted the virtual kubelet (engine/renewal.py), and its Pod or Node
+    is not Ready again yet; the Node still counts as usable for a while.
 
     Returns (usable, what is still missing).
     """
+    unready = sorted(str(p["metadata"]["name"]) for p in pods if not _condition_true(p, "Ready"))
+    if restarting and node is not None and (unready or not pods or not _condition_true(node, "Ready")):
+        # A restart the operator made: the Pods offloaded there keep running meanwhile.
+        return True, (
+            f"the virtual Node {node['metadata']['name']} is Ready; its virtual kubelet restarts to read its renewed"
+            " certificate"
+        )
     if not pods:
         return False, "waiting for Liqo to start the virtual kubelet"
-    unready = sorted(str(p["metadata"]["name"]) for p in pods if not _condition_true(p, "Ready"))
     if unready:
         return False, f"waiting for the virtual kubelet Pod(s) {', '.join(unready)} to be Ready"
     if node is None:

@@ -72,6 +72,10 @@ def _warn_at(not_before: datetime, not_after: datetime) -> datetime:
     return IdentityCertificate("", not_before, not_after).warn_at
 
 
+def _renew_at(not_before: datetime, not_after: datetime) -> datetime:
+    return IdentityCertificate("", not_before, not_after).renew_at
+
+
 def condition(certs: list[dict[str, Any]], now: datetime) -> tuple[bool, str, str] | None:
     """(status, reason, message) of CertificatesValid; None without a certificate. False once a certificate is
     past half-way from its renewal point to its expiry (renewal is late), or expired."""
@@ -98,6 +102,7 @@ def condition(certs: list[dict[str, Any]], now: datetime) -> tuple[bool, str, st
 
 
 def next_change(certs: list[dict[str, Any]], now: datetime) -> datetime | None:
-    """When CertificatesValid may change without any event: the next warning point or expiry."""
-    points = [p for e in certs if (t := _times(e)) is not None for p in (_warn_at(*t), t[1]) if p > now]
+    """When to look again without any event: the next renewal point (where the operator renews what a Liqo
+    before v1.2 does not), warning point or expiry."""
+    points = [p for e in certs if (t := _times(e)) is not None for p in (_renew_at(*t), _warn_at(*t), t[1]) if p > now]
     return min(points, default=None)
