@@ -227,8 +227,6 @@ def test_identity_certificates_are_renewed_before_they_expire(
                     f"{datetime.now(UTC):%H:%M:%S} {ready_cond.get('reason')}: {ready_cond.get('message')}"
                 )
             time.sleep(2)
-        with capsys.disabled():
-            print("\n".join(["not Ready:", *not_ready]))
         assert not not_ready, "\n".join(not_ready) + "\n" + env.diagnostics()
         now = certificates()
         for kind in ("ControlPlane", "ResourceSlice"):

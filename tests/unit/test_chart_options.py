@@ -33,6 +33,7 @@ EVERYTHING = (
     "networkPolicy.enabled=true",
     API_SERVER,
     "grafanaDashboard.enabled=true",
+    "restartLiqoOnRenewal=true",
     *CLUSTER_PROFILES,
 )
 

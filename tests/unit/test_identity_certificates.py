@@ -233,6 +233,12 @@ def test_a_due_certificate_on_liqo_1_1_is_issued_again_through_the_tenant_once()
     assert remote.get(r.SECRET, "liqo-remote-certificate-other", P_NS) is not None
     tenant = remote.get(r.TENANT, "consumer-id", P_NS)
     assert tenant is not None and tenant["metadata"]["annotations"][REISSUE_ANNOTATION] == cert.serial
+    # A slice's, due at the same time: named beside it, so that neither asks again while the other waits.
+    sliced = of_auth_params({"signedCRT": other}, "consumer", "other")
+    assert sliced is not None and renewal.reissue_if_due(p, sliced, now=T0 + timedelta(minutes=1))
+    tenant = remote.get(r.TENANT, "consumer-id", P_NS)
+    assert tenant is not None
+    assert tenant["metadata"]["annotations"][REISSUE_ANNOTATION] == f"{cert.serial},{sliced.serial}"
     # Asked once: the next pass, before Liqo's new certificate reaches the consumer, writes nothing.
     before = len(remote.writes)
     assert not renewal.reissue_if_due(p, cert, now=T0 + timedelta(minutes=1, seconds=5))

@@ -53,11 +53,14 @@ def reissue_if_due(p: PeeringRun, cert: IdentityCertificate | None, now: datetim
     if stored is not None and certs.serial_of_stored(stored) == cert.serial:
         p.provider.delete(r.SECRET, name, ns)
         deleted = True
-    annotations = mapping_at(tenant, "metadata", "annotations")
-    if annotations.get(certs.REISSUE_ANNOTATION) == cert.serial:
+    asked = str(mapping_at(tenant, "metadata", "annotations").get(certs.REISSUE_ANNOTATION) or "").split(",")
+    if cert.serial in asked:
         return deleted
     # Only the annotation: the rest of the Tenant is Liqo's (or liqoctl's), as the authentication stage leaves it.
-    patch = {"metadata": {"annotations": {certs.REISSUE_ANNOTATION: cert.serial}}}
+    # It names the last few certificates asked for, so that the ControlPlane's and a slice's, due together, do
+    # not take turns.
+    value = ",".join([*(a for a in asked if a), cert.serial][-certs.REISSUES_KEPT :])
+    patch = {"metadata": {"annotations": {certs.REISSUE_ANNOTATION: value}}}
     p.provider.merge_patch(r.TENANT, ctx.consumer.cluster_id, ns, patch)
     log.info(
         "certificate due for renewal: the provider's Liqo issues a new one",

@@ -25,9 +25,10 @@ MAX_CERTIFICATE_CHARS = 16384
 # (pkg/identityManager: remoteCertificateSecret, "-<slice>" for a ResourceSlice's), and the key holding it.
 STORED_CERTIFICATE_SECRET = "liqo-remote-certificate"
 STORED_CERTIFICATE_KEY = "certificate"
-# On the provider's Tenant: the serial of the certificate the operator last had Liqo issue again. Changing it
+# On the provider's Tenant: the serials of the last certificates the operator had Liqo issue again. Changing it
 # wakes Liqo's tenant controller, and through the Tenant its ResourceSlice controller.
-REISSUE_ANNOTATION = "peering.liqo-operator.io/reissued-certificate"
+REISSUE_ANNOTATION = "peering.liqo-operator.io/reissued-certificates"
+REISSUES_KEPT = 4
 
 
 def stored_certificate_secret(resource_slice: str | None) -> str:
