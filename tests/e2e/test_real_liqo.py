@@ -1462,6 +1462,23 @@ def test_bidirectional_peering_both_ways_over_one_network(
         ),
         timeout=30,
     )
+    # Each direction's identity certificates: the consumer's on the provider, the provider's on this cluster.
+    wait_for(
+        "status.certificates to show both directions' ControlPlane and ResourceSlice identities",
+        lambda: (
+            sorted(
+                (c["heldBy"], c["type"], c.get("resourceSlice"))
+                for c in env.peerings.status(ns, NAME).get("certificates") or []
+            )
+            == [
+                ("consumer", "ControlPlane", None),
+                ("consumer", "ResourceSlice", pid),
+                ("provider", "ControlPlane", None),
+                ("provider", "ResourceSlice", cid),
+            ]
+        ),
+        timeout=30,
+    )
     wait_for(
         "Liqo's ForeignClusters to say ConsumerAndProvider on both sides",
         lambda: _roles(env) == {"consumer": "ConsumerAndProvider", "provider": "ConsumerAndProvider"},

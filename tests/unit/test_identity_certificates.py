@@ -10,11 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import Encoding
-from cryptography.x509.oid import NameOID
 
 from liqo_peering.api.model import LiqoPeeringStatus
 from liqo_peering.engine import renewal
@@ -37,6 +32,7 @@ from liqo_peering.status import certificates as certs
 from liqo_peering.status.compute import Observation, compute, requeue_after
 from liqo_peering.status.conditions import get_condition
 from unit.test_peering_metrics import KEY, _body, _status, named, samples
+from unit.test_peering_user import b64, issue
 from unit.test_stage_steps import C_NS, CONSUMER, CTX, P_NS, PROVIDER, fakes, make_run
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -45,20 +41,8 @@ NOT_BEFORE, NOT_AFTER = T0 - timedelta(minutes=5), T0 + timedelta(minutes=4)
 
 
 def signed_crt(not_before: datetime = NOT_BEFORE, not_after: datetime = NOT_AFTER) -> str:
-    """authParams.signedCRT as Liqo writes it: a PEM certificate, base64-encoded."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "consumer-id")])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .sign(key, hashes.SHA256())
-    )
-    return base64.b64encode(cert.public_bytes(Encoding.PEM)).decode()
+    """authParams.signedCRT as Liqo writes it: a PEM certificate, base64-encoded (each one a serial of its own)."""
+    return b64(issue("consumer-id", not_before, not_after - not_before))
 
 
 def test_a_certificate_in_auth_params_gives_its_validity_and_renewal_point() -> None:

@@ -70,10 +70,10 @@ def of_auth_params(auth_params: Any, held_by: str, resource_slice: str | None = 
 # that load it once (before v1.2) were started with.
 LOADED_ANNOTATION = "peering.liqo-operator.io/loaded-certificate"
 # On the ResourceSlice: when the operator last restarted its virtual kubelet (RFC 3339). For this long after it,
-# the restart does not turn the peering NotReady: the offloaded Pods keep running, and the virtual Node's lease
-# (40 s) outlasts a restart.
+# the restart does not turn the peering NotReady: the offloaded Pods keep running meanwhile. A virtual kubelet
+# that does not come back changes its Pod (restarts, back-off), which wakes the peering after that.
 RESTARTED_ANNOTATION = "peering.liqo-operator.io/virtual-kubelet-restarted"
-RESTART_GRACE_SECONDS = 60.0
+RESTART_GRACE_SECONDS = 120.0
 
 
 def restarting(slice_: Any, now: datetime) -> bool:

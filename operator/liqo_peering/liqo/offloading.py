@@ -143,8 +143,8 @@ def virtual_node_usable(
     if restarting and node is not None and (unready or not pods or not _condition_true(node, "Ready")):
         # A restart the operator made: the Pods offloaded there keep running meanwhile.
         return True, (
-            f"the virtual Node {node['metadata']['name']} is Ready; its virtual kubelet restarts to read its renewed"
-            " certificate"
+            f"the virtual Node {node['metadata']['name']} stays usable while its virtual kubelet restarts to read its"
+            " renewed certificate"
         )
     if not pods:
         return False, "waiting for Liqo to start the virtual kubelet"
