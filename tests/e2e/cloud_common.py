@@ -3,6 +3,8 @@ operator, a light provider whose verifier is the cloud's or its stand-in, and th
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -11,6 +13,7 @@ from e2e.test_peeringset import PROVIDER_KINDS
 from testenv import audit
 from testenv import kube as k
 from testenv.kube import Kube
+from testenv.leakscan import LeakScan
 from testenv.lightk8s import LightCluster
 from testenv.operator_support import OperatorEnv, wait_for
 from testenv.reactions import OPERATOR_AGENT
@@ -40,6 +43,35 @@ def clean_up(consumer: Kube, namespace: str) -> None:
         for obj in consumer.list(LIQOPEERING, namespace):
             consumer.patch(LIQOPEERING, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace)
         consumer.delete(k.NAMESPACE, namespace)
+
+
+def tear_down(
+    namespace: str,
+    consumer: Kube,
+    leak_scan: LeakScan,
+    apis: dict[str, Any],
+    stops: Iterable[Callable[[], object] | None],
+    standins: Any = None,
+    cloud: str = "",
+    restart: Callable[[], object] | None = None,
+) -> None:
+    """A cloud module's end: its clusters scanned for leaked credentials, its LiqoPeerings and namespace removed,
+    then, even when that fails, every process it started stopped (``stops`` in order, then the stand-ins) and the
+    suite's operator, stood down for it, started again (``restart``)."""
+    try:
+        leak_scan.collect(apis)
+    finally:
+        try:
+            clean_up(consumer, namespace)
+        finally:
+            for stop in stops:
+                if stop is not None:
+                    stop()
+            if standins is not None:
+                standins.stop()
+                sys.stderr.write(f"\n--- {cloud} stand-in log: {standins.log_path}\n")
+            if restart is not None:
+                restart()
 
 
 def create(case: CloudCase, name: str, spec: dict[str, Any]) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,11 +32,11 @@ from kubernetes import client as k8s
 from e2e.cloud_common import (
     LIQOPEERING,
     CloudCase,
-    clean_up,
     create,
     provider_writers,
     ready,
     status,
+    tear_down,
     tenant,
     unpeer_leaving_nothing,
 )
@@ -161,23 +160,18 @@ def aks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         leak_scan.add_log(operator.log_path)
         yield Aks(operator_env, consumer, provider, provider_kube, ids[provider.name], entra, identity, operator)
     finally:
-        try:
-            for number, handed in enumerate(entra.handed_out):
-                leak_scan.needles[f"Entra ID access token {number}"] = handed
-            leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
-        finally:
-            try:
-                clean_up(consumer, NS)  # may fail: what runs below stops the processes all the same
-            finally:
-                if operator is not None:
-                    operator.stop()
-                if standins is not None:
-                    standins.stop()
-                    sys.stderr.write(f"\n--- aks stand-in log: {standins.log_path}\n")
-                providers.stop()
-                entra.stop()
-                if stood_down:
-                    operator_env.operator.start()
+        for number, handed in enumerate(entra.handed_out):
+            leak_scan.needles[f"Entra ID access token {number}"] = handed
+        tear_down(
+            NS,
+            consumer,
+            leak_scan,
+            {"consumer": operator_env.peerings.api, provider.name: provider.api_client()},
+            [operator.stop if operator is not None else None, providers.stop, entra.stop],
+            standins,
+            "aks",
+            operator_env.operator.start if stood_down else None,
+        )
 
 
 def test_the_api_server_takes_an_aks_resource_id_and_refuses_other_forms(aks: Aks) -> None:

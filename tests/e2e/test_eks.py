@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,11 +32,11 @@ import pytest
 from e2e.cloud_common import (
     LIQOPEERING,
     CloudCase,
-    clean_up,
     create,
     provider_writers,
     ready,
     status,
+    tear_down,
     tenant,
     unpeer_leaving_nothing,
 )
@@ -150,23 +149,22 @@ def eks(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         )
         yield case
     finally:
-        try:
-            leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
-        finally:
-            try:
-                clean_up(consumer, NS)  # may fail: what runs below stops the processes all the same
-            finally:
-                if case is not None:
-                    case.operator.stop()
-                if standins is not None:
-                    standins.stop()
-                    sys.stderr.write(f"\n--- eks stand-in log: {standins.log_path}\n")
-                providers.stop()
-                authenticator.stop()
-                agent.stop()
-                sts.stop()
-                if stood_down:
-                    operator_env.operator.start()
+        tear_down(
+            NS,
+            consumer,
+            leak_scan,
+            {"consumer": operator_env.peerings.api, provider.name: provider.api_client()},
+            [
+                case.operator.stop if case is not None else None,
+                providers.stop,
+                authenticator.stop,
+                agent.stop,
+                sts.stop,
+            ],
+            standins,
+            "eks",
+            operator_env.operator.start if stood_down else None,
+        )
 
 
 def test_a_peering_through_the_operators_aws_identity(eks: Eks) -> None:

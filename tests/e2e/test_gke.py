@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,11 +32,11 @@ import pytest
 from e2e.cloud_common import (
     LIQOPEERING,
     CloudCase,
-    clean_up,
     create,
     provider_writers,
     ready,
     status,
+    tear_down,
     tenant,
     unpeer_leaving_nothing,
 )
@@ -145,26 +144,23 @@ def gke(operator_env: OperatorEnv, tmp_path_factory: pytest.TempPathFactory, lea
         )
         yield state
     finally:
-        try:
-            for number, issued in enumerate(metadata.handed_out):
-                leak_scan.needles[issued.token] = f"GKE access token {number}"
-            leak_scan.collect({"consumer": operator_env.peerings.api, provider.name: provider.api_client()})
-        finally:
-            try:
-                clean_up(consumer, NS)  # may fail: what runs below stops the processes all the same
-            finally:
-                if state is not None:
-                    state.operator.stop()
-                elif operator is not None:
-                    operator.stop()
-                if standins is not None:
-                    standins.stop()
-                    sys.stderr.write(f"\n--- gke stand-in log: {standins.log_path}\n")
-                providers.stop()
-                verifier.stop()
-                metadata.stop()
-                if stood_down:
-                    operator_env.operator.start()
+        for number, issued in enumerate(metadata.handed_out):
+            leak_scan.needles[issued.token] = f"GKE access token {number}"
+        tear_down(
+            NS,
+            consumer,
+            leak_scan,
+            {"consumer": operator_env.peerings.api, provider.name: provider.api_client()},
+            [
+                state.operator.stop if state is not None else operator.stop if operator is not None else None,
+                providers.stop,
+                verifier.stop,
+                metadata.stop,
+            ],
+            standins,
+            "gke",
+            operator_env.operator.start if stood_down else None,
+        )
 
 
 def test_a_peering_through_the_operators_google_identity(gke: Gke) -> None:
