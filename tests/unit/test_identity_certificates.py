@@ -13,6 +13,7 @@ import yaml
 
 from liqo_peering.api.model import LiqoPeeringStatus
 from liqo_peering.engine import renewal
+from liqo_peering.engine.watches import peering_routes
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo import versions
@@ -31,6 +32,7 @@ from liqo_peering.stages import STAGES, IdentityCertificate, StageResult
 from liqo_peering.status import certificates as certs
 from liqo_peering.status.compute import Observation, compute, requeue_after
 from liqo_peering.status.conditions import get_condition
+from unit.fakes import FakeClusterClient
 from unit.test_peering_metrics import KEY, _body, _status, named, samples
 from unit.test_peering_user import b64, issue
 from unit.test_stage_steps import C_NS, CONSUMER, CTX, P_NS, PROVIDER, fakes, make_run
@@ -332,3 +334,17 @@ def test_no_restart_on_liqo_1_2_or_unless_enabled() -> None:
         assert LOADED_ANNOTATION not in (local.get(r.IDENTITY, "controlplane-provider-id", C_NS) or {})["metadata"].get(
             "annotations", {}
         )
+
+
+def test_the_kubeconfig_secrets_wake_the_peering_only_where_it_restarts_liqo() -> None:
+    def secret_scopes(version: str, restarts: bool) -> list[str | None]:
+        consumer = dataclasses.replace(CONSUMER, liqo_version=versions.from_label(version))
+        ctx = dataclasses.replace(CTX, consumer=consumer)
+        local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+        routes = peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), restarts=restarts)
+        return [route.scope.labels for route in routes if route.scope.res == r.SECRET and route.client is local]
+
+    watched = "liqo.io/identity-type,liqo.io/remote-cluster-id=provider-id"
+    assert watched in secret_scopes("v1.1.2", restarts=True)
+    assert watched not in secret_scopes("v1.1.2", restarts=False)
+    assert watched not in secret_scopes("v1.2.0", restarts=True)

@@ -47,6 +47,7 @@ class Service:
 
     def __init__(self) -> None:
         self.local = FakeClusterClient("consumer")
+        self.restart_liqo = False  # --restart-liqo-on-renewal, which the routes read
         self.calls: list[str] = []
         self.released: list[tuple[str, str]] = []
         self.mirror_result: Outcome | None = None

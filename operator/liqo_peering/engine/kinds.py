@@ -94,6 +94,7 @@ class Peerings:
             liqo_namespaces=outcome.liqo_namespaces,
             gateway_location=outcome.gateway_location,
             profile=outcome.profile,
+            restarts=self.reconciler.restart_liqo,
         )
 
     def delay(self, outcome: Outcome, failures: int) -> float:

@@ -32,6 +32,7 @@ from liqo_peering.liqo import offloading
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.peeringuser import CONTROLLER_MANAGER_SELECTOR
 from liqo_peering.stages import IdentityCertificate
+from liqo_peering.status.conditions import format_time
 
 log = structlog.get_logger("liqo_peering")
 
@@ -103,7 +104,7 @@ def restart_if_renewed(
         )
     annotations = {certs.LOADED_ANNOTATION: cert.serial}
     if restarted and cert.resource_slice is not None:
-        annotations[certs.RESTARTED_ANNOTATION] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        annotations[certs.RESTARTED_ANNOTATION] = format_time(datetime.now(UTC))
     return p.consumer.merge_patch(res, meta["name"], ns, {"metadata": {"annotations": annotations}}) or holder
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from liqo_peering.api.model import GatewayLocation
 from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.clients.informer import Informer, Scope
-from liqo_peering.liqo import naming
+from liqo_peering.liqo import certificates, naming
 from liqo_peering.liqo import peeringuser as pu
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
@@ -70,6 +70,7 @@ def peering_routes(
     liqo_namespaces: tuple[str, str] | None = None,
     gateway_location: GatewayLocation = "Provider",
     profile: tuple[str, str] | None = None,
+    restarts: bool = False,
 ) -> list[Route]:
     """What wakes a peering: its kubeconfig Secret or its ClusterProfile (``profile``), and the minted Secret; once
     its context is known, its stage objects on both clusters, the ForeignCluster, the nonce Secrets, the virtual
@@ -84,7 +85,8 @@ def peering_routes(
     provider, from the spec, for a peering stopped before its context is known. ``gateway_location``: the
     cluster whose gateway serves (spec.networking.gatewayServer.location), which says which gateway kind each
     cluster holds. ``minted_secret``: the Secret the peering mints its credential into, a credential when it
-    ``mints`` (spec.credentials.mint), else one left from when it did, which the pass revokes.
+    ``mints`` (spec.credentials.mint), else one left from when it did, which the pass revokes. ``restarts``:
+    --restart-liqo-on-renewal, which waits for the kubeconfig Secrets Liqo writes.
     """
     routes = [secret_route(local, *secret)] if secret is not None else []
     if profile is not None:
@@ -108,7 +110,7 @@ def peering_routes(
     local_gateway, remote_gateway = gateway_kinds(gateway_location)
     for res in (*LABELLED_KINDS, local_gateway):
         routes.append(Route(local, labelled_scope(res), namespace=tenant_ns))
-    if ctx.consumer.liqo_version.at_least(1, 2) is False:
+    if restarts and certificates.loads_identity_once(ctx.consumer.liqo_version):
         # Liqo before v1.2 reads a renewed identity only when it starts: the kubeconfig Secrets it writes tell
         # when what read the old one may restart (engine/renewal.py).
         selector = f"{naming.IDENTITY_TYPE},{naming.REMOTE_CLUSTER_ID}={provider}"

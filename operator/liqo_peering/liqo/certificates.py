@@ -16,6 +16,7 @@ from cryptography import x509
 
 from liqo_peering.fields import mapping_at, mappings_at, text_at
 from liqo_peering.kubeconfig import KubeconfigError, parse_yaml
+from liqo_peering.liqo import naming
 from liqo_peering.liqo.versions import LiqoVersion
 from liqo_peering.stages import IdentityCertificate
 
@@ -94,7 +95,7 @@ def loads_identity_once(consumer: LiqoVersion) -> bool:
 
 def kubeconfig_secret(resource_slice: str | None, provider_id: str) -> str:
     """The Secret Liqo writes an Identity's kubeconfig to, in the consumer's tenant namespace."""
-    identity = f"controlplane-{provider_id}" if resource_slice is None else f"resourceslice-{resource_slice}"
+    identity = naming.identity_name(provider_id) if resource_slice is None else f"resourceslice-{resource_slice}"
     return f"kubeconfig-{identity}"
 
 

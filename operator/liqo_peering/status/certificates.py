@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from liqo_peering.stages import STAGES, IdentityCertificate, StageResult
-from liqo_peering.status.conditions import format_time
+from liqo_peering.status.conditions import format_time, parse_time
 
 CONDITION = "CertificatesValid"
 _AUTHENTICATION, _OFFLOADING = STAGES[1], STAGES[2]
@@ -51,14 +51,15 @@ def entries(previous: list[dict[str, Any]] | None, stages: dict[str, StageResult
     return sorted(found + kept, key=_key)
 
 
-def _times(entry: dict[str, Any]) -> tuple[datetime, datetime] | None:
+def _read(entry: dict[str, Any]) -> IdentityCertificate | None:
+    """An entry of status.certificates read back (None if it is not one: the status is anyone's to write)."""
     try:
-        return (
-            datetime.fromisoformat(str(entry["notBefore"]).replace("Z", "+00:00")),
-            datetime.fromisoformat(str(entry["notAfter"]).replace("Z", "+00:00")),
-        )
-    except (KeyError, ValueError):
+        not_before, not_after = parse_time(entry.get("notBefore")), parse_time(entry.get("notAfter"))
+    except (AttributeError, ValueError):
         return None
+    if not_before is None or not_after is None:
+        return None
+    return IdentityCertificate(str(entry.get("heldBy")), not_before, not_after, entry.get("resourceSlice"))
 
 
 def _described(entry: dict[str, Any]) -> str:
@@ -68,41 +69,35 @@ def _described(entry: dict[str, Any]) -> str:
     return f"the {which} the {entry.get('heldBy')} holds"
 
 
-def _warn_at(not_before: datetime, not_after: datetime) -> datetime:
-    return IdentityCertificate("", not_before, not_after).warn_at
-
-
-def _renew_at(not_before: datetime, not_after: datetime) -> datetime:
-    return IdentityCertificate("", not_before, not_after).renew_at
-
-
 def condition(certs: list[dict[str, Any]], now: datetime) -> tuple[bool, str, str] | None:
     """(status, reason, message) of CertificatesValid; None without a certificate. False once a certificate is
     past half-way from its renewal point to its expiry (renewal is late), or expired."""
-    timed = [(e, t) for e in certs if (t := _times(e)) is not None]
-    if not timed:
+    read = [(e, c) for e in certs if (c := _read(e)) is not None]
+    if not read:
         return None
-    expired = [(e, t) for e, t in timed if now >= t[1]]
+    expired = [(e, c) for e, c in read if now >= c.not_after]
     if expired:
-        parts = [f"{_described(e)} expired at {format_time(t[1])}" for e, t in expired]
+        parts = [f"{_described(e)} expired at {format_time(c.not_after)}" for e, c in expired]
         return False, "CertificateExpired", "; ".join(parts) + ": Liqo did not renew it in time"
-    late = [(e, t) for e, t in timed if now >= _warn_at(*t)]
+    late = [(e, c) for e, c in read if now >= c.warn_at]
     if late:
         parts = [
-            f"{_described(e)} expires at {format_time(t[1])}, due for renewal since {e.get('renewAt')}" for e, t in late
+            f"{_described(e)} expires at {format_time(c.not_after)}, due for renewal since {e.get('renewAt')}"
+            for e, c in late
         ]
         return False, "CertificateExpiringSoon", "; ".join(parts)
-    first, (_, not_after) = min(timed, key=lambda et: et[1][1])
+    first, cert = min(read, key=lambda ec: ec[1].not_after)
     return (
         True,
         "CertificatesValid",
-        f"{len(timed)} identity certificate{'s' if len(timed) > 1 else ''} valid; the first to expire is"
-        f" {_described(first)}, at {format_time(not_after)} (due for renewal at {first.get('renewAt')})",
+        f"{len(read)} identity certificate{'s' if len(read) > 1 else ''} valid; the first to expire is"
+        f" {_described(first)}, at {format_time(cert.not_after)} (due for renewal at {first.get('renewAt')})",
     )
 
 
 def next_change(certs: list[dict[str, Any]], now: datetime) -> datetime | None:
     """When to look again without any event: the next renewal point (where the operator renews what a Liqo
     before v1.2 does not), warning point or expiry."""
-    points = [p for e in certs if (t := _times(e)) is not None for p in (_renew_at(*t), _warn_at(*t), t[1]) if p > now]
+    read = [c for e in certs if (c := _read(e)) is not None]
+    points = [p for c in read for p in (c.renew_at, c.warn_at, c.not_after) if p > now]
     return min(points, default=None)

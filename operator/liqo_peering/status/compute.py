@@ -18,6 +18,7 @@ from liqo_peering.status.conditions import (
     format_time,
     get_condition,
     make_condition,
+    parse_time,
     remove_condition,
     set_condition,
 )
@@ -89,12 +90,6 @@ class EventSpec:
     type: str  # Normal | Warning
     reason: str
     message: str
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def _stage_condition(

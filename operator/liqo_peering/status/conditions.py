@@ -31,6 +31,13 @@ TYPE_MAX_LENGTH = 316
 _TRUNCATION_MARK = "…(truncated)"
 
 
+def parse_time(value: str | None) -> datetime | None:
+    """The time ``format_time`` wrote (any RFC 3339), or None for none."""
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
 def format_time(when: datetime) -> str:
     """RFC 3339 UTC with ``Z``, second precision. A naive datetime is taken as UTC."""
     if when.tzinfo is None:
