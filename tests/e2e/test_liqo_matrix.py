@@ -223,7 +223,7 @@ def test_identity_certificates_are_renewed_before_they_expire(
     with offloaded_pods(consumer, provider, env.provider_id, "matrix-renewal", env.diagnostics) as pods:
         ((before, _),) = pods.running()
         first = wait_for(
-            "both identities in status.certificates", lambda: certificates() if len(certificates()) == 2 else None
+            "both identities in status.certificates", lambda: found if len(found := certificates()) == 2 else None
         )
         expiry = max(datetime.fromisoformat(c["notAfter"].replace("Z", "+00:00")) for c in first.values())
         # Past the expiry by the virtual node's lease (40 s): a virtual kubelet on an expired identity would be

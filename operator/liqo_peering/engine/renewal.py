@@ -97,11 +97,12 @@ def restart_if_renewed(
                 if not pod["metadata"].get("deletionTimestamp"):
                     p.consumer.delete(r.POD, pod["metadata"]["name"], namespace)
                     restarted = True
-        log.info(
-            "restarted what reads the identity once: it holds a new certificate",
-            identity=cert.identity_type,
-            resource_slice=cert.resource_slice,
-        )
+        if restarted:
+            log.info(
+                "restarted what reads the identity once: it holds a new certificate",
+                identity=cert.identity_type,
+                resource_slice=cert.resource_slice,
+            )
     annotations = {certs.LOADED_ANNOTATION: cert.serial}
     if restarted and cert.resource_slice is not None:
         annotations[certs.RESTARTED_ANNOTATION] = format_time(datetime.now(UTC))
