@@ -16,7 +16,7 @@ from kubernetes import config as k8s_config
 
 from liqo_peering import __version__, handlers, logs
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.clients.connect import CONNECTION_POOL_SIZE, with_user_agent
+from liqo_peering.clients.connect import pooled, with_user_agent
 from liqo_peering.clients.events import EventRecorder
 from liqo_peering.clients.informer import Scope, SharedInformers
 from liqo_peering.clients.remotes import RemoteClients
@@ -226,8 +226,7 @@ def local_configuration(kubeconfig: str | None, context: str | None) -> k8s_clie
         k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
     else:
         k8s_config.load_incluster_config(client_configuration=cfg)
-    cfg.connection_pool_maxsize = CONNECTION_POOL_SIZE
-    return cfg
+    return pooled(cfg)
 
 
 def connection_info(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:

@@ -73,6 +73,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # reason Logging) for each normal wait of an unpeering, which is no error.
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
+    # kopf's watches have no client-side bound by default: one whose connection died without a word (NAT or
+    # conntrack state lost) would wait for events forever. Ended here 30 s after the server should have.
+    settings.watching.client_timeout = settings.watching.server_timeout + 30
     settings.networking.request_timeout = 30
     asyncio.get_running_loop().set_exception_handler(known_kopf_errors(memo))
     if "health" in memo:

@@ -200,6 +200,7 @@ def test_local_configuration_pools_enough_connections_for_concurrent_watches(tmp
     cfg = local_configuration(str(kubeconfig), None)
     assert cfg.host == "https://consumer.example:6443"
     assert cfg.connection_pool_maxsize == CONNECTION_POOL_SIZE > 10
+    assert cfg.keep_alive  # as to_api_client's: TCP keepalive with client-go's timings
 
 
 def test_handlers_register_on_their_own_registry_not_kopfs_global_one() -> None:

@@ -21,3 +21,17 @@ def test_kopf_posts_no_events_of_its_own() -> None:
 
     asyncio.run(run())
     assert settings.posting.enabled is False
+
+
+def test_kopfs_watches_end_on_the_client_side_after_the_server_should_have() -> None:
+    """A watch connection that died without a word (NAT or conntrack state lost) gets no end from the server:
+    kopf's would wait for events forever without a client timeout."""
+    settings = kopf.OperatorSettings()
+
+    async def run() -> None:
+        startup: Any = handlers.configure
+        await startup(settings=settings, memo=kopf.Memo())
+
+    asyncio.run(run())
+    assert settings.watching.server_timeout is not None and settings.watching.client_timeout is not None
+    assert settings.watching.server_timeout < settings.watching.client_timeout

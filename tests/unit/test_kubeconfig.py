@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import socket
 from typing import Any
 
 import pytest
@@ -631,3 +632,24 @@ def test_to_api_client_pools_enough_connections_for_concurrent_watches() -> None
     api = to_api_client(load(single({"server": "https://a:6443"}, {"token": "token-a"})))
     assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE > 10
     assert api.user_agent == USER_AGENT and USER_AGENT.startswith("liqo-peering-operator/")
+
+
+def test_the_api_clients_sockets_probe_an_idle_connection_as_client_go_does() -> None:
+    """TCP keepalive on the connections themselves: a watch only reads, so a connection whose NAT state was
+    lost is found by the first probe after 30 s idle, not by the watch's read timeout minutes later."""
+    api = to_api_client(load(single({"server": "https://a:6443"}, {"token": "token-a"})))
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        pool = api.rest_client.pool_manager.connection_from_url(f"http://127.0.0.1:{port}")
+        conn: Any = pool._get_conn()  # urllib3's HTTPConnection, whose socket is .sock
+        conn.connect()
+        try:
+            sock = conn.sock
+            assert sock is not None
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == 15
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == 9
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1  # urllib3's own default kept
+        finally:
+            conn.close()
