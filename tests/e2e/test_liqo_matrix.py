@@ -175,7 +175,13 @@ def _assert_ready_on(env: MatrixEnv, version: str) -> None:
     wait_for("the Connections on both sides to be Connected", lambda: _connected(env), timeout=60)
     node = env.pair.kube("consumer").get(k.NODE, env.provider_id)
     assert node is not None and node["metadata"]["labels"]["liqo.io/type"] == "virtual-node"
-    assert ready(node), node["status"]["conditions"]
+    # Waited for, not read once: on the pair whose certificates last minutes the operator restarts the virtual
+    # kubelet at each renewal (restartLiqoOnRenewal), and its Node reports nothing until it is back.
+    wait_for(
+        f"the virtual Node {env.provider_id} Ready",
+        lambda: ready(env.pair.kube("consumer").get(k.NODE, env.provider_id) or {}),
+        timeout=120,
+    )
 
 
 def test_a_liqo_peering_becomes_ready_with_real_gateways(
