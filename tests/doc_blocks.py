@@ -1,5 +1,6 @@
-"""The shell commands of the pages that say how to install the operator: the ```sh blocks of README.md's Install
-section, docs/installation.md, docs/getting-started.md, the Flux and Argo CD guides, and the Cluster API guide.
+"""The shell commands of the pages that say how to install and use the operator: the ```sh blocks of README.md's
+Install section, docs/installation.md, docs/getting-started.md, the Flux, Argo CD and Cluster API guides, and
+Working with LiqoPeerings.
 
 BLOCKS lists each of them, by page and first line: run as written (after SUBSTITUTIONS) by
 tests/e2e/test_docs_run.py, run as written by the end-to-end test where what it needs runs (``Elsewhere``:
@@ -28,6 +29,7 @@ PAGES: dict[str, str | None] = {
     "docs/guides/flux.md": None,
     "docs/guides/argocd.md": None,
     "docs/guides/cluster-api.md": None,
+    "docs/guides/working-with-liqopeerings.md": None,
 }
 
 # The one table of what the pages leave to the reader, and what it is in the test environment: the values
@@ -54,6 +56,9 @@ SUBSTITUTIONS: dict[str, str] = {
     ),
     # Your registry's CA certificate.
     "/path/to/ca.crt": "{registry_ca}",
+    # The provider's new kubeconfig, and its cluster ID (its ForeignCluster's name).
+    "--from-file=kubeconfig=provider-new.kubeconfig": "--from-file=kubeconfig={provider_kubeconfig}",
+    "<provider-id>": "{provider_id}",
 }
 
 
@@ -71,6 +76,9 @@ ARGOCD = Elsewhere("test_argocd.py")
 REAL_LIQO = Elsewhere("test_real_liqo.py")  # liqoctl's peering user needs Liqo's own chart on the provider
 DEMO = Elsewhere("test_demo.py")  # in a clone: the demo keeps its clusters' state in the checkout's .local/
 CAPI = Elsewhere("test_capi_fleet.py")  # Cluster API's Clusters, with providers for them
+# Day-to-day tasks on a peering: in an order that leaves each block what it acts on (a peering to delete).
+WORKING = Elsewhere("test_docs_run.py")
+WORKING_PAGE = "docs/guides/working-with-liqopeerings.md"
 
 # Every block, by its page and the start of its first line: None runs it; Elsewhere names the test that runs
 # it; a string says why it cannot run in the test environment. Each block matches one entry, and each entry
@@ -102,6 +110,29 @@ BLOCKS: dict[tuple[str, str], str | Elsewhere | None] = {
     ("docs/guides/cluster-api.md", "helm upgrade liqo-peering-operator "): CAPI,
     ("docs/guides/cluster-api.md", "kubectl -n fleet label cluster "): CAPI,
     ("docs/guides/cluster-api.md", "kubectl apply -f examples/cluster-api-fleet.yaml"): CAPI,
+    (WORKING_PAGE, "kubectl -n default wait --for=condition=Ready lp/provider --timeout=10m"): WORKING,
+    (WORKING_PAGE, "kubectl -n default wait --for=condition=Ready lp --all"): (
+        "a LiqoPeeringSet `edge` would peer with the one provider the test environment has, as the peering"
+        " `provider` does: a duplicate; `kubectl wait` on a LiqoPeering runs in the block above"
+    ),
+    (WORKING_PAGE, "kubectl get lp -A -o wide"): WORKING,
+    (WORKING_PAGE, "kubectl -n default get lp provider \\"): WORKING,
+    (WORKING_PAGE, "kubectl -n default get events --field-selector"): WORKING,
+    (WORKING_PAGE, "kubectl -n default create secret generic provider-kubeconfig \\"): WORKING,
+    (
+        WORKING_PAGE,
+        'kubectl -n default patch lp provider --type=merge -p \'{"spec":{"remoteKubeconfigSecretRef"',
+    ): WORKING,
+    (WORKING_PAGE, "kubectl -n default annotate lp provider poked-at="): WORKING,
+    (WORKING_PAGE, "kubectl -n default patch lp provider --type=merge \\"): WORKING,
+    (WORKING_PAGE, "kubectl -n default delete lp provider --wait=false"): WORKING,
+    (WORKING_PAGE, 'kubectl -n default patch lp provider --type=merge -p \'{"spec":{"deletion"'): WORKING,
+    (WORKING_PAGE, "kubectl -n default annotate lp provider peering.liqo-operator.io/force-delete=true"): WORKING,
+    (WORKING_PAGE, "kubectl annotate foreigncluster <provider-id>"): WORKING,
+    (WORKING_PAGE, "kubectl -n default get lp provider -o jsonpath='{.metadata.generation}"): WORKING,
+    (WORKING_PAGE, "kubectl -n liqo-peering get pods"): WORKING,
+    (WORKING_PAGE, "kubectl -n default get lp provider -o yaml"): WORKING,
+    (WORKING_PAGE, "kubectl -n liqo-peering logs deploy/liqo-peering-operator | grep default/provider"): WORKING,
 }
 
 

@@ -12,7 +12,8 @@ the registry: helm, kubectl and oras of the tool cache first on PATH, KUBECONFIG
 CA in SSL_CERT_FILE (helm and oras read it) and in REGISTRY_CA (which `make release` passes to hack/release.sh,
 as the page says to add for a registry with a private CA).
 
-One test per page, in doc_blocks.PAGES' order. A block that installs the chart starts from a consumer
+One test per page, in doc_blocks.PAGES' order; then Working with LiqoPeerings' blocks, in an order of their
+own, against the operator Getting started installed. A block that installs the chart starts from a consumer
 without the pages' release, peering and Secret; at the end none of them is left, nor the chart's CRDs (kept on
 uninstall: the tier's next install of the chart must own them itself) or its namespace.
 """
@@ -25,9 +26,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import doc_blocks
 from doc_blocks import PAGES, Block, blocks, shell, unlisted
 from hack.crdgen import CRD_NAME, SET_CRD_NAME
 from testenv import kube as k
@@ -42,6 +45,9 @@ from testenv.operator_support import Peerings, api_client, wait_for
 # What the pages name: the release and its namespace, the peering of examples/basic.yaml and its Secret.
 RELEASE, RELEASE_NS = "liqo-peering-operator", "liqo-peering"
 PEERING_NS, PEERING, SECRET = "default", "provider", "provider-kubeconfig"
+SECRET_V2 = "provider-kubeconfig-v2"  # the Secret Working with LiqoPeerings switches to
+FOREIGN_CLUSTER = k.Res("core.liqo.io", "v1beta1", "foreignclusters")
+FC_UNREACHABLE = "liqo.io/foreign-cluster-permanently-unreachable"
 # The chart's CRDs, which uninstalling keeps, and kopf's peering CRDs from its crds/, which Helm never deletes.
 KEPT_CRDS = (CRD_NAME, SET_CRD_NAME, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
 # `make release` builds (cached) and pushes the image; `kubectl wait` waits up to 10 minutes.
@@ -65,6 +71,10 @@ class DocsEnv:
 
     def run(self, block: Block) -> str:
         return shell(block, self.values, self.environ, BLOCK_TIMEOUT, self.diagnosis)
+
+    def run_commands(self, commands: str) -> str:
+        """Commands of another page (Getting started's), run as its blocks are."""
+        return shell(Block("(the test)", 0, commands), self.values, self.environ, BLOCK_TIMEOUT, self.diagnosis)
 
     def operator_available(self) -> bool:
         deployment = self.kc.get(k.DEPLOYMENT, RELEASE, RELEASE_NS) or {}
@@ -136,7 +146,11 @@ def env(
         "DOCKER_STANDIN_BASE": str(node_images["python-base"].archive),
         "DOCKER_STANDIN_CERTS": str(oci_registry.cert_dir),
     }
-    values = {"registry": oci_registry.host, "provider_kubeconfig": str(lc["provider"].kubeconfig)}
+    values = {
+        "registry": oci_registry.host,
+        "provider_kubeconfig": str(lc["provider"].kubeconfig),
+        "provider_id": lc.ids["provider"],
+    }
     kc = lc.kube("consumer")
     docs = DocsEnv(lc, oci_registry, environ, values, kc, Peerings(api_client(lc["consumer"].kubeconfig)))
     standin = StandInProcess(lc, work / "liqo-standin.log")
@@ -180,3 +194,154 @@ def test_the_page_runs_as_written(env: DocsEnv, page: str) -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"].startswith(f"{env.registry.host}/"), container["image"]
     assert env.operator_available(), env.diagnosis()
+
+
+def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
+    """The day-to-day page's blocks, against the operator the pages installed last: each finds what it acts on
+    (a peering to look at, to change, to delete), which the test makes between them as the pages make it, the
+    Secret and examples/basic.yaml. The pages' peering and Secret are gone at the end."""
+    assert env.operator_available(), "the pages installed no operator: " + env.diagnosis()
+    provider_kubeconfig = Path(env.lc["provider"].kubeconfig).read_bytes()
+    env.peerings.put_kubeconfig_secret(PEERING_NS, SECRET, provider_kubeconfig)
+    env.peerings.put_kubeconfig_secret(PEERING_NS, SECRET_V2, provider_kubeconfig)  # the page switches to it
+
+    def peering() -> None:
+        """The peering `provider`, as Getting started makes it."""
+        env.run_commands("kubectl apply -f examples/basic.yaml")
+
+    def run(found: Block) -> str:
+        started = time.monotonic()
+        out = env.run(found)
+        print(f"ran {found.page}:{found.line} in {time.monotonic() - started:.0f}s: {found.first}\n{out[-800:]}")
+        return out
+
+    try:
+        peering()
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md",
+                "kubectl -n default wait --for=condition=Ready lp/provider --timeout=10m",
+            )
+        )
+        listed = run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl get lp -A -o wide"))
+        assert "provider" in listed and "ready" in listed, listed
+        conditions = run(
+            doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n default get lp provider \\")
+        )
+        assert "Ready\tTrue" in conditions, conditions
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md", "kubectl -n default get events --field-selector"
+            )
+        )
+        generations = run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md",
+                "kubectl -n default get lp provider -o jsonpath='{.metadata.generation}",
+            )
+        )
+        generation, observed = generations.split()
+        assert generation == observed, generations
+        run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n liqo-peering get pods"))
+        run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n default get lp provider -o yaml"))
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md",
+                "kubectl -n liqo-peering logs deploy/liqo-peering-operator | grep default/provider",
+            )
+        )
+        uid = live(env)["metadata"]["uid"]
+
+        # Rotated, switched to another Secret, poked, changed: the same peering, Ready after each.
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md",
+                "kubectl -n default create secret generic provider-kubeconfig \\",
+            )
+        )
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md",
+                'kubectl -n default patch lp provider --type=merge -p \'{"spec":{"remoteKubeconfigSecretRef"',
+            )
+        )
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md", "kubectl -n default annotate lp provider poked-at="
+            )
+        )
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md", "kubectl -n default patch lp provider --type=merge \\"
+            )
+        )
+        status = env.peerings.wait_status(PEERING_NS, PEERING, "ready", timeout=180)
+        assert live(env)["metadata"]["uid"] == uid
+        assert status.get("observedGeneration") == live(env)["metadata"]["generation"]
+
+        # The three ways to delete, each on a peering made again.
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md", "kubectl -n default delete lp provider --wait=false"
+            )
+        )
+        peering()
+        env.peerings.wait_status(PEERING_NS, PEERING, "ready", timeout=180)
+        ids = {"consumer": env.lc.ids["provider"], "provider": env.lc.ids["consumer"]}  # the peer, per side
+        tenant_ns = {side: tenant_namespaces(env.lc.kube(side), peer) for side, peer in ids.items()}
+        assert all(tenant_ns.values()), tenant_ns
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md",
+                'kubectl -n default patch lp provider --type=merge -p \'{"spec":{"deletion"',
+            )
+        )
+        wait_for(
+            f"the tenant namespaces {tenant_ns} gone",
+            lambda: not any(tenant_namespaces(env.lc.kube(side), peer) for side, peer in ids.items()),
+            timeout=120,
+        )
+        peering()
+        env.peerings.wait_status(PEERING_NS, PEERING, "ready", timeout=180)
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md",
+                "kubectl -n default annotate lp provider peering.liqo-operator.io/force-delete=true",
+            )
+        )
+        assert env.peerings.get(PEERING_NS, PEERING) is None
+        # The provider is back: its ForeignCluster loses the mark.
+        run(
+            doc_blocks.block(
+                "docs/guides/working-with-liqopeerings.md", "kubectl annotate foreigncluster <provider-id>"
+            )
+        )
+        fc = env.kc.get(FOREIGN_CLUSTER, env.lc.ids["provider"]) or {}
+        assert FC_UNREACHABLE not in ((fc.get("metadata") or {}).get("annotations") or {}), fc
+    finally:
+        env.reset()
+        # What force-delete leaves on the provider, which the page leaves to its administrator: the next test
+        # peers this consumer with it again.
+        provider = env.lc.kube("provider")
+        for name in tenant_namespaces(provider, env.lc.ids["consumer"]):
+            provider.delete(k.NAMESPACE, name)
+        wait_for(
+            "the provider's tenant namespace gone",
+            lambda: not tenant_namespaces(provider, env.lc.ids["consumer"]),
+            timeout=120,
+        )
+        if env.kc.get(k.SECRET, SECRET_V2, PEERING_NS) is not None:
+            env.kc.patch(k.SECRET, SECRET_V2, {"metadata": {"finalizers": None}}, PEERING_NS)
+            env.kc.delete(k.SECRET, SECRET_V2, PEERING_NS)
+
+
+def tenant_namespaces(kc: Kube, peer_id: str) -> list[str]:
+    """Liqo's tenant namespaces for a peer on one cluster, by Liqo's labels."""
+    selector = f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true"
+    return [ns["metadata"]["name"] for ns in kc.list(k.NAMESPACE, selector=selector)]
+
+
+def live(env: DocsEnv) -> dict[str, Any]:
+    found = env.peerings.get(PEERING_NS, PEERING)
+    assert found is not None, f"no LiqoPeering {PEERING_NS}/{PEERING}"
+    return found

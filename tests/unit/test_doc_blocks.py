@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -33,6 +34,7 @@ VALUES = {
     "provider_kubeconfig": "/tmp/docs-run/provider.kubeconfig",
     "provider_admin_kubeconfig": "/tmp/docs-run/provider-admin.kubeconfig",
     "consumer_id": "consumer-id",
+    "provider_id": "provider-id",
     "registry_ca": "/tmp/docs-run/ca.crt",
     "release": "lpo-process",
     "release_namespace": "lpo-process",
@@ -50,9 +52,26 @@ def test_a_block_run_elsewhere_is_run_by_that_test() -> None:
     elsewhere = {entry: how for entry, how in BLOCKS.items() if isinstance(how, Elsewhere)}
     assert elsewhere, "the Flux and Argo CD guides' blocks run in their suites"
     for (page, start), how in elsewhere.items():
-        test = (REPO / "tests" / "e2e" / how.test).read_text()
-        assert f'doc_blocks.block("{page}", "{start}")' in " ".join(test.split()), (page, start, how.test)
+        assert (page, start) in block_calls(how.test), (page, start, how.test)
         assert named_block(page, start).elsewhere == how
+
+
+def block_calls(test: str) -> set[tuple[str, str]]:
+    """The (page, start) of each `doc_blocks.block(page, start)` call in tests/e2e/<test>, both literal strings."""
+    found = set()
+    for node in ast.walk(ast.parse((REPO / "tests" / "e2e" / test).read_text())):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "block"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "doc_blocks"
+        ):
+            continue
+        args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if len(args) == len(node.args) == 2:
+            found.add((args[0], args[1]))
+    return found
 
 
 def test_the_extraction_finds_each_pages_blocks() -> None:
