@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass
 
 # The tiers' layout per number of lanes: lanes separated by spaces, a lane's tiers by commas. At four the
-# lanes take about as long on two cores (each tier's time is in its log's last line): nodes, the longest
-# tier, alone; each short tier behind a long one. Fewer lanes put the short tiers behind the long ones,
-# more give the long tiers a lane each.
+# lanes take about as long on two cores (each tier's time is in its log's last line): the short tiers behind
+# main, liqo and matrix, nodes alone. Fewer lanes put the short tiers behind the long ones, more give the
+# long tiers a lane each.
 LAYOUTS = {
     2: "main,nodes,standin liqo,matrix,solo,gitops",
     3: "main,solo,gitops liqo,standin nodes,matrix",
-    4: "main,gitops liqo,standin nodes matrix,solo",
+    4: "main,standin liqo,gitops nodes matrix,solo",
     5: "main liqo nodes,standin matrix,gitops solo",
     6: "main liqo nodes standin matrix,gitops solo",
     7: "main liqo nodes standin matrix gitops solo",
