@@ -33,6 +33,7 @@ import pytest
 import doc_blocks
 from doc_blocks import PAGES, Block, blocks, shell, unlisted
 from hack.crdgen import CRD_NAME, SET_CRD_NAME
+from liqo_peering.liqo.tenancy import tenant_namespace_selector
 from testenv import kube as k
 from testenv.helm import HELM_HOME, run_helm
 from testenv.kube import Kube
@@ -70,7 +71,11 @@ class DocsEnv:
         return Path(self.lc["consumer"].kubeconfig)
 
     def run(self, block: Block) -> str:
-        return shell(block, self.values, self.environ, BLOCK_TIMEOUT, self.diagnosis)
+        """The block, run as written; its time and the end of its output printed."""
+        started = time.monotonic()
+        out = shell(block, self.values, self.environ, BLOCK_TIMEOUT, self.diagnosis)
+        print(f"ran {block.page}:{block.line} in {time.monotonic() - started:.0f}s: {block.first}\n{out[-1500:]}")
+        return out
 
     def run_commands(self, commands: str) -> str:
         """Commands of another page (Getting started's), run as its blocks are."""
@@ -88,9 +93,7 @@ class DocsEnv:
                 self.peerings.wait_gone(PEERING_NS, PEERING, timeout=180)
             else:  # no operator to unpeer it (a page that failed): released by hand
                 self.peerings.patch(PEERING_NS, PEERING, {"metadata": {"finalizers": None}})
-        if self.kc.get(k.SECRET, SECRET, PEERING_NS) is not None:
-            self.kc.patch(k.SECRET, SECRET, {"metadata": {"finalizers": None}}, PEERING_NS)
-            self.kc.delete(k.SECRET, SECRET, PEERING_NS)
+        self.remove_secret(SECRET)
         run_helm(
             "uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait", "--ignore-not-found", kubeconfig=self.kubeconfig
         )
@@ -101,6 +104,12 @@ class DocsEnv:
             ),
             timeout=60,
         )
+
+    def remove_secret(self, name: str) -> None:
+        """A Secret of the pages, with the protection finalizer a peering left on it, if any."""
+        if self.kc.get(k.SECRET, name, PEERING_NS) is not None:
+            self.kc.patch(k.SECRET, name, {"metadata": {"finalizers": None}}, PEERING_NS)
+            self.kc.delete(k.SECRET, name, PEERING_NS)
 
     def diagnosis(self) -> str:
         """The operator's Pods, the release namespace's Events and the peering's status, for a failure message."""
@@ -184,9 +193,7 @@ def test_the_page_runs_as_written(env: DocsEnv, page: str) -> None:
     for block in to_run:
         if block.installs_the_operator:
             env.reset()
-        started = time.monotonic()
-        out = env.run(block)
-        print(f"ran {block.page}:{block.line} in {time.monotonic() - started:.0f}s: {block.first}\n{out[-1500:]}")
+        env.run(block)
     # The operator the page installed runs an image of the test's registry, pulled by the node: the pages'
     # registry was replaced everywhere (the node has the image it was built as under another name only).
     deployment = env.kc.get(k.DEPLOYMENT, RELEASE, RELEASE_NS)
@@ -209,32 +216,26 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
         """The peering `provider`, as Getting started makes it."""
         env.run_commands("kubectl apply -f examples/basic.yaml")
 
-    def run(found: Block) -> str:
-        started = time.monotonic()
-        out = env.run(found)
-        print(f"ran {found.page}:{found.line} in {time.monotonic() - started:.0f}s: {found.first}\n{out[-800:]}")
-        return out
-
     try:
         peering()
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md",
                 "kubectl -n default wait --for=condition=Ready lp/provider --timeout=10m",
             )
         )
-        listed = run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl get lp -A -o wide"))
+        listed = env.run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl get lp -A -o wide"))
         assert "provider" in listed and "ready" in listed, listed
-        conditions = run(
+        conditions = env.run(
             doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n default get lp provider \\")
         )
         assert "Ready\tTrue" in conditions, conditions
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md", "kubectl -n default get events --field-selector"
             )
         )
-        generations = run(
+        generations = env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md",
                 "kubectl -n default get lp provider -o jsonpath='{.metadata.generation}",
@@ -242,9 +243,11 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
         )
         generation, observed = generations.split()
         assert generation == observed, generations
-        run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n liqo-peering get pods"))
-        run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n default get lp provider -o yaml"))
-        run(
+        env.run(doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n liqo-peering get pods"))
+        env.run(
+            doc_blocks.block("docs/guides/working-with-liqopeerings.md", "kubectl -n default get lp provider -o yaml")
+        )
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md",
                 "kubectl -n liqo-peering logs deploy/liqo-peering-operator | grep default/provider",
@@ -253,24 +256,24 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
         uid = live(env)["metadata"]["uid"]
 
         # Rotated, switched to another Secret, poked, changed: the same peering, Ready after each.
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md",
                 "kubectl -n default create secret generic provider-kubeconfig \\",
             )
         )
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md",
                 'kubectl -n default patch lp provider --type=merge -p \'{"spec":{"remoteKubeconfigSecretRef"',
             )
         )
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md", "kubectl -n default annotate lp provider poked-at="
             )
         )
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md", "kubectl -n default patch lp provider --type=merge \\"
             )
@@ -280,7 +283,7 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
         assert status.get("observedGeneration") == live(env)["metadata"]["generation"]
 
         # The three ways to delete, each on a peering made again.
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md", "kubectl -n default delete lp provider --wait=false"
             )
@@ -290,7 +293,7 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
         ids = {"consumer": env.lc.ids["provider"], "provider": env.lc.ids["consumer"]}  # the peer, per side
         tenant_ns = {side: tenant_namespaces(env.lc.kube(side), peer) for side, peer in ids.items()}
         assert all(tenant_ns.values()), tenant_ns
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md",
                 'kubectl -n default patch lp provider --type=merge -p \'{"spec":{"deletion"',
@@ -303,7 +306,7 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
         )
         peering()
         env.peerings.wait_status(PEERING_NS, PEERING, "ready", timeout=180)
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md",
                 "kubectl -n default annotate lp provider peering.liqo-operator.io/force-delete=true",
@@ -311,7 +314,7 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
         )
         assert env.peerings.get(PEERING_NS, PEERING) is None
         # The provider is back: its ForeignCluster loses the mark.
-        run(
+        env.run(
             doc_blocks.block(
                 "docs/guides/working-with-liqopeerings.md", "kubectl annotate foreigncluster <provider-id>"
             )
@@ -330,15 +333,12 @@ def test_working_with_liqopeerings_runs_as_written(env: DocsEnv) -> None:
             lambda: not tenant_namespaces(provider, env.lc.ids["consumer"]),
             timeout=120,
         )
-        if env.kc.get(k.SECRET, SECRET_V2, PEERING_NS) is not None:
-            env.kc.patch(k.SECRET, SECRET_V2, {"metadata": {"finalizers": None}}, PEERING_NS)
-            env.kc.delete(k.SECRET, SECRET_V2, PEERING_NS)
+        env.remove_secret(SECRET_V2)
 
 
 def tenant_namespaces(kc: Kube, peer_id: str) -> list[str]:
     """Liqo's tenant namespaces for a peer on one cluster, by Liqo's labels."""
-    selector = f"liqo.io/remote-cluster-id={peer_id},liqo.io/tenant-namespace=true"
-    return [ns["metadata"]["name"] for ns in kc.list(k.NAMESPACE, selector=selector)]
+    return [ns["metadata"]["name"] for ns in kc.list(k.NAMESPACE, selector=tenant_namespace_selector(peer_id))]
 
 
 def live(env: DocsEnv) -> dict[str, Any]:
