@@ -35,7 +35,7 @@ mkdir -p .local
 # What an earlier run left (a build's <name>.failed marks its log for printing at the end).
 rm -rf .local/reliability .local/rbac .local/build-matrix.log .local/build-matrix.failed .local/verify-image.log \
   .local/verify-image.failed .local/build-images.log .local/build-images.failed .local/build-gitops.log \
-  .local/build-gitops.failed .local/build-floor.log .local/build-floor.failed
+  .local/build-gitops.failed .local/build-floor.log .local/build-floor.failed .local/junit-*.xml
 
 # The operator image (hack/build-images.sh) builds in the background from the start, holding
 # .local/images.lock: only what runs or reads it (tier nodes, the reproducibility check) waits for it.

@@ -24,6 +24,10 @@ phase() {
 report() {
   echo "==> phase times:"
   for t in "${TIMES[@]}"; do echo "    $t"; done
+  # What failed, again after the times: the end of a long log is all a CI page may keep.
+  if [[ ${TIMES[-1]:-} == tests*failed* ]]; then
+    PYTHONPATH=. .venv/bin/python -m testenv.failures .local/junit-*.xml || true
+  fi
 }
 trap report EXIT
 # The Liqo the full suite runs; the other versions (LIQO_MATRIX) are those of the tier matrix.

@@ -5,7 +5,8 @@ write (create, update, patch, delete, deletecollection, subresources such as sta
 Metadata, the start of each watch, and every request of a ServiceAccount, reads too (but those of
 kube-system's and Liqo's namespace's): the chart's ServiceAccount's rights are proven from them
 (testenv.rbacproof). Nothing else (see POLICY). The log is written in blocking mode, so a write's line is
-in the file before its response is complete.
+in the file before its response is complete; but after the write is stored, so a reader (a GET, a watch) may
+see the change before its line is there: `writes_through` waits for the line of the write a test saw.
 
     events = writes(cluster.audit_log, since=start, user_agent_prefix="liqo-peering-operator")
     count_by(events, "verb")       # Counter({"patch": 12, "create": 7})
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from testenv.wait import wait_for
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
@@ -215,6 +218,28 @@ def writes(path: Path, since: datetime | None = None, user_agent_prefix: str | N
         and (since is None or event.received >= since)
         and (user_agent_prefix is None or event.user_agent.startswith(user_agent_prefix))
     ]
+
+
+def writes_through(
+    path: Path,
+    since: datetime,
+    seen: Callable[[AuditEvent], bool],
+    user_agent_prefix: str | None = None,
+    timeout: float = 30.0,
+) -> list[AuditEvent]:
+    """`writes(path, since, user_agent_prefix)` once one of them is the write a test has seen take effect
+    (`seen`): the API server stores a write before it logs it."""
+
+    def logged() -> list[AuditEvent] | None:
+        found = writes(path, since, user_agent_prefix)
+        return found if any(map(seen, found)) else None
+
+    return wait_for(f"the write seen since {since.isoformat()} in {path}", logged, timeout=timeout)
+
+
+def status_of(resource: str, name: str) -> Callable[[AuditEvent], bool]:
+    """For `writes_through`: a write of the named object's status."""
+    return lambda event: event.resource == f"{resource}/status" and event.name == name
 
 
 def count_by(events: Iterable[AuditEvent], key: str | Callable[[AuditEvent], Hashable]) -> Counter[Hashable]:

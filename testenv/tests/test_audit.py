@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import yaml
 
 from testenv.audit import (
@@ -15,9 +17,11 @@ from testenv.audit import (
     count_by,
     parse_line,
     read_events,
+    status_of,
     watches,
     write_policy,
     writes,
+    writes_through,
 )
 from testenv.tests.auditlines import AGENT, SA, line
 
@@ -116,6 +120,21 @@ def test_writes_filters_verbs_time_and_agent(tmp_path: Path) -> None:
     assert count_by(everyone, "user_agent")["kubectl/v1.35.0"] == 1
     # A naive `since` is UTC.
     assert writes(log, since=since.replace(tzinfo=None)) == writes(log, since=since)
+
+
+def test_writes_through_waits_for_the_line_of_the_write_seen(tmp_path: Path) -> None:
+    # The API server stores a write, then logs it: a reader can see the new status before the line exists.
+    log = tmp_path / "audit.log"
+    log.write_text(line("patch", "liqopeerings", namespace="a", name="p") + "\n")
+    since = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    status = line("patch", "liqopeerings", subresource="status", namespace="a", name="p")
+    late = threading.Timer(0.5, lambda: log.write_text(log.read_text() + status + "\n"))
+    late.start()
+    found = writes_through(log, since, status_of("liqopeerings", "p"), "liqo-peering-operator", timeout=10)
+    late.join()
+    assert [e.resource for e in found] == ["liqopeerings", "liqopeerings/status"]
+    with pytest.raises(AssertionError, match="the write seen since"):
+        writes_through(log, since, status_of("liqopeerings", "other"), timeout=0.5)
 
 
 def test_missing_log_is_empty(tmp_path: Path) -> None:

@@ -365,7 +365,8 @@ def test_helmrelease_installs_the_chart_and_its_operator_peers(env: Env) -> None
     env.peerings.create(PEERING_NS, peering["metadata"]["name"], peering["spec"])
     status = env.peerings.wait_status(PEERING_NS, peering["metadata"]["name"], "ready", timeout=180)
     assert (status["localClusterID"], status["remoteClusterID"]) == (env.lc.ids["consumer"], env.lc.ids["provider"])
-    writes = audit.writes(env.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    seen = audit.status_of("liqopeerings", peering["metadata"]["name"])
+    writes = audit.writes_through(env.lc["consumer"].audit_log, since, seen, "liqo-peering-operator")
     assert {w.username for w in writes} == {f"system:serviceaccount:{env.target_ns}:{env.release_name}"}
     assert {w.pod_name for w in writes} == {pod["metadata"]["name"]}
     assert len(env.peering_objects()) == 8, env.peering_objects()  # one of each, on both sides
@@ -417,7 +418,8 @@ def test_deleting_the_helmrelease_uninstalls_the_chart_but_the_crd_and_peerings(
 
     wait_for("the new operator to reconcile the spec change", reconciled, timeout=120)
     assert env.peering_objects() == objects
-    writes = audit.writes(env.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
+    seen = audit.status_of("liqopeerings", name)
+    writes = audit.writes_through(env.lc["consumer"].audit_log, since, seen, "liqo-peering-operator")
     assert not [w for w in writes if w.verb == "create" and w.resource != "events"], writes
 
     # Unpeered while the operator runs, then uninstalled: nothing of the peering is left on either side.

@@ -76,7 +76,8 @@ class Env:
             return status.get("observedGeneration") == peering["metadata"]["generation"] and is_ready(status)
 
         wait_for(f"the spec change (timeout {timeout}) reconciled", observed, timeout=90)
-        writes = audit.writes(self.release.cluster.audit_log, since, user_agent_prefix="liqo-peering-operator")
+        seen = audit.status_of("liqopeerings", NAME)
+        writes = audit.writes_through(self.release.cluster.audit_log, since, seen, "liqo-peering-operator")
         return {w.pod_name for w in writes}
 
     def leader(self) -> str:

@@ -45,6 +45,7 @@ from testenv.localk8s.images import Image
 from testenv.localk8s.pods import python_pod, run_to_completion
 from testenv.operator_release import (
     FULLNAME,
+    OPERATOR_AGENT,
     RELEASE,
     RELEASE_NS,
     SELECTOR,
@@ -111,8 +112,10 @@ class Suite(Release):
         # Minting allowed: the peering is made again with a minted provider user (spec.credentials.mint).
         return super().install_args("credentialsMinting=true", *sets, wait=wait)
 
-    def change_and_reconcile(self, timeout: str) -> None:
-        """Change the peering's spec (its timeout) and wait until the operator has reconciled it, Ready."""
+    def change_and_reconcile(self, timeout: str) -> set[str | None]:
+        """Change the peering's spec (its timeout) and wait until the operator has reconciled it, Ready; the
+        Pods that wrote since the change (once the status write that showed it is in the audit log)."""
+        since = datetime.now(UTC)
         self.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": timeout}})
 
         def observed() -> bool:
@@ -121,6 +124,10 @@ class Suite(Release):
             return status.get("observedGeneration") == peering["metadata"]["generation"] and is_ready(status)
 
         wait_for(f"the operator to reconcile the spec change (timeout {timeout})", observed, timeout=90)
+        writes = audit.writes_through(
+            self.lc["consumer"].audit_log, since, audit.status_of("liqopeerings", NAME), OPERATOR_AGENT
+        )
+        return {w.pod_name for w in writes}
 
 
 @pytest.fixture(scope="module")
@@ -453,10 +460,7 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
     suite.wait_one_acting(2)
     peers = wait_for("both replicas in the kopf peering object", partial(suite.live_peers, names))
     standby = min(names, key=lambda n: peers[n])
-    since = datetime.now(UTC)
-    suite.change_and_reconcile("6m")
-    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
-    writers = {w.pod_name for w in writes}
+    writers = suite.change_and_reconcile("6m")
     assert len(writers) == 1 and standby not in writers, json.dumps(sorted(map(str, writers)))
 
     # Handover: the active replica's Pod is deleted, as a drain or a rollout
@@ -488,10 +492,7 @@ def test_with_two_replicas_exactly_one_acts(suite: Suite, capsys: pytest.Capture
             lambda: standing_by(suite.pod_log(standby)),
             timeout=60,
         )
-    since = datetime.now(UTC)
-    suite.change_and_reconcile("7m")
-    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
-    writers = {w.pod_name for w in writes}
+    writers = suite.change_and_reconcile("7m")
     assert writers == {leader}, json.dumps({"writers": sorted(map(str, writers)), "priorities": peers})
     with capsys.disabled():
         print(f"\nBENCH HA handover: active Pod deleted -> standby resumed: {handover:.1f}s")
@@ -509,10 +510,7 @@ def test_a_sigkilled_active_replica_is_taken_over_and_restarted(
     h.wait_taken_over()
     leader = h.wait_restarted()
     # One replica alone reconciles a change of the spec, and nothing was made twice on either cluster.
-    since = datetime.now(UTC)
-    suite.change_and_reconcile("8m")
-    writes = audit.writes(suite.lc["consumer"].audit_log, since, user_agent_prefix="liqo-peering-operator")
-    writers = {w.pod_name for w in writes}
+    writers = suite.change_and_reconcile("8m")
     assert writers == {leader}, json.dumps({"writers": sorted(map(str, writers)), "leader": leader})
     _assert_one_of_each(suite)
     with capsys.disabled():
