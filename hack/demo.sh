@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: builds what is missing (tools, the container runtime from Debian, the images; side by side),
-# starts two local clusters with a real node each, installs Liqo on both with its own Helm chart (DEMO_LIQO=processes:
+# `make demo`: builds what is missing (tools, the container runtime from Debian, the images), starts two
+# local clusters with a real node each, installs Liqo on both with its own Helm chart (DEMO_LIQO=processes:
 # Liqo's controllers as processes, the data plane stood in; DEMO_LIQO=standin: Liqo's objects and the
 # lighter Liqo stand-in), installs the operator with Helm (a Pod on the consumer's node), applies an
 # example LiqoPeering and waits until it is Ready.
@@ -21,63 +21,17 @@ phase() {
     TIMES+=("$(printf '%-12s %5ds' "$name" $((SECONDS - start)))")
     echo "==> [$name] done in $((SECONDS - start))s"
 }
-# A phase in the background (its output in .local/demo-<name>.log), and the end of one: the builds run side
-# by side, since each spends part of its time on one core (linking) or on the network (modules, packages).
-started() {
-    local name=$1
-    shift
-    echo "==> [$name] $* (log: .local/demo-$name.log)"
-    (
-        start=$SECONDS rc=0
-        "$@" >".local/demo-$name.log" 2>&1 || rc=$?
-        echo $((SECONDS - start)) >".local/demo-$name.time"
-        exit $rc
-    ) &
-}
-ended() { # <name> <pid>
-    local rc=0 took
-    wait "$2" || rc=$?
-    took=$(cat ".local/demo-$1.time" 2>/dev/null || echo "?")
-    if ((rc)); then
-        echo "==> [$1] failed (exit $rc) in ${took}s; the end of .local/demo-$1.log:"
-        tail -n 40 ".local/demo-$1.log"
-        exit "$rc"
-    fi
-    TIMES+=("$(printf '%-12s %5ss' "$1" "$took")")
-    echo "==> [$1] done in ${took}s"
-}
-demo_start=$SECONDS
 phase venv hack/venv.sh
-mkdir -p .local
-mode=${DEMO_LIQO:-chart}
-# shellcheck source=versions.env
-source hack/versions.env
-# Only the Go modules the demo builds, downloaded while the builds compile what they have.
-modules=(hack/tools/kubernetes hack/tools/kubectl hack/tools/etcd hack/tools/helm hack/tools/coredns)
-if [[ $mode != standin ]]; then modules+=("hack/tools/liqo/v$LIQO_VERSION"); fi
-hack/go-download.sh "${modules[@]}" >.local/demo-go-download.log 2>&1 &
 # Only what the demo runs: the tools only the tests use are built by `make test`.
-started tools hack/build-tools.sh --demo
-tools=$!
+phase tools hack/build-tools.sh --demo
+mode=${DEMO_LIQO:-chart}
 # Liqo's binaries but liqoctl, which the demo never runs (its build took 230 CPU seconds).
 if [[ $mode != standin ]]; then
-    started liqo hack/build-liqo.sh ipam crd-replicator liqo-controller-manager virtual-kubelet webhook
-    liqo=$!
+    phase liqo hack/build-liqo.sh ipam crd-replicator liqo-controller-manager virtual-kubelet webhook
 fi
-# The container runtime and the image tools from Debian, then the operator's image.
-started image hack/build-images.sh
-image=$!
-ended image "$image"
-if [[ $mode != standin ]]; then ended liqo "$liqo"; fi
-if [[ $mode == chart ]]; then
-    started liqo-images hack/build-liqo-images.sh
-    liqo_images=$!
-    ended liqo-images "$liqo_images"
-fi
-ended tools "$tools"
-wait
+phase image hack/build-images.sh
+if [[ $mode == chart ]]; then phase liqo-images hack/build-liqo-images.sh; fi
 phase clusters .venv/bin/python hack/demo.py
-TIMES+=("$(printf '%-12s %5ds' total $((SECONDS - demo_start)))")
 echo "==> phase times:"
 printf '    %s\n' "${TIMES[@]}"
 kubectl=$(hack/tool-path.sh kubectl 2>/dev/null || command -v kubectl || true)

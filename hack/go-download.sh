@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Downloads the Go modules that every build of hack/ needs (each wrapper module's packages and their
-# dependencies, as `go list -deps` finds them), modules in the order the builds use them; with wrapper module
-# directories as arguments, only theirs (hack/demo.sh). hack/test.sh runs it in the background: downloads
-# wait on the network and builds on the CPU, so on an empty module cache the two overlap; with a full one it
-# takes seconds. A download that fails here is retried by the build.
+# dependencies, as `go list -deps` finds them), modules in the order the builds use them. hack/test.sh runs
+# it in the background: downloads wait on the network and builds on the CPU, so on an empty module cache
+# the two overlap; with a full one it takes seconds. A download that fails here is retried by the build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -21,7 +20,6 @@ while read -r dir; do
     [[ " ${modules[*]} " == *" $dir "* ]] || modules+=("$dir")
 done < <(find hack -name go.mod -printf '%h
 ' | LC_ALL=C sort)
-if (($#)); then modules=("$@"); fi
 for dir in "${modules[@]}"; do
     [[ -f $dir/go.mod ]] || continue
     step=$SECONDS
