@@ -27,7 +27,8 @@ from testenv.kube import Kube, KubeError
 from testenv.leakscan import LeakScan
 from testenv.localk8s import LocalCluster
 from testenv.localk8s.images import Image, ctr_binary
-from testenv.operator_support import wait_for
+from testenv.operator_support import Peerings, wait_for
+from testenv.sampler import is_ready
 from testenv.wait import wait_progressing
 
 RELEASE = "lpo"
@@ -61,6 +62,23 @@ class Release:
             partial(self.kc.list, k.POD, RELEASE_NS, SELECTOR),
             lambda name, previous: self.pod_log(name, missing="", previous=previous),
         )
+
+    def reconciled_by(self, peerings: Peerings, namespace: str, name: str, timeout: str) -> set[str | None]:
+        """Change the peering's spec (its timeout) and wait until the operator has reconciled it, Ready; the
+        Pods that wrote since the change (once the status write that showed it is in the audit log)."""
+        since = datetime.now(UTC)
+        peerings.patch(namespace, name, {"spec": {"timeout": timeout}})
+
+        def observed() -> bool:
+            peering = peerings.get(namespace, name) or {}
+            status = peering.get("status") or {}
+            return status.get("observedGeneration") == peering["metadata"]["generation"] and is_ready(status)
+
+        wait_for(f"the operator to reconcile the spec change (timeout {timeout})", observed, timeout=90)
+        writes = audit.writes_through(
+            self.cluster.audit_log, since, audit.status_of("liqopeerings", name), OPERATOR_AGENT
+        )
+        return {w.pod_name for w in writes}
 
     @property
     def kubeconfig(self) -> Path:

@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from testenv import audit
 from testenv import kube as k
 from testenv.helm import run_helm
 from testenv.leakscan import LeakScan
@@ -44,7 +42,7 @@ from testenv.operator_release import (
     standing_by,
 )
 from testenv.operator_support import SECRET, Peerings, api_client, wait_for
-from testenv.sampler import ReadySampler, is_ready
+from testenv.sampler import ReadySampler
 
 PEERING_NS = "e2e-ha-disruption"
 NAME = "provider"
@@ -66,19 +64,8 @@ class Env:
         return self.peerings.status(PEERING_NS, NAME)
 
     def reconciled_by(self, timeout: str) -> set[str | None]:
-        """Change the peering's spec (its timeout), wait until it is reconciled and Ready; the Pods that wrote."""
-        since = datetime.now(UTC)
-        self.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": timeout}})
-
-        def observed() -> bool:
-            peering = self.peerings.get(PEERING_NS, NAME) or {}
-            status = peering.get("status") or {}
-            return status.get("observedGeneration") == peering["metadata"]["generation"] and is_ready(status)
-
-        wait_for(f"the spec change (timeout {timeout}) reconciled", observed, timeout=90)
-        seen = audit.status_of("liqopeerings", NAME)
-        writes = audit.writes_through(self.release.cluster.audit_log, since, seen, "liqo-peering-operator")
-        return {w.pod_name for w in writes}
+        """The peering's spec changed and reconciled, Ready; the Pods that wrote (Release.reconciled_by)."""
+        return self.release.reconciled_by(self.peerings, PEERING_NS, NAME, timeout)
 
     def leader(self) -> str:
         """The acting replica, once one acts and the other stands by: the live peer of the highest priority."""

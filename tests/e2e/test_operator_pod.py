@@ -45,7 +45,6 @@ from testenv.localk8s.images import Image
 from testenv.localk8s.pods import python_pod, run_to_completion
 from testenv.operator_release import (
     FULLNAME,
-    OPERATOR_AGENT,
     RELEASE,
     RELEASE_NS,
     SELECTOR,
@@ -56,7 +55,7 @@ from testenv.operator_release import (
 )
 from testenv.operator_support import SECRET, Peerings, api_client, partitioned, tenant_ns, wait_for
 from testenv.prometheus import Prometheus, grant_discovery, namespaces, revoke_discovery, rule_file, scrape_configs
-from testenv.sampler import ReadySampler, is_ready
+from testenv.sampler import ReadySampler
 
 PEERING_NS = "e2e-operator-pod"
 NAME = "provider"
@@ -113,21 +112,8 @@ class Suite(Release):
         return super().install_args("credentialsMinting=true", *sets, wait=wait)
 
     def change_and_reconcile(self, timeout: str) -> set[str | None]:
-        """Change the peering's spec (its timeout) and wait until the operator has reconciled it, Ready; the
-        Pods that wrote since the change (once the status write that showed it is in the audit log)."""
-        since = datetime.now(UTC)
-        self.peerings.patch(PEERING_NS, NAME, {"spec": {"timeout": timeout}})
-
-        def observed() -> bool:
-            peering = self.peerings.get(PEERING_NS, NAME) or {}
-            status = peering.get("status") or {}
-            return status.get("observedGeneration") == peering["metadata"]["generation"] and is_ready(status)
-
-        wait_for(f"the operator to reconcile the spec change (timeout {timeout})", observed, timeout=90)
-        writes = audit.writes_through(
-            self.lc["consumer"].audit_log, since, audit.status_of("liqopeerings", NAME), OPERATOR_AGENT
-        )
-        return {w.pod_name for w in writes}
+        """The peering's spec changed and reconciled, Ready; the Pods that wrote (Release.reconciled_by)."""
+        return self.reconciled_by(self.peerings, PEERING_NS, NAME, timeout)
 
 
 @pytest.fixture(scope="module")
