@@ -7,12 +7,12 @@ import base64
 import dataclasses
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from liqo_peering.api.model import LiqoPeeringStatus
-from liqo_peering.engine import renewal
+from liqo_peering.engine import renewal, reverse
 from liqo_peering.engine.watches import peering_routes
 from liqo_peering.errors import LiqoNotReady
 from liqo_peering.liqo import resources as r
@@ -189,12 +189,10 @@ def test_each_identity_exports_its_expiry_and_renewal() -> None:
 
 
 # -- renewal where the provider's Liqo does not renew -----------------------------------------------------------
-def _due_run(version: str, reverse: bool = False) -> Any:
+def _due_run(version: str) -> Any:
     provider = dataclasses.replace(PROVIDER, liqo_version=versions.from_label(version))
     ctx = dataclasses.replace(CTX, provider=provider)
     p = make_run(ctx=ctx)
-    if reverse:
-        p = dataclasses.replace(p, reverse=True)
     _, remote = fakes(p)
     remote.add(r.TENANT, {"metadata": {"name": "consumer-id", "namespace": P_NS}, "spec": {}})
     return p
@@ -242,14 +240,79 @@ def test_a_certificate_liqo_already_issued_again_is_not_deleted() -> None:
     assert remote.get(r.SECRET, "liqo-remote-certificate-slice", P_NS) is not None
 
 
-def test_liqo_1_2_and_the_reverse_direction_are_left_to_liqo() -> None:
+def test_liqo_1_2_is_left_to_liqo() -> None:
     crt = signed_crt()
     cert = of_auth_params({"signedCRT": crt}, "consumer")
-    for p in (_due_run("v1.2.0"), _due_run("v1.1.2", reverse=True), _due_run("")):
+    for p in (_due_run("v1.2.0"), _due_run("")):
         _, remote = fakes(p)
         _stored(remote, "liqo-remote-certificate", crt)
         assert not renewal.reissue_if_due(p, cert, now=T0 + timedelta(minutes=3))
         assert remote.get(r.SECRET, "liqo-remote-certificate", P_NS) is not None
+
+
+def test_in_the_reverse_direction_this_cluster_issues_the_providers_certificate_again() -> None:
+    """A bidirectional peering's reverse direction: this cluster's Liqo v1.1 issued the provider's identity, so
+    the stored certificate that goes and the Tenant annotated are here, in the tenant namespace for the
+    provider; nothing is written on the provider."""
+    consumer = dataclasses.replace(CONSUMER, liqo_version=versions.from_label("v1.1.2"))
+    rev = reverse.run_of(make_run(ctx=dataclasses.replace(CTX, consumer=consumer)))
+    local, remote = cast(FakeClusterClient, rev.provider), cast(FakeClusterClient, rev.consumer)
+    local.add(r.TENANT, {"metadata": {"name": "provider-id", "namespace": C_NS}, "spec": {}})
+    crt = signed_crt()
+    cert = of_auth_params({"signedCRT": crt}, rev.consumer.side, "consumer-id")
+    assert cert is not None and cert.held_by == "provider"
+    local.add(
+        r.SECRET,
+        {"metadata": {"name": "liqo-remote-certificate-consumer-id", "namespace": C_NS}, "data": {"certificate": crt}},
+    )
+    assert renewal.reissue_if_due(rev, cert, now=T0 + timedelta(minutes=1))
+    assert local.get(r.SECRET, "liqo-remote-certificate-consumer-id", C_NS) is None
+    tenant = local.get(r.TENANT, "provider-id", C_NS)
+    assert tenant is not None and tenant["metadata"]["annotations"][REISSUE_ANNOTATION] == cert.serial
+    assert remote.writes == []
+
+
+def test_in_the_reverse_direction_the_providers_liqo_restarts() -> None:
+    """With --restart-liqo-on-renewal, the reverse direction restarts what read the identity once on its consumer,
+    the provider cluster: the controller manager in the provider's Liqo namespace, the slice's virtual kubelet in
+    its tenant namespace for this cluster."""
+    provider = dataclasses.replace(PROVIDER, liqo_version=versions.from_label("v1.1.2"), liqo_namespace="liqo-p")
+    p = dataclasses.replace(make_run(ctx=dataclasses.replace(CTX, provider=provider)), restart_liqo=True)
+    rev = reverse.run_of(p)
+    assert rev.restart_liqo
+    local, remote = cast(FakeClusterClient, rev.provider), cast(FakeClusterClient, rev.consumer)
+    manager = {"app.kubernetes.io/name": "controller-manager", "app.kubernetes.io/component": "controller-manager"}
+    remote.add(r.POD, _pod("liqo-controller-manager-1", "liqo-p", manager))
+    vk = {"offloading.liqo.io/component": "virtual-kubelet", "liqo.io/remote-cluster-id": "consumer-id"}
+    remote.add(r.POD, _pod("vk-1", P_NS, {**vk, "liqo.io/virtual-node": "consumer-id"}))
+    renewed = signed_crt()
+    new = of_auth_params({"signedCRT": renewed}, rev.consumer.side)
+    assert new is not None
+    identity = remote.add(
+        r.IDENTITY,
+        {"metadata": {"name": "controlplane-consumer-id", "namespace": P_NS, "annotations": {LOADED_ANNOTATION: "1"}}},
+    )
+    secret = _kubeconfig_secret("consumer-id", "kubeconfig-controlplane-consumer-id", renewed)
+    secret["metadata"]["namespace"] = P_NS
+    remote.add(r.SECRET, secret)
+    identity = renewal.restart_if_renewed(rev, new, identity, r.IDENTITY)
+    assert remote.find(r.POD, "liqo-p") == [] and len(remote.find(r.POD, P_NS)) == 1
+    assert identity["metadata"]["annotations"][LOADED_ANNOTATION] == new.serial
+    assert local.writes == []
+
+
+def test_the_reverse_direction_wakes_on_the_providers_kubeconfig_secrets_where_it_restarts_liqo() -> None:
+    def secret_scopes(version: str, restarts: bool) -> list[str | None]:
+        provider = dataclasses.replace(PROVIDER, liqo_version=versions.from_label(version))
+        ctx = dataclasses.replace(CTX, provider=provider)
+        local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+        routes = peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), reverse=True, restarts=restarts)
+        return [route.scope.labels for route in routes if route.scope.res == r.SECRET and route.client is remote]
+
+    every = "liqo.io/identity-type,liqo.io/remote-cluster-id=consumer-id"
+    assert every in secret_scopes("v1.1.2", restarts=True)
+    assert every not in secret_scopes("v1.1.2", restarts=False)
+    assert every not in secret_scopes("v1.2.0", restarts=True)
 
 
 def _kubeconfig_secret(remote_id: str, name: str, crt: str) -> dict[str, Any]:

@@ -14,8 +14,9 @@ certificate into the kubeconfig Secret, the operator deletes their Pods (their D
 the controller manager's for a ControlPlane certificate, the slice's virtual kubelet's for a ResourceSlice one.
 The serial they were started with is kept on the peering's own Identity or ResourceSlice.
 
-Only the forward direction: in the reverse one the stored certificate is on this cluster, which the operator's
-ServiceAccount may not delete Secrets from.
+Both directions take the same steps on their own run: in the reverse one of a bidirectional peering the stored
+certificate and the Tenant are on this cluster (the chart lets the operator delete only those Secrets, in tenant
+namespaces), and what restarts runs on the provider cluster.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def reissue_if_due(p: PeeringRun, cert: IdentityCertificate | None, now: datetim
     """Have the provider issue ``cert``'s identity a new certificate once it is due and the provider's Liqo
     would not; whether it asked in this pass. Idempotent: a pass killed half-way does the rest next time."""
     ctx = p.ctx
-    if cert is None or p.reverse or not certs.renewal_broken(ctx.provider.liqo_version):
+    if cert is None or not certs.renewal_broken(ctx.provider.liqo_version):
         return False
     if (now or datetime.now(UTC)) < cert.renew_at:
         return False
@@ -80,7 +81,7 @@ def restart_if_renewed(
     Identity (ControlPlane) or ResourceSlice, of kind ``res``, which keeps the serial they were started with;
     returned as it is after this (annotated when anything was noted)."""
     ctx = p.ctx
-    if cert is None or p.reverse or not p.restart_liqo or not certs.loads_identity_once(ctx.consumer.liqo_version):
+    if cert is None or not p.restart_liqo or not certs.loads_identity_once(ctx.consumer.liqo_version):
         return holder
     meta = holder.get("metadata") or {}
     loaded = mapping_at(holder, "metadata", "annotations").get(certs.LOADED_ANNOTATION)

@@ -23,7 +23,14 @@ from liqo_peering.stages import REVERSE_OF, REVERSE_STAGES, StageResult
 
 def run_of(p: PeeringRun) -> PeeringRun:
     """The reverse direction's run: the provider cluster is its consumer, this cluster its provider."""
-    return PeeringRun(p.spec, consumer=p.provider, provider=p.consumer, ctx=p.ctx.reversed(), reverse=True)
+    return PeeringRun(
+        p.spec,
+        consumer=p.provider,
+        provider=p.consumer,
+        ctx=p.ctx.reversed(),
+        reverse=True,
+        restart_liqo=p.restart_liqo,
+    )
 
 
 def _renamed(result: StageResult) -> StageResult:

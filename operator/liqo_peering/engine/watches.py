@@ -133,7 +133,7 @@ def peering_routes(
     gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)
     routes.append(Route(remote, gateways, namespace=remote_ns))
     if reverse:
-        routes += reverse_routes(local, remote, ctx)
+        routes += reverse_routes(local, remote, ctx, restarts)
     return routes
 
 
@@ -208,13 +208,19 @@ def gateway_kinds(location: GatewayLocation) -> tuple[r.Resource, r.Resource]:
     return r.GATEWAY_CLIENT, r.GATEWAY_SERVER
 
 
-def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext) -> list[Route]:
+def reverse_routes(
+    local: ClusterClient, remote: ClusterClient, ctx: PeeringContext, restarts: bool = False
+) -> list[Route]:
     """The reverse direction's objects: on the provider, what its consumer side holds (signed nonce, Identity
     and its kubeconfig Secret, ResourceSlice, VirtualNode, the virtual kubelet's Pods, all in its tenant
     namespace for this cluster, and the virtual Node); here, the nonce and the Tenant in the tenant namespace
     for the provider. Informers the forward direction already has are shared (the hub keys them by cluster
-    and scope)."""
+    and scope). ``restarts``: as for peering_routes, the provider's Liqo restarted on renewal, which waits for
+    the ResourceSlices' kubeconfig Secrets too."""
     consumer, tenant_ns, remote_ns = ctx.consumer.cluster_id, ctx.consumer_tenant_ns, ctx.provider_tenant_ns
+    kubeconfigs = naming.control_plane_secrets(consumer)
+    if restarts and certificates.loads_identity_once(ctx.provider.liqo_version):
+        kubeconfigs = f"{naming.IDENTITY_TYPE},{naming.REMOTE_CLUSTER_ID}={consumer}"
     routes = [
         Route(local, labelled_scope(r.TENANT), namespace=tenant_ns),
         Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=tenant_ns),
@@ -223,8 +229,9 @@ def reverse_routes(local: ClusterClient, remote: ClusterClient, ctx: PeeringCont
             Scope(r.SECRET, remote_ns, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}"),
             namespace=remote_ns,
         ),
-        # The ControlPlane kubeconfig Liqo makes for the Identity: removing the direction waits for it to go.
-        Route(remote, Scope(r.SECRET, remote_ns, labels=naming.control_plane_secrets(consumer)), namespace=remote_ns),
+        # The ControlPlane kubeconfig Liqo makes for the Identity: removing the direction waits for it to go; and
+        # with restarts each identity's, written once renewed (engine/renewal.py).
+        Route(remote, Scope(r.SECRET, remote_ns, labels=kubeconfigs), namespace=remote_ns),
         Route(
             remote,
             Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}"),

@@ -74,3 +74,8 @@ Deployment whose Pod can never pull. */}}
 {{- end }}
 {{- .Values.replicaCount }}
 {{- end }}
+
+{{/* "true" when secret-policy.yaml's ValidatingAdmissionPolicy is installed: a grant it confines depends on it. */}}
+{{- define "liqo-peering-operator.secretPolicy" -}}
+{{- if and .Values.rbac.create .Values.rbac.secretPolicy (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{ end }}
+{{- end }}
