@@ -261,11 +261,12 @@ class LiqoChartPair:
     ) -> LiqoChartPair:
         """Two clusters with one node each, the images in their nodes, Liqo (`version`, LIQO_VERSION by
         default) installed on both (not waited for: see wait_available). `signing_duration`: the lifetime of the
-        certificates the provider's CSR signer issues (Liqo's identities for the consumer), a year by default."""
+        certificates both clusters' CSR signers issue (Liqo's identities for the other cluster: the provider's
+        for the consumer, the consumer's for a bidirectional peering's reverse direction), a year by default."""
         version = version or liqo_version()
         images = images or liqo_images(version)
         started = time.monotonic()
-        durations = {"provider": signing_duration} if signing_duration else None
+        durations = dict.fromkeys(CLUSTERS, signing_duration) if signing_duration else None
         clusters = start_clusters(list(CLUSTERS), base_dir, nodes=1, egress=True, signing_duration=durations)
         pair = cls(base_dir, clusters, images, versions=dict.fromkeys(CLUSTERS, version))
         pair.loaded = {side: {i.ref for i in images.values()} for side in CLUSTERS}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ WEBHOOKS = (
     k.Res("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", namespaced=False),
 )
 TENANT_BINDING = "liqo-peering-operator-tenant-access"
+STORED = "liqo-remote-certificate"  # a certificate Liqo v1.0/v1.1 stored when it issued an identity
+TENANT_KUBECONFIG = "kubeconfig-controlplane-victim"
 
 
 @dataclass
@@ -84,6 +87,9 @@ def _victims(admin: Kube) -> None:
     for ns in (WATCHED, OTHER):
         _ensure(admin, k.SECRET, {"metadata": {"name": VICTIM}, "data": data}, ns)
         _ensure(admin, k.SECRET, {"metadata": {"name": naming.NONCE_SECRET}, "data": {"nonce": k.b64("x")}}, ns)
+    _ensure(admin, k.SECRET, {"metadata": {"name": STORED}, "data": {"certificate": k.b64("x")}}, OTHER)
+    # What Liqo keeps in a tenant namespace beside the certificates it stored: a kubeconfig of an identity.
+    _ensure(admin, k.SECRET, {"metadata": {"name": TENANT_KUBECONFIG}, "data": data}, TENANT)
     tls = {"tls.crt": k.b64("crt"), "tls.key": k.b64("key")}
     _ensure(admin, k.SECRET, {"metadata": {"name": "victim-tls"}, "type": "kubernetes.io/tls", "data": tls}, WATCHED)
     _ensure(admin, k.CONFIGMAP, {"metadata": {"name": "owner"}}, WATCHED)
@@ -354,10 +360,14 @@ ATTEMPTS: list[tuple[str, Attempt, dict[str, str]]] = [
     ),
     # With credentialsMinting an unowned Opaque Secret where LiqoPeerings live may be a bootstrap Secret
     # (deleteBootstrapSecret): the chart's README says so. Without it, RBAC refuses.
-    ("delete-user-secret-watched", _delete(WATCHED, VICTIM), {"default": R}),
-    ("delete-owned-secret-watched", _delete(WATCHED, "victim-owned"), {"default": R, "watch-minting": P}),
-    ("delete-tls-secret-watched", _delete(WATCHED, "victim-tls"), {"default": R, "watch-minting": P}),
-    ("delete-user-secret-other-ns", _delete(OTHER, VICTIM), {"default": R, "watch-minting": R}),
+    # With the secret policy, RBAC lets the operator delete Secrets cluster-wide (tenant namespaces appear at run
+    # time): the policy allows only the certificates Liqo stored, in tenant namespaces.
+    ("delete-user-secret-watched", _delete(WATCHED, VICTIM), {"default": P}),
+    ("delete-owned-secret-watched", _delete(WATCHED, "victim-owned"), {"default": P, "watch-minting": P}),
+    ("delete-tls-secret-watched", _delete(WATCHED, "victim-tls"), {"default": P, "watch-minting": P}),
+    ("delete-user-secret-other-ns", _delete(OTHER, VICTIM), {"default": P, "watch-minting": P}),
+    ("delete-stored-certificate-other-ns", _delete(OTHER, STORED), {"default": P, "watch-minting": P}),
+    ("delete-kubeconfig-tenant-ns", _delete(TENANT, TENANT_KUBECONFIG), {"default": P, "watch-minting": P}),
     ("delete-nonce-named-other-ns", _delete(OTHER, naming.NONCE_SECRET), {"default": P, "watch-minting": P}),
     ("create-pod", _pod, {"default": R, "watch-minting": R, "restarts": R}),
     ("delete-pod-other-ns", _delete_pod(OTHER, "app"), {"default": R, "restarts": P}),
@@ -414,6 +424,18 @@ def test_nonce_secret_in_a_tenant_namespace(installs: Callable[[str], Install]) 
             TENANT,
         )
         assert sa.delete(k.SECRET, naming.NONCE_SECRET, TENANT)
+
+
+def test_stored_certificates_in_a_tenant_namespace(installs: Callable[[str], Install]) -> None:
+    """What the reverse direction's renewal deletes on Liqo v1.0/v1.1: the certificates Liqo stored in a tenant
+    namespace (liqo-remote-certificate, and one per ResourceSlice); no other Secret there."""
+    for name in ("default", "watch-minting"):
+        one = installs(name)
+        for stored in (STORED, f"{STORED}-slice"):
+            one.admin.create(k.SECRET, {"metadata": {"name": stored}, "data": {"certificate": k.b64("x")}}, TENANT)
+            assert one.sa.delete(k.SECRET, stored, TENANT)
+        by, said = refusal(partial(one.sa.delete, k.SECRET, TENANT_KUBECONFIG, TENANT))
+        assert by == P, said
 
 
 def test_kubeconfig_in_use_finalizer_on_a_user_secret(installs: Callable[[str], Install]) -> None:

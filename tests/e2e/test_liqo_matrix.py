@@ -209,10 +209,11 @@ def test_identity_certificates_are_renewed_before_they_expire(
     matrix_env: MatrixEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Liqo before v1.2 hands out the certificate it stored again when asked to renew: with this pair's short
-    certificates the peering would break at their expiry. The operator has them issued again once due: Ready
-    throughout, past the expiry of the certificates it started with, the ControlPlane and the ResourceSlice
-    identities on new ones; a Pod offloaded before still runs, and one offloaded after (the virtual kubelet
-    reflecting it with its identity) comes up too."""
+    certificates the peering would break at their expiry. The operator has them issued again once due, in both
+    directions of a bidirectional peering: Ready throughout, past the expiry of the certificates it started with,
+    the ControlPlane and the ResourceSlice identities of each direction on new ones; a Pod offloaded each way
+    before still runs, and one offloaded after (the virtual kubelet reflecting it with its identity) comes up too.
+    The reverse direction is turned off at the end, as the module's other tests expect."""
     env = matrix_env
     if not renewal_shown(env.version):
         pytest.skip(
@@ -220,16 +221,24 @@ def test_identity_certificates_are_renewed_before_they_expire(
             f" Liqo does not renew, not v{env.version}"
         )
     consumer, provider = env.pair.kube("consumer"), env.pair.kube("provider")
-
-    def certificates() -> dict[str, dict[str, Any]]:
-        found = env.peerings.status(env.namespace, NAME).get("certificates") or []
-        return {c["type"]: c for c in found}
-
     started = time.monotonic()
-    with offloaded_pods(consumer, provider, env.provider_id, "matrix-renewal", env.diagnostics) as pods:
+    reverse = {"offloading": {"resources": {"cpu": "1", "memory": "1Gi"}}}
+    _reconciled(env, {"spec": {"bidirectional": True, "reverse": reverse}}, "both directions Ready")
+
+    def certificates() -> dict[tuple[str, str], dict[str, Any]]:
+        found = env.peerings.status(env.namespace, NAME).get("certificates") or []
+        return {(c["heldBy"], c["type"]): c for c in found}
+
+    back = env.diagnostics
+    with (
+        offloaded_pods(consumer, provider, env.provider_id, "matrix-renewal", back) as pods,
+        offloaded_pods(provider, consumer, env.consumer_id, "matrix-renewal-back", back) as pods_back,
+    ):
         ((before, _),) = pods.running()
+        ((before_back, _),) = pods_back.running()
         first = wait_for(
-            "both identities in status.certificates", lambda: found if len(found := certificates()) == 2 else None
+            "both directions' identities in status.certificates",
+            lambda: found if len(found := certificates()) == 4 else None,
         )
         expiry = max(datetime.fromisoformat(c["notAfter"].replace("Z", "+00:00")) for c in first.values())
         # Past the expiry by the virtual node's lease (40 s): a virtual kubelet on an expired identity would be
@@ -244,15 +253,32 @@ def test_identity_certificates_are_renewed_before_they_expire(
             time.sleep(2)
         assert not not_ready, "\n".join(not_ready) + "\n" + env.diagnostics()
         now = certificates()
-        for kind in ("ControlPlane", "ResourceSlice"):
-            assert now[kind]["notAfter"] > first[kind]["notAfter"], (kind, first[kind], now[kind])
+        for key in first:
+            assert now[key]["notAfter"] > first[key]["notAfter"], (key, first[key], now[key])
         valid = _conditions(env)["CertificatesValid"]
         assert (valid["status"], valid["reason"]) == ("True", "CertificatesValid"), valid
-        ((after, _),) = pods.running()
-        assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same Pod, still running
-        pods.scale(2)
-        pods.running(2)
+        for offloaded, was in ((pods, before), (pods_back, before_back)):
+            ((after, _),) = offloaded.running()
+            assert after["metadata"]["uid"] == was["metadata"]["uid"]  # the same Pod, still running
+            offloaded.scale(2)
+            offloaded.running(2)
+    _reconciled(env, {"spec": {"bidirectional": False}}, "the reverse direction removed")
     _bench(capsys, env, f"identities renewed past their first certificates' expiry: {time.monotonic() - started:.0f}s")
+
+
+def _reconciled(env: MatrixEnv, patch: dict[str, Any], what: str) -> None:
+    """``patch`` applied to the peering, then waited for: its generation observed and the peering Ready."""
+    env.peerings.patch(env.namespace, NAME, patch)
+    generation = int(env.peerings.get(env.namespace, NAME)["metadata"]["generation"])  # type: ignore[index]
+
+    def done() -> bool:
+        now = env.peerings.status(env.namespace, NAME)
+        return now.get("observedGeneration") == generation and now.get("peerStatus") == "ready"
+
+    try:
+        wait_for(what, done, timeout=240)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{env.diagnostics()}") from None
 
 
 def test_a_spec_change_is_applied(matrix_env: MatrixEnv) -> None:
