@@ -72,7 +72,9 @@ class Offloaded:
         for here, there in pairs:
             # Scheduled by kube-scheduler (no Binding here) onto the virtual node, run by the provider's kubelet.
             assert here["spec"]["nodeName"] == self.provider_id, here["spec"]
-            assert there["spec"]["nodeName"] == "provider-node-0", there["spec"]
+            # ... and run there by the kubelet of a node of its own, not reflected further.
+            node = self.provider.get(k.NODE, there["spec"].get("nodeName") or "")
+            assert node and node["metadata"].get("labels", {}).get("liqo.io/type") != "virtual-node", there["spec"]
             # The consumer's Pod shows the address the provider's Pod has (the clusters' Pod CIDRs do not
             # overlap, so Liqo remaps nothing).
             assert here["status"]["podIP"] == there["status"]["podIP"], (here["status"], there["status"])
