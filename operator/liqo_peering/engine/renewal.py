@@ -66,6 +66,7 @@ def reissue_if_due(p: PeeringRun, cert: IdentityCertificate | None, now: datetim
     p.provider.merge_patch(r.TENANT, ctx.consumer.cluster_id, ns, patch)
     log.info(
         "certificate due for renewal: the provider's Liqo issues a new one",
+        held_by=cert.held_by,
         identity=cert.identity_type,
         resource_slice=cert.resource_slice,
         not_after=cert.not_after.isoformat(),
@@ -101,6 +102,7 @@ def restart_if_renewed(
         if restarted:
             log.info(
                 "restarted what reads the identity once: it holds a new certificate",
+                held_by=cert.held_by,
                 identity=cert.identity_type,
                 resource_slice=cert.resource_slice,
             )
