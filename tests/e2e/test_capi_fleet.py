@@ -250,14 +250,30 @@ def test_a_rotated_kubeconfig_is_used_under_the_live_peering_once_the_old_identi
     p1, _ = sorted(capi.fleet.providers)
     first = capi.users[p1]
     rewrite_kubeconfig(capi, p1, capi.token_kubeconfig(p1, "capi-second"))
-    revoked = datetime.now(UTC)
+    # The operator takes the new kubeconfig once its informer has the Secret's change: a pass that began before
+    # writes with the old one still. Provoked until a write comes from the new identity.
+    wait_for(
+        f"the operator to write on {p1} as {capi.users[p1]}",
+        lambda: written_by(capi, p1) == {capi.users[p1]},
+        timeout=90,
+        interval=1,
+    )
     capi.revoke("capi-first")  # its token is refused from now on
-    provoke_a_write(capi, p1)
-    writers = {e.username for e in audit.writes(capi.audit_logs[p1], since=revoked, user_agent_prefix=OPERATOR_AGENT)}
-    assert capi.users[p1] in writers and first not in writers, writers
+    writers = written_by(capi, p1)
+    assert writers == {capi.users[p1]} and first not in writers, writers
     status = wait_set(capi, "both Clusters Ready after the rotation", ready_count(2, 0))
     assert condition(status, "Ready")["status"] == "True"
     assert_peered(capi.fleet, sorted(capi.fleet.providers), [])
+
+
+def written_by(capi: Capi, name: str) -> set[str]:
+    """Who wrote the Configuration on provider ``name`` that provoke_a_write had the operator restore."""
+    since = datetime.now(UTC)
+    provoke_a_write(capi, name)
+    found = audit.writes_through(
+        capi.audit_logs[name], since, lambda e: e.resource == "configurations", user_agent_prefix=OPERATOR_AGENT
+    )
+    return {e.username for e in found if e.resource == "configurations"}
 
 
 def provoke_a_write(capi: Capi, name: str) -> None:

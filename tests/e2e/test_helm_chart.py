@@ -177,9 +177,13 @@ def test_options_render(helm: Path) -> None:
             # Cluster-wide only the duplicate check's informer (list and watch): no writes, no status.
             assert rule["resources"] == ["liqopeerings"] and rule["verbs"] == ["list", "watch"], rule
         if "secrets" in rule["resources"]:
-            # No cluster-wide Secret reads: only create, and the nonces by name (tenant namespaces
-            # are read through the tenant-access ClusterRole the operator binds there).
-            assert rule["verbs"] == ["create"] or rule.get("resourceNames") == ["liqo-signed-nonce", "liqo-nonce"], rule
+            # No cluster-wide Secret reads: only create, delete (both confined by the secret policy to what the
+            # operator writes), and the nonces by name (tenant namespaces are read through the tenant-access
+            # ClusterRole the operator binds there).
+            assert rule["verbs"] in (["create"], ["delete"]) or rule.get("resourceNames") == [
+                "liqo-signed-nonce",
+                "liqo-nonce",
+            ], rule
         # No cluster-wide Pod reads either: the virtual kubelet's Pods are read in tenant namespaces.
         assert "pods" not in rule["resources"], rule
         if "clusterroles" in rule["resources"]:
