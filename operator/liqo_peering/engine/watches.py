@@ -113,8 +113,9 @@ def peering_routes(
     if restarts and certificates.loads_identity_once(ctx.consumer.liqo_version):
         # Liqo before v1.2 reads a renewed identity only when it starts: the kubeconfig Secrets it writes tell
         # when what read the old one may restart (engine/renewal.py).
-        selector = f"{naming.IDENTITY_TYPE},{naming.REMOTE_CLUSTER_ID}={provider}"
-        routes.append(Route(local, Scope(r.SECRET, tenant_ns, labels=selector), namespace=tenant_ns))
+        routes.append(
+            Route(local, Scope(r.SECRET, tenant_ns, labels=naming.identity_secrets(provider)), namespace=tenant_ns)
+        )
     routes += [
         Route(local, GATEWAY_DEPLOYMENTS, namespace=tenant_ns),
         Route(local, FOREIGN_CLUSTERS, name=provider),
@@ -220,7 +221,7 @@ def reverse_routes(
     consumer, tenant_ns, remote_ns = ctx.consumer.cluster_id, ctx.consumer_tenant_ns, ctx.provider_tenant_ns
     kubeconfigs = naming.control_plane_secrets(consumer)
     if restarts and certificates.loads_identity_once(ctx.provider.liqo_version):
-        kubeconfigs = f"{naming.IDENTITY_TYPE},{naming.REMOTE_CLUSTER_ID}={consumer}"
+        kubeconfigs = naming.identity_secrets(consumer)
     routes = [
         Route(local, labelled_scope(r.TENANT), namespace=tenant_ns),
         Route(local, Scope(r.SECRET, fields=f"metadata.name={naming.NONCE_SECRET}"), namespace=tenant_ns),

@@ -80,6 +80,12 @@ def control_plane_secrets(peer_cluster_id: str) -> str:
     return f"{IDENTITY_TYPE}=ControlPlane,{REMOTE_CLUSTER_ID}={peer_cluster_id}"
 
 
+def identity_secrets(peer_cluster_id: str) -> str:
+    """The kubeconfig Secrets Liqo makes from every Identity for a peer, ControlPlane and ResourceSlice ones
+    (label selector)."""
+    return f"{IDENTITY_TYPE},{REMOTE_CLUSTER_ID}={peer_cluster_id}"
+
+
 def replicated_to(peer_cluster_id: str) -> str:
     """What Liqo's CRD replicator copies to a peer (label selector): the original, here, keeps its finalizer
     crdreplicator.liqo.io/resource until the copy over there is gone (internal/crdReplicator/reflection)."""
