@@ -327,6 +327,23 @@ class Peerings:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nstatus now: {self.status(namespace, name)}") from None
 
+    def change_and_wait_ready(
+        self, namespace: str, name: str, patch: dict[str, Any], timeout: float = 240.0
+    ) -> dict[str, Any]:
+        """``patch`` applied, then until the status has observed the generation it made and says ready."""
+        self.patch(namespace, name, patch)
+        generation = int((self.get(namespace, name) or {})["metadata"]["generation"])
+
+        def probe() -> dict[str, Any] | None:
+            status = self.status(namespace, name)
+            done = status.get("observedGeneration") == generation and status.get("peerStatus") == "ready"
+            return status if done else None
+
+        try:
+            return wait_for(f"LiqoPeering {namespace}/{name} ready at generation {generation}", probe, timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nstatus now: {self.status(namespace, name)}") from None
+
     def wait_reason(self, namespace: str, name: str, reason: str, timeout: float = 60.0) -> dict[str, Any]:
         def probe() -> dict[str, Any] | None:
             cond = self.condition(namespace, name, "Ready")

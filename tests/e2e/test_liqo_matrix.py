@@ -268,17 +268,10 @@ def test_identity_certificates_are_renewed_before_they_expire(
 
 def _reconciled(env: MatrixEnv, patch: dict[str, Any], what: str) -> None:
     """``patch`` applied to the peering, then waited for: its generation observed and the peering Ready."""
-    env.peerings.patch(env.namespace, NAME, patch)
-    generation = int(env.peerings.get(env.namespace, NAME)["metadata"]["generation"])  # type: ignore[index]
-
-    def done() -> bool:
-        now = env.peerings.status(env.namespace, NAME)
-        return now.get("observedGeneration") == generation and now.get("peerStatus") == "ready"
-
     try:
-        wait_for(what, done, timeout=240)
+        env.peerings.change_and_wait_ready(env.namespace, NAME, patch)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{env.diagnostics()}") from None
+        raise AssertionError(f"{what}: {exc}\n{env.diagnostics()}") from None
 
 
 def test_a_spec_change_is_applied(matrix_env: MatrixEnv) -> None:

@@ -1542,14 +1542,7 @@ def test_bidirectional_peering_both_ways_over_one_network(
 
     # On again, then deleted: both directions unpeer, the network last.
     started_on = time.monotonic()
-    env.peerings.patch(ns, NAME, {"spec": {"bidirectional": True}})
-    generation = int(env.peerings.get(ns, NAME)["metadata"]["generation"])  # type: ignore[index]
-
-    def on_again() -> bool:
-        now = env.peerings.status(ns, NAME)
-        return now.get("observedGeneration") == generation and now.get("peerStatus") == "ready"
-
-    wait_for("both directions again", on_again, timeout=240)
+    env.peerings.change_and_wait_ready(ns, NAME, {"spec": {"bidirectional": True}}, timeout=240)
     took_on = time.monotonic() - started_on
     assert _directions(env) == both
     started_delete = time.monotonic()
