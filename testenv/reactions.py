@@ -3,9 +3,10 @@ API servers' audit logs (testenv.audit), with no instrumentation of the operator
 
 A step is the operator's first write of an object (the GatewayServer, the Tenant, ...). Its prerequisites
 are the writes by others (Liqo, or what stands in for it) that the step waits for: a status, a filled
-Secret. The reaction is the time from the last such write that completed before the step to the step's
-request, which `make bench` reports. The e2e checks ask what woke the pass that made each step (`by_timer`,
-from the operator's debug log): a watch event, not the resync timer that repairs a lost wake-up.
+Secret. The reaction is the time from the last such write received before the step (its completion, or the
+step's request if that came first) to the step's request, which `make bench` reports. The e2e checks ask
+what woke the pass that made each step (`by_timer`, from the operator's debug log): a watch event, not the
+resync timer that repairs a lost wake-up.
 """
 
 from __future__ import annotations
@@ -106,10 +107,12 @@ def reactions(
         wrote = min(e.received for e in mine)
         done: list[datetime] = []
         for target in step.after:
+            # A write is stored before its audit line completes, so a watcher may act on it before that
+            # stamp: a prerequisite received before the step counts, its end clamped at the step.
             before = [
-                e.completed
+                min(e.completed, wrote)
                 for e in events.get(target.side, ())
-                if _is(e, target) and not e.user_agent.startswith(operator_agent) and e.completed <= wrote
+                if _is(e, target) and not e.user_agent.startswith(operator_agent) and e.received < wrote
             ]
             if not before:
                 break

@@ -11,10 +11,13 @@ from testenv.reactions import Pass, Reaction, by_timer, passes, peering_steps, r
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 
 
-def event(at: float, resource: str, name: str, agent: str, verb: str = "patch", code: int = 200) -> AuditEvent:
+def event(
+    at: float, resource: str, name: str, agent: str, verb: str = "patch", code: int = 200, took: float = 0.0
+) -> AuditEvent:
     res, _, sub = resource.partition("/")
     when = T0 + timedelta(seconds=at)
-    return AuditEvent("id", when, when, verb, "user", agent, ObjectRef(res, sub or None, "ns", name), code)
+    done = when + timedelta(seconds=took)
+    return AuditEvent("id", when, done, verb, "user", agent, ObjectRef(res, sub or None, "ns", name), code)
 
 
 def test_a_step_is_timed_from_the_last_prerequisite_write_before_it() -> None:
@@ -31,6 +34,19 @@ def test_a_step_is_timed_from_the_last_prerequisite_write_before_it() -> None:
     }
     (reaction,) = reactions(events, steps)
     assert reaction.step.startswith("GatewayServer") and round(reaction.seconds, 3) == 0.2
+
+
+def test_a_step_seen_before_its_prerequisites_audit_line_completed_reacted_at_once() -> None:
+    # The write is stored, and watched, before its line's completion stamp: the step may come in between.
+    events = {
+        "consumer": [],
+        "provider": [
+            event(1.0, "tenants/status", "c", "liqo-controller-manager/v1", took=0.3),
+        ],
+    }
+    events["consumer"].append(event(1.2, "identities", "controlplane-p", "liqo-peering-operator/0.1.0"))
+    (reaction,) = reactions(events, peering_steps("c", "p")[4:5])
+    assert reaction.step.startswith("Identity") and reaction.seconds == 0
 
 
 def test_a_step_whose_prerequisite_was_never_written_by_others_is_left_out() -> None:
