@@ -115,7 +115,9 @@ NOTES = """## Reading the numbers
   ForeignCluster's networking is established (`checkNetworkStatus`,
   `pkg/virtualKubelet/liqoNodeProvider/utils.go`), and there that takes real gateway Pods and a WireGuard
   handshake, the same for both contenders. The operator runs networking and authentication at once, so
-  its M1 comes before the network is up; liqoctl runs them one after the other.
+  its M1 comes before the network is up; liqoctl runs them one after the other. The end of that path is
+  Liqo's for either contender: the gateway client's Pod makes its `Connection` once it is ready, and
+  Liqo's connection check marks it `Connected` a ping interval later (`--ping-interval`, 2 s by default).
 - **Deletion.** liqoctl's `unpeer` deletes and returns, and leaves the PublicKeys and nonce Secrets. The
   operator deletes in the same order, waits for each object to be gone, and removes those too. It deletes
   the Identity and the Tenant in the foreground, so they go only after what they own; `liqoctl unpeer`
