@@ -179,8 +179,10 @@ class Kube:
         items: list[Obj] = out.get("items") or []
         return items
 
-    def create(self, res: Res, body: Obj, namespace: str | None = None) -> Obj:
-        return self._call("POST", res.path(namespace), body=body)  # type: ignore[no-any-return]
+    def create(self, res: Res, body: Obj, namespace: str | None = None, dry_run: bool = False) -> Obj:
+        """``dry_run``: admitted (admission webhooks called) and answered, not stored."""
+        query = {"dryRun": "All"} if dry_run else None
+        return self._call("POST", res.path(namespace), query, body=body)  # type: ignore[no-any-return]
 
     def replace(self, res: Res, body: Obj, namespace: str | None = None, sub: str | None = None) -> Obj:
         name = body["metadata"]["name"]

@@ -10,7 +10,7 @@ cluster: through its Service.
 
     pair = LiqoChartPair.start(base_dir)   # two clusters with a node each, images loaded, Liqo installed
     pair = LiqoChartPair.start(base_dir, liqo_images("1.1.2"), version="1.1.2")   # another Liqo version
-    pair.wait_available()                  # every Liqo Deployment and DaemonSet available
+    pair.wait_available()                  # every Liqo Deployment and DaemonSet available, its webhook answering
     pair = LiqoChartPair.up(base_dir)      # the two at once (stopped again if Liqo never becomes available)
     pair.upgrade("provider", "1.2.0")      # `helm upgrade` Liqo on one side to another version's chart
     pair.stop()
@@ -127,6 +127,25 @@ def load_images(clusters: list[LocalCluster], images: dict[str, Image]) -> float
         for f in [pool.submit(load, c) for c in clusters]:
             f.result()
     return time.monotonic() - started
+
+
+FOREIGN_CLUSTER = k.Res("core.liqo.io", "v1beta1", "foreignclusters")
+
+
+def webhook_answers(kc: Kube) -> bool:
+    """Whether the API server gets an answer from Liqo's webhook through its Service: a ForeignCluster (which
+    fc.mutate.liqo.io matches, failing closed) created as a dry run comes back with the label it adds."""
+    probe = {
+        "apiVersion": "core.liqo.io/v1beta1",
+        "kind": "ForeignCluster",
+        "metadata": {"name": "webhook-probe"},
+        "spec": {"clusterID": "webhook-probe"},
+    }
+    try:
+        answer = kc.create(FOREIGN_CLUSTER, probe, dry_run=True)
+    except k.KubeError:
+        return False
+    return bool(((answer.get("metadata") or {}).get("labels") or {}).get("liqo.io/remote-cluster-id"))
 
 
 @dataclass
@@ -357,8 +376,8 @@ class LiqoChartPair:
                 kc.patch(res, obj["metadata"]["name"], patch, NAMESPACE)
 
     def wait_available(self, timeout: float = 240, sides: tuple[str, ...] = ()) -> dict[str, list[Workload]]:
-        """Every Liqo Deployment and DaemonSet available on both clusters; else AssertionError with each
-        Pod's state and the logs of those not ready.
+        """Every Liqo Deployment and DaemonSet available on both clusters, and each API server answered by Liqo's
+        webhook through its Service; else AssertionError with each Pod's state and the logs of those not ready.
 
         The wait follows progress, not a fixed deadline: on a loaded machine Liqo's Pods take longer to
         schedule, start and pass their probes. Each change in a workload's or a Pod's state (scheduled,
@@ -368,7 +387,10 @@ class LiqoChartPair:
 
         def available() -> dict[str, list[Workload]] | None:
             state = {side: workloads(kc) for side, kc in kcs.items()}
-            return state if all(ws and all(w.ok and w.current for w in ws) for ws in state.values()) else None
+            if not all(ws and all(w.ok and w.current for w in ws) for ws in state.values()):
+                return None
+            # Its webhook's Pod ready is not yet its Service routed on the node the API server dials through.
+            return state if all(webhook_answers(kc) for kc in kcs.values()) else None
 
         try:
             state = wait_progressing(
