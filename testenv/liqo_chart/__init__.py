@@ -132,17 +132,21 @@ def load_images(clusters: list[LocalCluster], images: dict[str, Image]) -> float
 FOREIGN_CLUSTER = k.Res("core.liqo.io", "v1beta1", "foreignclusters")
 
 
-def webhook_answers(kc: Kube) -> bool:
-    """Whether the API server gets an answer from Liqo's webhook through its Service: a ForeignCluster (which
-    fc.mutate.liqo.io matches, failing closed) created as a dry run comes back with the label it adds."""
-    probe = {
+def foreign_cluster(cluster_id: str) -> dict[str, Any]:
+    """A bare ForeignCluster, which Liqo's fc.mutate.liqo.io webhook (failing closed) labels with its cluster ID."""
+    return {
         "apiVersion": "core.liqo.io/v1beta1",
         "kind": "ForeignCluster",
-        "metadata": {"name": "webhook-probe"},
-        "spec": {"clusterID": "webhook-probe"},
+        "metadata": {"name": cluster_id},
+        "spec": {"clusterID": cluster_id},
     }
+
+
+def webhook_answers(kc: Kube) -> bool:
+    """Whether the API server gets an answer from Liqo's webhook through its Service: a ForeignCluster created
+    as a dry run comes back with the label the webhook adds."""
     try:
-        answer = kc.create(FOREIGN_CLUSTER, probe, dry_run=True)
+        answer = kc.create(FOREIGN_CLUSTER, foreign_cluster("webhook-probe"), dry_run=True)
     except k.KubeError:
         return False
     return bool(((answer.get("metadata") or {}).get("labels") or {}).get("liqo.io/remote-cluster-id"))

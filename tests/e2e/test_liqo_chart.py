@@ -42,8 +42,10 @@ from testenv.kube import Kube
 from testenv.liqo_chart import (
     DAEMONSET,
     DEPLOYMENT,
+    FOREIGN_CLUSTER,
     NAMESPACE,
     LiqoChartPair,
+    foreign_cluster,
     liqo_images,
     pod_report,
 )
@@ -123,18 +125,11 @@ def test_the_api_server_calls_liqos_webhook_through_its_service(pair: LiqoChartP
     service = kc.get(k.Res("", "v1", "services"), "liqo-webhook", NAMESPACE)
     assert service is not None
     cluster_ip = service["spec"]["clusterIP"]
-    res = k.Res("core.liqo.io", "v1beta1", "foreignclusters")
-    fc = {
-        "apiVersion": "core.liqo.io/v1beta1",
-        "kind": "ForeignCluster",
-        "metadata": {"name": "probe-cluster"},
-        "spec": {"clusterID": "probe-cluster"},
-    }
-    created = kc.create(res, fc)
+    created = kc.create(FOREIGN_CLUSTER, foreign_cluster("probe-cluster"))
     try:
         assert created["metadata"]["labels"]["liqo.io/remote-cluster-id"] == "probe-cluster", created["metadata"]
     finally:
-        kc.delete(res, "probe-cluster")
+        kc.delete(FOREIGN_CLUSTER, "probe-cluster")
     log = cluster.log_path(cluster.node_specs()[0].process("egress")).read_text()
     assert f"CONNECT {cluster_ip}:" in log, log[-2000:]
 

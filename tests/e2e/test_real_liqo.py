@@ -1542,7 +1542,7 @@ def test_bidirectional_peering_both_ways_over_one_network(
 
     # On again, then deleted: both directions unpeer, the network last.
     started_on = time.monotonic()
-    env.peerings.change_and_wait_ready(ns, NAME, {"spec": {"bidirectional": True}}, timeout=240)
+    env.peerings.change_and_wait_ready(ns, NAME, {"spec": {"bidirectional": True}})
     took_on = time.monotonic() - started_on
     assert _directions(env) == both
     started_delete = time.monotonic()
