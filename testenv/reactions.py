@@ -53,16 +53,17 @@ def peering_steps(consumer_id: str, provider_id: str) -> list[Step]:
     """The steps of one peering (consumer -> provider) and what each waits for, as the facts sheet and
     the operator's stages order them."""
     c, p = "consumer", "provider"
+    # The GatewayServer is made with the Configurations, waiting for nothing: not a step.
     return [
-        Step(
-            "GatewayServer after both Configurations are accepted",
-            Target(p, "gatewayservers", consumer_id),
-            (Target(c, "configurations/status", provider_id), Target(p, "configurations/status", consumer_id)),
-        ),
         Step(
             "GatewayClient after the server's endpoint and Deployment",
             Target(c, "gatewayclients", provider_id),
-            (Target(p, "gatewayservers/status", consumer_id), Target(p, "deployments/status", f"gw-{consumer_id}")),
+            (
+                Target(c, "configurations/status", provider_id),
+                Target(p, "configurations/status", consumer_id),
+                Target(p, "gatewayservers/status", consumer_id),
+                Target(p, "deployments/status", f"gw-{consumer_id}"),
+            ),
         ),
         Step(
             "signed-nonce Secret after the nonce",

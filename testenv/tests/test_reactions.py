@@ -22,18 +22,37 @@ def event(
 
 def test_a_step_is_timed_from_the_last_prerequisite_write_before_it() -> None:
     steps = peering_steps("c", "p")
+    manager = "liqo-controller-manager/v1"
     events = {
-        "consumer": [event(1.0, "configurations/status", "p", "liqo-controller-manager/v1")],
+        "consumer": [
+            event(1.0, "configurations/status", "p", manager),
+            event(1.7, "gatewayclients", "p", "liqo-peering-operator/0.1.0"),  # the step
+            event(1.9, "gatewayclients", "p", "liqo-peering-operator/0.1.0"),  # a later apply: not the step
+        ],
         "provider": [
-            event(1.5, "configurations/status", "c", "liqo-controller-manager/v1"),
-            event(1.6, "configurations/status", "c", "liqo-controller-manager/v1", code=409),  # refused: no
-            event(1.7, "gatewayservers", "c", "liqo-peering-operator/0.1.0"),  # the step
-            event(1.9, "gatewayservers", "c", "liqo-peering-operator/0.1.0"),  # a later apply: not the step
-            event(9.0, "configurations/status", "c", "liqo-controller-manager/v1"),  # after it: ignored
+            event(0.5, "configurations/status", "c", manager),
+            event(1.2, "deployments/status", "gw-c", "kube-controller-manager/v1"),
+            event(1.5, "gatewayservers/status", "c", manager),
+            event(1.6, "gatewayservers/status", "c", manager, code=409),  # refused: no
+            event(9.0, "gatewayservers/status", "c", manager),  # after it: ignored
         ],
     }
     (reaction,) = reactions(events, steps)
-    assert reaction.step.startswith("GatewayServer") and round(reaction.seconds, 3) == 0.2
+    assert reaction.step.startswith("GatewayClient") and round(reaction.seconds, 3) == 0.2
+
+
+def test_a_step_waits_for_all_its_prerequisites() -> None:
+    steps = peering_steps("c", "p")[:1]
+    manager = "liqo-controller-manager/v1"
+    events = {
+        "consumer": [event(1.7, "gatewayclients", "p", "liqo-peering-operator/0.1.0")],
+        "provider": [
+            event(0.5, "configurations/status", "c", manager),
+            event(1.2, "deployments/status", "gw-c", "kube-controller-manager/v1"),
+            event(1.5, "gatewayservers/status", "c", manager),
+        ],
+    }
+    assert reactions(events, steps) == []  # the consumer's Configuration was never accepted
 
 
 def test_a_step_seen_before_its_prerequisites_audit_line_completed_reacted_at_once() -> None:
@@ -45,7 +64,7 @@ def test_a_step_seen_before_its_prerequisites_audit_line_completed_reacted_at_on
         ],
     }
     events["consumer"].append(event(1.2, "identities", "controlplane-p", "liqo-peering-operator/0.1.0"))
-    (reaction,) = reactions(events, peering_steps("c", "p")[4:5])
+    (reaction,) = reactions(events, peering_steps("c", "p")[3:4])
     assert reaction.step.startswith("Identity") and reaction.seconds == 0
 
 

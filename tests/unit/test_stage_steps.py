@@ -160,9 +160,10 @@ def networking_to_ready(p: PeeringRun) -> None:
     assert networking.reconcile(p).state == "ready"
 
 
-def test_networking_first_pass_creates_both_configurations_and_waits() -> None:
+def test_networking_first_pass_creates_both_configurations_and_the_server_and_waits() -> None:
     p = make_run()
     local, remote = fakes(p)
+    install_templates(p)
 
     result = networking.reconcile(p)
 
@@ -175,12 +176,13 @@ def test_networking_first_pass_creates_both_configurations_and_waits() -> None:
     on_provider = remote.obj(r.CONFIGURATION, "consumer-id", P_NS)
     assert on_provider["spec"] == {"remote": {"cidr": {"pod": ["10.100.0.0/16"], "external": ["10.110.0.0/16"]}}}
     assert labels_of(on_provider) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
-    # Nothing else yet: the gateways wait for the Configurations.
-    assert local.kinds() == {"Configuration"} and remote.kinds() == {"Configuration"}
+    # The server is made at once (its Pod starting is the longest wait); the client waits for the Configurations.
+    assert local.kinds() == {"Configuration", "WgGatewayClientTemplate"}
+    assert remote.kinds() == {"Configuration", "GatewayServer", "WgGatewayServerTemplate"}
 
 
 def test_networking_waits_for_each_side_and_for_the_current_generation() -> None:
-    p = make_run()
+    p = make_run(make_spec(skipValidation=True))
     local, remote = fakes(p)
     networking.reconcile(p)
 
@@ -196,7 +198,7 @@ def test_networking_waits_for_each_side_and_for_the_current_generation() -> None
     conf["status"]["conditions"][0]["status"] = "False"
     conf["status"]["conditions"][0]["observedGeneration"] = 1
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConfiguration")
-    assert remote.kinds() == {"Configuration"}
+    assert remote.kinds() == {"Configuration", "GatewayServer"} and local.kinds() == {"Configuration"}
 
 
 def test_networking_accepts_liqo_v1_1_configuration_status() -> None:
@@ -234,9 +236,6 @@ def test_networking_changed_cidrs_bump_the_generation_and_wait_again() -> None:
 def test_networking_missing_templates_raise_liqo_not_ready_unless_validation_is_skipped() -> None:
     p = make_run()
     local, remote = fakes(p)
-    networking.reconcile(p)
-    accept_configuration(local, "provider-id", C_NS)
-    accept_configuration(remote, "consumer-id", P_NS)
 
     with pytest.raises(LiqoNotReady, match=r"WgGatewayServerTemplate liqo/wireguard-server .* provider") as err:
         networking.reconcile(p)
@@ -246,7 +245,11 @@ def test_networking_missing_templates_raise_liqo_not_ready_unless_validation_is_
         networking.reconcile(p)
     assert r.GATEWAY_SERVER.kind not in remote.kinds()
 
+    assert local.kinds() == {"Configuration"}  # the Configurations come first, as a first pass makes them
     p.spec = make_spec(skipValidation=True)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConfiguration")
+    accept_configuration(local, "provider-id", C_NS)
+    accept_configuration(remote, "consumer-id", P_NS)
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
     # Once both gateways exist, the templates are no longer checked (liqoctl peer checks them once, before
     # making them): the client's is still missing, and no pass says so.
@@ -441,11 +444,8 @@ def test_networking_waiting_for_the_tunnel_reads_the_keys_once_per_gateway() -> 
 
 def test_networking_with_the_server_on_the_consumer_checks_the_templates_on_their_clusters() -> None:
     p = make_run(make_spec(networking={"gatewayServer": {"location": "Consumer"}}))
-    local, remote = fakes(p)
+    local, _ = fakes(p)
     install_templates(p)  # the server template on the provider, the client's on the consumer: not where needed
-    networking.reconcile(p)
-    accept_configuration(local, "provider-id", C_NS)
-    accept_configuration(remote, "consumer-id", P_NS)
     with pytest.raises(LiqoNotReady, match="WgGatewayServerTemplate liqo/wireguard-server is missing on the consumer"):
         networking.reconcile(p)
     local.put(r.WG_SERVER_TEMPLATE, naming.SERVER_TEMPLATE, "liqo")

@@ -70,12 +70,6 @@ def reconcile(p: PeeringRun) -> StageResult:
         for c, conf, info in ((p.consumer, consumer_conf, ctx.consumer), (p.provider, provider_conf, ctx.provider))
         if not networking.configuration_ready(conf, info.liqo_version)
     ]
-    if pending:
-        return StageResult.waiting(
-            STAGE,
-            "WaitingForConfiguration",
-            f"waiting for Liqo to accept the network Configuration on the {' and '.join(pending)}",
-        )
     where = networking.gateways(ctx, spec.gateway_server.location)
     serving, dialing = _client(p, where.server_side), _client(p, where.client_side)
     validate = not p.spec.skip_validation
@@ -91,6 +85,15 @@ def reconcile(p: PeeringRun) -> StageResult:
         dialing.delete(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
     server = serving.ensure(r.GATEWAY_SERVER, want_server)
+    # The server is made beside the Configurations, not after Liqo accepts them (liqoctl's order): Liqo makes
+    # its gateway from the template alone, and its Pod starting is the longest wait of the stage. The client
+    # still waits for both, as liqoctl's does.
+    if pending:
+        return StageResult.waiting(
+            STAGE,
+            "WaitingForConfiguration",
+            f"waiting for Liqo to accept the network Configuration on the {' and '.join(pending)}",
+        )
     endpoint = networking.server_endpoint(server)
     client = dialing.get(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
     # A server that withdrew its address keeps its client: Liqo withdraws it while the gateway's node is not
