@@ -33,6 +33,7 @@ from liqo_peering.engine.passmarkers import FIRST_BACKOFF, MAX_BACKOFF, PassMark
 from liqo_peering.engine.peeringset import SetService
 from liqo_peering.engine.reconcile import Reconciler
 from liqo_peering.engine.runner import MAX_CALLS, ObjectKey, Runner, Wakeups
+from liqo_peering.engine.statuswriter import STATUS_DUE
 from liqo_peering.engine.sweep import ProtectionSweep
 from liqo_peering.engine.unpeering import Unpeerer
 from liqo_peering.engine.watches import WatchHub, consumer_scopes
@@ -337,10 +338,14 @@ def run(args: argparse.Namespace) -> None:
             versions=VersionCache(),
             informers=informers,
             superseded=lambda namespace, name: wakeups.due(ObjectKey(r.LIQOPEERING.kind, namespace, name)),
+            hold=lambda namespace, name, delay: wakeups.later(
+                ObjectKey(r.LIQOPEERING.kind, namespace, name), STATUS_DUE, delay
+            ),
         ),
         Unpeerer(local, events, metrics, policy, remotes=remotes, calls=calls, remote_ids=remote_ids),
         args.resync_interval,
         namespaced_tenant_reads=tenant_access is not None,
+        hub=hub,
     )
     kinds = (peerings, PeeringSets(SetService(local, events, metrics=metrics), args.resync_interval))
     markers = PassMarkers(args.pass_markers_dir, on_aside=metrics.set_put_aside, first_backoff=args.put_aside_backoff)

@@ -16,6 +16,7 @@ from liqo_peering.engine.kinds import Peerings
 from liqo_peering.engine.reconcile import Outcome, Reconciler
 from liqo_peering.engine.runner import ObjectKey, Runner, TeardownOutcome
 from liqo_peering.engine.stagerunner import run_stages
+from liqo_peering.engine.statuswriter import STATUS_DUE
 from liqo_peering.engine.unpeering import Teardown, Unpeerer
 from liqo_peering.engine.wakeups import Wakeups
 from liqo_peering.engine.watches import (
@@ -52,7 +53,7 @@ class Service:
         self.released: list[tuple[str, str]] = []
         self.mirror_result: Outcome | None = None
 
-    def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+    def reconcile(self, namespace: str, name: str, known: Outcome | None = None, routed: Any = None) -> Outcome:
         self.calls.append(f"reconcile {name}" + (" reusing" if known is not None else ""))
         return Outcome(secret=(namespace, "kubeconfig"))
 
@@ -96,7 +97,7 @@ def test_teardown_waits_for_the_running_reconcile_of_the_same_peering() -> None:
     order: list[str] = []
     reconciling, release = threading.Event(), threading.Event()
 
-    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None, routed: Any = None) -> Outcome:
         reconciling.set()
         release.wait(10)
         order.append("reconcile applied")
@@ -121,7 +122,7 @@ def test_other_peerings_are_not_blocked() -> None:
     run, svc, _ = runner()
     reconciling, release = threading.Event(), threading.Event()
 
-    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+    def slow_reconcile(namespace: str, name: str, known: Outcome | None = None, routed: Any = None) -> Outcome:
         reconciling.set()
         release.wait(10)
         return Outcome()
@@ -148,6 +149,10 @@ def test_the_foreign_cluster_fast_path_uses_the_last_outcome_and_falls_back() ->
     svc.mirror_result = Outcome(secret=("ns", "kubeconfig"))
     run.one_pass(KEY, FOREIGN_CLUSTER_ONLY)
     assert svc.calls[3:] == ["mirror p"]
+    # A held status due (statuswriter.py), alone or with the ForeignCluster: the same fast path writes it.
+    run.one_pass(KEY, frozenset({STATUS_DUE}))
+    run.one_pass(KEY, FOREIGN_CLUSTER_ONLY | {STATUS_DUE})
+    assert svc.calls[4:] == ["mirror p", "mirror p"]
 
 
 def test_a_pass_woken_by_liqos_objects_only_reuses_the_last_discovery() -> None:
@@ -181,9 +186,26 @@ def test_each_pass_gives_the_hub_its_routes_and_teardown_forgets_everything() ->
     assert peerings(run)._last == {} and run._locks == {}
 
 
+def test_a_pass_gives_the_hub_its_routes_before_its_stages_write() -> None:
+    svc, hub = Service(), Hub()
+    kind = Peerings(cast(Reconciler, svc), cast(Unpeerer, svc), 60.0, hub=cast(WatchHub, hub))
+    run = Runner([kind], cast(WatchHub, hub), Wakeups())
+    routed_mid_pass: list[Any] = []
+
+    def reconcile(namespace: str, name: str, known: Outcome | None = None, routed: Any = None) -> Outcome:
+        outcome = Outcome(secret=(namespace, "kubeconfig"))
+        routed(outcome)  # where the reconciler calls it: its context known, nothing written yet
+        routed_mid_pass.extend(hub.routes.get(KEY, []))
+        return outcome
+
+    svc.reconcile = reconcile  # type: ignore[method-assign]
+    run.one_pass(KEY)
+    assert routed_mid_pass and routed_mid_pass == hub.routes[KEY]  # the runner's after the pass: the same
+
+
 def test_a_gone_peering_gets_no_routes() -> None:
     run, svc, hub = runner()
-    svc.reconcile = lambda namespace, name, known=None: Outcome(gone=True)  # type: ignore[method-assign]
+    svc.reconcile = lambda namespace, name, known=None, routed=None: Outcome(gone=True)  # type: ignore[method-assign]
     assert run.one_pass(KEY).gone and hub.routes == {}
 
 
@@ -201,7 +223,7 @@ def test_a_provider_back_up_starts_the_backoff_over() -> None:
     answers 429 while its caches fill) is retried after the shortest delay, not the longest the outage built.
     Any other wake keeps the backoff."""
     run, svc, _ = runner()
-    svc.reconcile = lambda namespace, name, known=None: Outcome(requeue_after=5.0, transient_error=True)  # type: ignore[method-assign]
+    svc.reconcile = lambda namespace, name, known=None, routed=None: Outcome(requeue_after=5.0, transient_error=True)  # type: ignore[method-assign]
     waits: list[float] = []
 
     async def scenario() -> None:
@@ -414,3 +436,14 @@ def test_an_unpeering_with_nothing_to_watch_passes_again_after_a_short_poll() ->
     run, svc, hub = unpeering_runner([["Tenant t/c"], ["Tenant t/c"], []], watched=False)
     assert asyncio.run(asyncio.wait_for(run.unpeer(KEY, BODY), 30)).remaining == ()
     assert svc.calls == ["teardown"] * 3 and not hub.routes.get(KEY)
+
+
+def test_a_wake_up_asked_for_later_from_a_pass_thread_comes_by_the_event_loop() -> None:
+    async def main() -> frozenset[str]:
+        wakeups = Wakeups()
+        trigger = wakeups.open(KEY)
+        await asyncio.to_thread(wakeups.later, KEY, STATUS_DUE, 0.05)
+        await asyncio.wait_for(trigger.wait(), 10)
+        return wakeups.take(KEY)
+
+    assert asyncio.run(main()) == {STATUS_DUE}

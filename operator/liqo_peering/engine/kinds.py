@@ -10,15 +10,18 @@ forgotten, the Unpeered Event). LiqoPeeringSets keep nothing.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from liqo_peering.engine.peeringset import SetOutcome, SetService
 from liqo_peering.engine.reconcile import Outcome, Reconciler
 from liqo_peering.engine.runner import ObjectKey
+from liqo_peering.engine.statuswriter import STATUS_DUE
 from liqo_peering.engine.unpeering import Teardown, Unpeerer
 from liqo_peering.engine.watches import (
     HEALTH_CHANGED,
     Route,
+    WatchHub,
     peering_routes,
     set_routes,
 )
@@ -31,9 +34,9 @@ FOREIGN_CLUSTER = "ForeignCluster"  # what the watch hub says when Liqo's Foreig
 
 class Peerings:
     kind = r.LIQOPEERING.kind
-    # Liqo updates several objects at once: one pass for those. At 10 ms, the extra passes cost more
-    # requests than liqoctl makes on the consumer while establishing, and the virtual node came later.
-    debounce = 0.05
+    # Liqo updates several objects at once: one pass for those. Short, as a pass woken again while it runs
+    # leaves its status to the next one (statuswriter.py): extra passes read informers, and write little.
+    debounce = 0.02
 
     def __init__(
         self,
@@ -41,8 +44,12 @@ class Peerings:
         unpeerer: Unpeerer,
         resync_interval: float,
         namespaced_tenant_reads: bool = False,
+        hub: WatchHub | None = None,
     ) -> None:
+        """``hub``: told a pass's routes as soon as its context is known (the runner tells it again after the
+        pass)."""
         self.reconciler = reconciler
+        self.hub = hub
         self.unpeerer = unpeerer
         self.resync_interval = resync_interval
         self.namespaced_tenant_reads = namespaced_tenant_reads
@@ -50,29 +57,36 @@ class Peerings:
         self._last: dict[ObjectKey, Outcome] = {}
 
     def reconcile(self, key: ObjectKey, woken_by: frozenset[str]) -> Outcome:
-        """The ForeignCluster fast path when only it changed, else a reconcile; one woken by Liqo's objects
-        only reuses the last pass's discovery. A timer (resync, timeout) or a spec change discovers again; a
-        relist alone does not. Woken by the kubeconfig Secret or Liqo's cluster-ID ConfigMaps, the
-        reconciler reuses the discovery only if the kubeconfig is the one it was made with (the same
-        provider client) and both ConfigMaps are as it read them: the operator's own finalizer on the Secret,
-        or an informer's first list of what the pass just read, changes nothing that discovery found."""
+        """The ForeignCluster fast path when only it changed or a held status is due, else a reconcile; one
+        woken by Liqo's objects only reuses the last pass's discovery. A timer (resync, timeout) or a spec
+        change discovers again; a relist alone does not. Woken by the kubeconfig Secret or Liqo's cluster-ID
+        ConfigMaps, the reconciler reuses the discovery only if the kubeconfig is the one it was made with
+        (the same provider client) and both ConfigMaps are as it read them: the operator's own finalizer on
+        the Secret, or an informer's first list of what the pass just read, changes nothing that discovery
+        found."""
         with self._guard:
             last = self._last.get(key)
         if last is not None and last.error is not None and last.error.reason == InternalError.reason:
             last = None  # a failed pass leaves nothing to build on: no fast path, no reused discovery
         outcome = None
-        if last is not None and woken_by == {FOREIGN_CLUSTER}:
+        if last is not None and woken_by and woken_by <= {FOREIGN_CLUSTER, STATUS_DUE}:
             outcome = self.reconciler.refresh_mirror(key.namespace, key.name, last)
         if outcome is None:
             rediscover = {"spec"}  # what a pass must discover again after
             full = not woken_by or bool(woken_by & rediscover) or last is None or last.transient_error
-            outcome = self.reconciler.reconcile(key.namespace, key.name, None if full else last)
+            outcome = self.reconciler.reconcile(key.namespace, key.name, None if full else last, self._routed(key))
         with self._guard:
             if outcome.gone:
                 self._last.pop(key, None)
             else:
                 self._last[key] = outcome
         return outcome
+
+    def _routed(self, key: ObjectKey) -> Callable[[Outcome], None] | None:
+        hub = self.hub
+        if hub is None:
+            return None
+        return lambda outcome: hub.set_routes(key, self.routes(key, outcome))
 
     def report(self, key: ObjectKey, error: PeeringError) -> Outcome:
         with self._guard:

@@ -100,11 +100,13 @@ class Reconciler:
         informers: SharedInformers | None = None,
         superseded: Callable[[str, str], bool] | None = None,
         restart_liqo: bool = False,
+        hold: Callable[[str, str, float], None] | None = None,
     ) -> None:
         """``calls``: the pool of sub-calls the stages run side by side in (None: one after another).
         ``remote_ids``: shared with the log setup (cli.py), whose kopf lines name a peering's remote cluster ID;
         ``informers``: the shared informers, the cluster-wide one of LiqoPeerings among them (the duplicate
-        check); ``superseded``: whether a peering's next pass is due already (statuswriter.py)."""
+        check); ``superseded``: whether a peering's next pass is due already, ``hold``: wake one later to write
+        the status it holds (statuswriter.py)."""
         self.local = local
         self.restart_liqo = restart_liqo
         self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
@@ -117,7 +119,7 @@ class Reconciler:
         self.now = now
         self.remotes = remotes if remotes is not None else RemoteClients()
         self.calls = calls
-        self.status = StatusWriter(local, events, metrics, now, superseded)
+        self.status = StatusWriter(local, events, metrics, now, superseded, hold)
 
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> tuple[ClusterClient, RemoteKubeconfig]:
         """The provider client discovery and the duplicate check use, and its kubeconfig: nothing is minted yet."""
@@ -151,16 +153,29 @@ class Reconciler:
         self.remote_ids.forget(namespace, name)
         self.status.forget(namespace, name)
 
-    def reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+    def reconcile(
+        self,
+        namespace: str,
+        name: str,
+        known: Outcome | None = None,
+        routed: Callable[[Outcome], None] | None = None,
+    ) -> Outcome:
         with self.remote_ids.peering_pass(namespace, name):
-            return self._reconcile(namespace, name, known)
+            return self._reconcile(namespace, name, known, routed)
 
-    def _reconcile(self, namespace: str, name: str, known: Outcome | None = None) -> Outcome:
+    def _reconcile(
+        self,
+        namespace: str,
+        name: str,
+        known: Outcome | None = None,
+        routed: Callable[[Outcome], None] | None = None,
+    ) -> Outcome:
         """One pass. ``known``: the last pass, when it succeeded and nothing but Liqo's objects changed since;
         its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
         none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
         change, error and resync, and a changed kubeconfig makes another provider client, which it is not
-        reused with)."""
+        reused with). ``routed``: told what the pass will watch once its context is known, before the
+        stages write."""
         # A full pass reads its own object from the API server: woken by a spec change (kopf's event), the
         # shared informer's cache may not hold that change yet, and nothing would wake the pass again.
         read = self.local.get if known is not None else self.local.read
@@ -225,6 +240,11 @@ class Reconciler:
             removing = not spec.bidirectional and status_compute.has_reverse(status)
             outcome.memo = known.memo if reused is not None and known is not None else PassMemo()
             run = PeeringRun(spec, self.local, remote, ctx, memo=outcome.memo, restart_liqo=self.restart_liqo)
+            outcome.reverse = spec.bidirectional or removing
+            if routed is not None:
+                # The informers of what the stages make start before they make it: Liqo answers a first pass's
+                # writes (the nonce, the Configurations) within a few hundred ms, before that pass ends.
+                routed(outcome)
             stages = run_stages(run, self.calls, removing)
             shown = detail.observe(run, reverse.run_of(run) if spec.bidirectional else None)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))

@@ -1,14 +1,17 @@
 """The one writer of a LiqoPeering's status: what a reconcile pass observed, and why an unpeering does not
 finish; the Events of its transitions and the metrics follow each write.
 
-A pass whose peering was woken again while it ran (``superseded``) leaves a change that moves no condition to
-the next pass, which follows at once and writes what it sees then: while Liqo builds a peering, its objects
-change faster than a status is worth writing. No transition waits (a condition's status or reason, the
-observed generation, an Event), nor more than MAX_DEFERRED changes in a row."""
+While Liqo builds a peering its objects change faster than a status is worth writing, and each write is a
+request on the consumer. So a stage's progress waits, its Normal Event with it (the pass that writes computes
+it again from the status written last): for the next pass when one is due already (woken while this one
+ran; at most MAX_DEFERRED in a row), else until INTERVAL seconds after the last write, when the runner
+wakes the peering to write it (``hold``). What a user or a GitOps tool acts on never waits: the observed
+generation, peerStatus, the Ready and Stalled conditions' status, a Warning."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -25,6 +28,9 @@ from liqo_peering.status import compute as status_compute
 log = structlog.get_logger("liqo_peering")
 
 MAX_DEFERRED = 3
+INTERVAL = 0.5  # seconds between a peering's status writes while only its stages' progress changes
+KSTATUS = ("Ready", "Stalled")
+STATUS_DUE = "status"  # what wakes a peering whose held status is due (``hold``)
 
 
 class StatusWriter:
@@ -35,14 +41,22 @@ class StatusWriter:
         metrics: Metrics,
         now: Callable[[], datetime],
         superseded: Callable[[str, str], bool] | None = None,
+        hold: Callable[[str, str, float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``superseded(namespace, name)``: whether another pass of the peering is due already."""
+        """``superseded(namespace, name)``: whether another pass of the peering is due already;
+        ``hold(namespace, name, seconds)``: have a pass of the peering wake in that many seconds (None: no
+        change waits for time)."""
         self.local = local
         self.events = events
         self.metrics = metrics
         self.now = now
         self.superseded = superseded
+        self.hold = hold
+        self.clock = clock
         self._deferred: dict[tuple[str, str], int] = {}  # changes left to the next pass, in a row
+        self._written: dict[tuple[str, str], float] = {}  # the last write (clock)
+        self._due: dict[tuple[str, str], float] = {}  # a held change's wake-up (clock)
         self._lock = threading.Lock()
 
     def write(self, body: dict[str, Any], old: dict[str, Any], obs: status_compute.Observation) -> dict[str, Any]:
@@ -51,14 +65,18 @@ class StatusWriter:
         meta = body["metadata"]
         key = (meta["namespace"], meta["name"])
         changed = any(old.get(k) != v for k, v in new.items())
-        if changed and not events and self._defer(key, old, new):
-            return new  # the next pass writes what it sees, transitions and Events included
+        may_wait = _acted_on(old) == _acted_on(new) and not any(e.type == "Warning" for e in events)
+        if changed and may_wait and (self._defer(key) or self._held(key)):
+            return new  # a later pass writes what it sees, transitions and Events included
         if changed:
             self.local.merge_patch(
                 r.LIQOPEERING, meta["name"], meta["namespace"], {"status": new}, subresource="status"
             )
         with self._lock:
             self._deferred.pop(key, None)
+            self._due.pop(key, None)
+            if changed:
+                self._written[key] = self.clock()
         for event in events:
             self.events.emit(body, event.type, event.reason, event.message)
             level = log.warning if event.type == "Warning" else log.info
@@ -66,8 +84,23 @@ class StatusWriter:
         self.metrics.observe(body, old, new)
         return new
 
-    def _defer(self, key: tuple[str, str], old: dict[str, Any], new: dict[str, Any]) -> bool:
-        if self.superseded is None or not _same_conditions(old, new) or not self.superseded(*key):
+    def _held(self, key: tuple[str, str]) -> bool:
+        """Whether the change waits for INTERVAL after the last write; its wake-up asked for once."""
+        if self.hold is None:
+            return False
+        now = self.clock()
+        with self._lock:
+            last, due = self._written.get(key), self._due.get(key)
+            if last is None or now >= last + INTERVAL or (due is not None and now >= due):
+                return False
+            if due is not None:
+                return True  # its wake-up is asked for already
+            self._due[key] = due = last + INTERVAL
+        self.hold(*key, due - now)
+        return True
+
+    def _defer(self, key: tuple[str, str]) -> bool:
+        if self.superseded is None or not self.superseded(*key):
             return False
         with self._lock:
             count = self._deferred.get(key, 0)
@@ -78,7 +111,8 @@ class StatusWriter:
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
-            self._deferred.pop((namespace, name), None)
+            for kept in (self._deferred, self._written, self._due):
+                kept.pop((namespace, name), None)
 
     def blocked(self, body: dict[str, Any], reason: str, message: str) -> None:
         """Say why deletion is not finishing (e.g. the provider is unreachable)."""
@@ -90,13 +124,9 @@ class StatusWriter:
         self.metrics.track(meta, {**(body.get("status") or {}), **patch})
 
 
-def _same_conditions(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """The same observed generation, and every condition with the same status and reason: messages and the
-    other fields may differ."""
-
-    def shape(status: dict[str, Any]) -> tuple[str, list[tuple[str, str, str]]]:
-        conditions = status.get("conditions") or []
-        kept = sorted((str(c.get("type")), str(c.get("status")), str(c.get("reason"))) for c in conditions)
-        return str(status.get("observedGeneration")), kept
-
-    return shape(old) == shape(new)
+def _acted_on(status: dict[str, Any]) -> tuple[str, str, list[tuple[str, str]]]:
+    """What a user or a GitOps tool acts on: the observed generation, peerStatus, and whether the peering is
+    Ready or Stalled (kstatus)."""
+    conditions = status.get("conditions") or []
+    kept = sorted((str(c.get("type")), str(c.get("status"))) for c in conditions if c.get("type") in KSTATUS)
+    return str(status.get("observedGeneration")), str(status.get("peerStatus")), kept

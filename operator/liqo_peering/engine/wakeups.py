@@ -21,6 +21,12 @@ class Wakeups:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.wake, key, cause)
 
+    def later(self, key: Hashable, cause: str, delay: float) -> None:
+        """From any thread: wake the object in ``delay`` seconds, by a timer of the event loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(loop.call_later, delay, self.wake, key, cause)
+
     def wake(self, key: Hashable, cause: str) -> None:
         """On the event loop: wake the object's loop, if it runs."""
         trigger = self._triggers.get(key)
