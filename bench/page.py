@@ -115,9 +115,13 @@ NOTES = """## Reading the numbers
   ForeignCluster's networking is established (`checkNetworkStatus`,
   `pkg/virtualKubelet/liqoNodeProvider/utils.go`), and there that takes real gateway Pods and a WireGuard
   handshake, the same for both contenders. The operator runs networking and authentication at once, so
-  its M1 comes before the network is up; liqoctl runs them one after the other. The end of that path is
-  Liqo's for either contender: the gateway client's Pod makes its `Connection` once it is ready, and
-  Liqo's connection check marks it `Connected` a ping interval later (`--ping-interval`, 2 s by default).
+  its M1 comes before the network is up; liqoctl runs them one after the other. It makes the gateway
+  server with the Configurations (liqoctl waits for Liqo to accept them), the client once the server
+  publishes its address, and the PublicKeys once the client is ready. The rest of that path is Liqo's for
+  either contender: the server's Pod starting before the client can be made (the client dials the address
+  of the server Pod's node), then the client's Pod, which makes its `Connection` once it is ready; Liqo's
+  connection check marks it `Connected` a ping interval after the keys (`--ping-interval`, 2 s by default).
+  The timelines in `performance.json` show each of these steps per run.
 - **Deletion.** liqoctl's `unpeer` deletes and returns, and leaves the PublicKeys and nonce Secrets. The
   operator deletes in the same order, waits for each object to be gone, and removes those too. It deletes
   the Identity and the Tenant in the foreground, so they go only after what they own; `liqoctl unpeer`
