@@ -10,11 +10,10 @@ forgotten, the Unpeered Event). LiqoPeeringSets keep nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from liqo_peering.engine.peeringset import SetOutcome, SetService
-from liqo_peering.engine.reconcile import Outcome, Reconciler
+from liqo_peering.engine.reconcile import Outcome, Reconciler, Routed
 from liqo_peering.engine.runner import ObjectKey
 from liqo_peering.engine.statuswriter import STATUS_DUE
 from liqo_peering.engine.unpeering import Teardown, Unpeerer
@@ -82,7 +81,7 @@ class Peerings:
                 self._last[key] = outcome
         return outcome
 
-    def _routed(self, key: ObjectKey) -> Callable[[Outcome], None] | None:
+    def _routed(self, key: ObjectKey) -> Routed | None:
         hub = self.hub
         if hub is None:
             return None

@@ -83,6 +83,9 @@ class Outcome:
     memo: PassMemo = field(default_factory=PassMemo)  # reused with the discovery (``ctx``)
 
 
+Routed = Callable[[Outcome], None]  # told a pass's routes once its context is known (Peerings._routed)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -154,22 +157,12 @@ class Reconciler:
         self.status.forget(namespace, name)
 
     def reconcile(
-        self,
-        namespace: str,
-        name: str,
-        known: Outcome | None = None,
-        routed: Callable[[Outcome], None] | None = None,
+        self, namespace: str, name: str, known: Outcome | None = None, routed: Routed | None = None
     ) -> Outcome:
         with self.remote_ids.peering_pass(namespace, name):
             return self._reconcile(namespace, name, known, routed)
 
-    def _reconcile(
-        self,
-        namespace: str,
-        name: str,
-        known: Outcome | None = None,
-        routed: Callable[[Outcome], None] | None = None,
-    ) -> Outcome:
+    def _reconcile(self, namespace: str, name: str, known: Outcome | None, routed: Routed | None) -> Outcome:
         """One pass. ``known``: the last pass, when it succeeded and nothing but Liqo's objects changed since;
         its discovery (cluster IDs, CIDRs, tenant namespaces, the duplicate check) is then reused, as
         none of it changes while the spec and the kubeconfig stay (the runner drops it on every spec
