@@ -88,11 +88,15 @@ def test_no_pass_due_or_what_users_act_on_is_written_at_once(monkeypatch: pytest
     computing(monkeypatch, {**status("False", "start"), "observedGeneration": 2})  # a new generation seen
     write.write(BODY, old, OBS)
     assert len(local.writes) == 4
+    failing = {**status("False", "start"), "peerStatus": "error"}
+    computing(monkeypatch, {**failing, "conditions": status("False", "another error's message")["conditions"]})
+    write.write(BODY, failing, OBS)  # an error's message: at once, though its reason stays
+    assert len(local.writes) == 5
     stalled = status("False", "start")
     stalled["conditions"].append({"type": "Stalled", "status": "True", "reason": "Timeout", "message": "late"})
     computing(monkeypatch, stalled)  # Stalled
     write.write(BODY, old, OBS)
-    assert len(local.writes) == 5
+    assert len(local.writes) == 6
 
 
 def test_progress_within_the_interval_after_a_write_is_held_and_its_wake_up_asked_once(

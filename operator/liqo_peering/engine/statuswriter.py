@@ -6,7 +6,8 @@ request on the consumer. So a stage's progress waits, its Normal Event with it (
 it again from the status written last): for the next pass when one is due already (woken while this one
 ran; at most MAX_DEFERRED in a row), else until INTERVAL seconds after the last write, when the runner
 wakes the peering to write it (``hold``). What a user or a GitOps tool acts on never waits: the observed
-generation, peerStatus, the Ready and Stalled conditions' status, a Warning."""
+generation, peerStatus, the Ready and Stalled conditions' status, a Warning, and anything while the peering
+is not establishing or a pass reports an error (its message says what to do)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,12 @@ class StatusWriter:
         meta = body["metadata"]
         key = (meta["namespace"], meta["name"])
         changed = any(old.get(k) != v for k, v in new.items())
-        may_wait = _acted_on(old) == _acted_on(new) and not any(e.type == "Warning" for e in events)
+        may_wait = (
+            new.get("peerStatus") == "establishing"
+            and obs.error_reason is None
+            and _acted_on(old) == _acted_on(new)
+            and not any(e.type == "Warning" for e in events)
+        )
         if changed and may_wait and (self._defer(key) or self._held(key)):
             return new  # a later pass writes what it sees, transitions and Events included
         if changed:
