@@ -323,6 +323,10 @@ def run(args: argparse.Namespace) -> None:
     # those the duplicate check reads (cluster-wide in any case: a duplicate may be in any namespace).
     informers = SharedInformers()
     informers.of(local, Scope(r.LIQOPEERING)).start()
+
+    def peering(namespace: str, name: str) -> ObjectKey:
+        return ObjectKey(r.LIQOPEERING.kind, namespace, name)
+
     peerings = Peerings(
         Reconciler(
             local,
@@ -337,10 +341,8 @@ def run(args: argparse.Namespace) -> None:
             remote_ids=remote_ids,
             versions=VersionCache(),
             informers=informers,
-            superseded=lambda namespace, name: wakeups.due(ObjectKey(r.LIQOPEERING.kind, namespace, name)),
-            hold=lambda namespace, name, delay: wakeups.later(
-                ObjectKey(r.LIQOPEERING.kind, namespace, name), STATUS_DUE, delay
-            ),
+            superseded=lambda namespace, name: wakeups.due(peering(namespace, name)),
+            hold=lambda namespace, name, delay: wakeups.later(peering(namespace, name), STATUS_DUE, delay),
         ),
         Unpeerer(local, events, metrics, policy, remotes=remotes, calls=calls, remote_ids=remote_ids),
         args.resync_interval,

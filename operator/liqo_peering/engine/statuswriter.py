@@ -57,7 +57,7 @@ class StatusWriter:
         self.clock = clock
         self._deferred: dict[tuple[str, str], int] = {}  # changes left to the next pass, in a row
         self._written: dict[tuple[str, str], float] = {}  # the last write (clock)
-        self._due: dict[tuple[str, str], float] = {}  # a held change's wake-up (clock)
+        self._asked: set[tuple[str, str]] = set()  # a held change's wake-up is asked for
         self._lock = threading.Lock()
 
     def write(self, body: dict[str, Any], old: dict[str, Any], obs: status_compute.Observation) -> dict[str, Any]:
@@ -80,7 +80,7 @@ class StatusWriter:
             )
         with self._lock:
             self._deferred.pop(key, None)
-            self._due.pop(key, None)
+            self._asked.discard(key)
             if changed:
                 self._written[key] = self.clock()
         for event in events:
@@ -96,13 +96,13 @@ class StatusWriter:
             return False
         now = self.clock()
         with self._lock:
-            last, due = self._written.get(key), self._due.get(key)
-            if last is None or now >= last + INTERVAL or (due is not None and now >= due):
+            last = self._written.get(key)
+            if last is None or now >= last + INTERVAL:
                 return False
-            if due is not None:
-                return True  # its wake-up is asked for already
-            self._due[key] = due = last + INTERVAL
-        self.hold(*key, due - now)
+            if key in self._asked:
+                return True
+            self._asked.add(key)
+        self.hold(*key, last + INTERVAL - now)
         return True
 
     def _defer(self, key: tuple[str, str]) -> bool:
@@ -117,8 +117,9 @@ class StatusWriter:
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
-            for kept in (self._deferred, self._written, self._due):
+            for kept in (self._deferred, self._written):
                 kept.pop((namespace, name), None)
+            self._asked.discard((namespace, name))
 
     def blocked(self, body: dict[str, Any], reason: str, message: str) -> None:
         """Say why deletion is not finishing (e.g. the provider is unreachable)."""
