@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -10,9 +11,10 @@ import pytest
 from liqo_peering.engine import teardown
 from liqo_peering.errors import ClusterUnreachable
 from liqo_peering.health import TrackedPool
-from liqo_peering.liqo import naming
+from liqo_peering.liqo import certificates, naming, offloading
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from liqo_peering.status.conditions import format_time
 from unit.fakes import FakeClusterClient
 
 CONSUMER = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16")
@@ -625,3 +627,41 @@ def test_a_slow_read_in_a_phase_holds_up_no_other_object_of_it() -> None:
     remote.delete = delete  # type: ignore[method-assign]
     assert teardown.run(local, remote, CTX, bidirectional=False, local_only=False, in_band=False) == []
     assert ("tenants", P_NS, "consumer-id") in remote.deleted
+
+
+def _virtual_kubelet(local: FakeClusterClient, name: str, ready: bool, terminating: bool = False) -> None:
+    labels = dict(kv.split("=") for kv in offloading.virtual_kubelet_selector("provider-id", "provider-id").split(","))
+    meta: dict[str, Any] = {"name": name, "namespace": C_NS, "labels": labels}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    local.add(r.POD, {"metadata": meta, "status": status})
+
+
+@pytest.mark.parametrize("restarted_ago", [5.0, certificates.RESTART_GRACE_SECONDS + 5])
+def test_a_slice_whose_virtual_kubelet_restarts_for_a_renewal_goes_once_it_runs(restarted_ago: float) -> None:
+    """Liqo before v1.2 reads a renewed certificate only when its virtual kubelet starts: the operator restarts
+    it. Deleting the slice meanwhile deletes the kubeconfig Secret it starts from, and the virtual node could
+    never drain. Only within the restart's grace: one that never comes back holds nothing up for good."""
+    local, remote = FakeClusterClient("consumer"), FakeClusterClient("provider")
+    populate(local, remote)
+    when = format_time(datetime.now(UTC) - timedelta(seconds=restarted_ago))
+    local.obj(r.RESOURCE_SLICE, "provider-id", C_NS)["metadata"]["annotations"] = {
+        certificates.RESTARTED_ANNOTATION: when
+    }
+    _virtual_kubelet(local, "vk-old", ready=True, terminating=True)
+    _virtual_kubelet(local, "vk-new", ready=False)
+
+    left = teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    if restarted_ago > certificates.RESTART_GRACE_SECONDS:
+        assert ("resourceslices", C_NS, "provider-id") in local.deleted
+        return
+    assert left == [
+        f"ResourceSlice {C_NS}/provider-id on the consumer (its virtual kubelet restarts to read a renewed"
+        " certificate: the slice goes once it runs)"
+    ]
+    assert local.deleted == [] and remote.deleted == []
+
+    local.obj(r.POD, "vk-new", C_NS)["status"]["conditions"][0]["status"] = "True"
+    teardown.run(local, remote, CTX, bidirectional=False, local_only=False)
+    assert local.deleted[0] == ("resourceslices", C_NS, "provider-id")

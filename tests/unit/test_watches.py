@@ -15,6 +15,7 @@ from liqo_peering.clients import informer as informer_module
 from liqo_peering.clients.cluster import ClusterClient, selector_matches, selector_within
 from liqo_peering.clients.informer import Scope
 from liqo_peering.engine.watches import (
+    VK_PODS,
     Route,
     WatchHub,
     consumer_scopes,
@@ -495,6 +496,22 @@ def test_the_gateways_watched_are_where_the_location_puts_them(location: str) ->
         there = {"metadata": {"name": "consumer-id", "namespace": p_ns}}
         assert any(x.client is local and x.scope.res == on_consumer and x.matches(here) for x in routes)
         assert any(x.client is remote and x.scope.res == on_provider and x.matches(there) for x in routes)
+
+
+@pytest.mark.parametrize("namespaced", [False, True])
+def test_an_unpeering_is_woken_by_its_virtual_kubelets_pods(namespaced: bool) -> None:
+    """A ResourceSlice whose virtual kubelet restarts for a renewed certificate waits for it (engine/teardown.py):
+    its Pods wake the unpeering, from the informer peerings share (or the tenant namespace's, where the
+    operator reads only there)."""
+    ctx = PeeringContext(
+        "team-a", "p", ClusterInfo("c1", (), ""), ClusterInfo("p1", (), ""), consumer_tenant_ns="liqo-tenant-p1"
+    )
+    local = ListWatch()
+    routes = teardown_routes(local, None, ctx, namespaced_tenant_reads=namespaced)
+    (pods,) = [route for route in routes if route.scope.res == r.POD]
+    assert pods.scope == (Scope(r.POD, "liqo-tenant-p1", VK_PODS.labels) if namespaced else VK_PODS)
+    assert pods.matches({"metadata": {"name": "vk", "namespace": "liqo-tenant-p1"}})
+    assert not pods.matches({"metadata": {"name": "vk", "namespace": "liqo-tenant-other"}})
 
 
 def test_every_informer_on_the_consumer_carries_a_selector() -> None:

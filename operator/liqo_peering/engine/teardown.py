@@ -17,6 +17,7 @@ direction's steps are the same with the clusters swapped (``reverse=True``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -24,7 +25,7 @@ from liqo_peering.clients.cluster import ClusterClient
 from liqo_peering.engine import offloading as offloading_stage
 from liqo_peering.engine.together import together
 from liqo_peering.health import TrackedPool
-from liqo_peering.liqo import naming, offloading, unpeering
+from liqo_peering.liqo import certificates, naming, offloading, unpeering
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import PeeringContext
 
@@ -270,9 +271,26 @@ def _offloading_step(client: ClusterClient, ctx: PeeringContext, res: r.Resource
         obj = client.get(res, name, ns)
         if obj is None:
             continue
+        if res == r.RESOURCE_SLICE and _kubelet_restarting(client, ctx, obj):
+            remaining.append(
+                f"{res.kind} {ns}/{name} on the {client.side} (its virtual kubelet restarts to read a renewed"
+                " certificate: the slice goes once it runs)"
+            )
+            continue
         if (obj if _terminating(obj) else client.delete(res, name, ns)) is not None:
             remaining.append(f"{res.kind} {ns}/{name} on the {client.side}")
     return remaining
+
+
+def _kubelet_restarting(client: ClusterClient, ctx: PeeringContext, slice_: dict[str, Any]) -> bool:
+    """Whether the operator restarted this slice's virtual kubelet for a renewed certificate (engine/renewal.py)
+    and it does not run yet. Deleting the slice deletes the kubeconfig Secret that virtual kubelet starts
+    from: Liqo before v1.2 can then never drain the virtual node. Within the restart's grace only, so a
+    virtual kubelet that never comes back holds no unpeering for good."""
+    if not certificates.restarting(slice_, datetime.now(UTC)):
+        return False
+    selector = offloading.virtual_kubelet_selector(ctx.provider.cluster_id, slice_["metadata"]["name"])
+    return not offloading.kubelet_started(client.find(r.POD, ctx.consumer_tenant_ns, labels=selector))
 
 
 def remove_networking(local: ClusterClient, remote: ClusterClient, ctx: PeeringContext, *, owned_only: bool) -> bool:

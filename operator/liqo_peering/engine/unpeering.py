@@ -69,9 +69,11 @@ class Unpeerer:
         remotes: RemoteClients | None = None,
         calls: TrackedPool | None = None,
         remote_ids: logs.RemoteClusterIds | None = None,
+        namespaced_tenant_reads: bool = False,
     ) -> None:
         """``calls``: the pool of sub-calls a pass's reads run side by side in (None: one after another);
-        ``remote_ids``: shared with the log setup (cli.py), which names a peering's remote cluster ID."""
+        ``remote_ids``: shared with the log setup (cli.py), which names a peering's remote cluster ID;
+        ``namespaced_tenant_reads``: as watches.peering_routes's."""
         self.local = local
         self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
         self.events = events
@@ -79,6 +81,7 @@ class Unpeerer:
         self.policy = policy
         self.remotes = remotes if remotes is not None else RemoteClients()
         self.calls = calls
+        self.namespaced_tenant_reads = namespaced_tenant_reads
         self.status = StatusWriter(local, events, metrics, now)
         self.releases = protection.Releases()
         self._guard = threading.Lock()
@@ -133,7 +136,13 @@ class Unpeerer:
             """What is left, and the objects whose events wake the next pass (the namespaces being deleted)."""
             location = spec.networking.gateway_server.location
             routes = teardown_routes(
-                self.local, remote, ctx, reverse=reverse, namespaces=namespaces, gateway_location=location
+                self.local,
+                remote,
+                ctx,
+                reverse=reverse,
+                namespaces=namespaces,
+                gateway_location=location,
+                namespaced_tenant_reads=self.namespaced_tenant_reads,
             )
             return Teardown(tuple(left), tuple(routes))
 

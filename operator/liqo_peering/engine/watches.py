@@ -121,9 +121,7 @@ def peering_routes(
         Route(local, FOREIGN_CLUSTERS, name=provider),
         Route(local, SIGNED_NONCES, namespace=tenant_ns),
         Route(local, VIRTUAL_NODES, label=(naming.REMOTE_CLUSTER_ID, provider)),
-        Route(
-            local, Scope(r.POD, tenant_ns, VK_PODS.labels) if namespaced_tenant_reads else VK_PODS, namespace=tenant_ns
-        ),
+        vk_pods_route(local, tenant_ns, namespaced_tenant_reads),
     ]
     remote_ns = ctx.provider_tenant_ns
     routes.append(
@@ -158,6 +156,13 @@ FOREIGN_CLUSTERS = Scope(r.FOREIGN_CLUSTER, labels=naming.REMOTE_CLUSTER_ID, who
 SIGNED_NONCES = Scope(r.SECRET, fields=f"metadata.name={naming.SIGNED_NONCE_SECRET}")
 VIRTUAL_NODES = Scope(r.NODE, labels=f"{naming.VIRTUAL_NODE_TYPE}={naming.VIRTUAL_NODE_TYPE_VALUE}", whole=True)
 VK_PODS = Scope(r.POD, labels=f"{naming.VK_COMPONENT}={naming.VK_COMPONENT_VALUE}")
+
+
+def vk_pods_route(local: ClusterClient, tenant_ns: str, namespaced_tenant_reads: bool) -> Route:
+    """The virtual kubelets' Pods of a peering, from the informer every peering shares (one per tenant namespace
+    when the operator may read only there)."""
+    scope = Scope(r.POD, tenant_ns, VK_PODS.labels) if namespaced_tenant_reads else VK_PODS
+    return Route(local, scope, namespace=tenant_ns)
 
 
 def consumer_scopes(namespaced_tenant_reads: bool = False) -> list[Scope]:
@@ -257,6 +262,7 @@ def teardown_routes(
     reverse: bool = False,
     namespaces: tuple[tuple[str, str], ...] = (),
     gateway_location: GatewayLocation = "Provider",
+    namespaced_tenant_reads: bool = False,
 ) -> list[Route]:
     """What wakes an unpeering: the objects it deletes and waits for, in the informers a peering uses (shared
     with any peering still running), so that each phase follows the last one's deletion as it happens.
@@ -280,6 +286,8 @@ def teardown_routes(
     ]
     routes += [
         Route(local, SIGNED_NONCES, namespace=tenant_ns),
+        # A ResourceSlice waits for its virtual kubelet restarted for a renewed certificate (engine/teardown.py).
+        vk_pods_route(local, tenant_ns, namespaced_tenant_reads),
         Route(local, Scope(r.SECRET, tenant_ns, labels=naming.control_plane_secrets(provider)), namespace=tenant_ns),
         # The originals of what Liqo's CRD replicator copied to the provider: the Tenant waits for them.
         *(Route(local, Scope(res, labels=naming.REMOTE_ID), namespace=tenant_ns) for res in (r.RENEW, r.NAMESPACE_MAP)),

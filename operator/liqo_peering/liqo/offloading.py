@@ -125,6 +125,11 @@ def _condition_true(obj: dict[str, Any], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in mappings_at(obj, "status", "conditions"))
 
 
+def kubelet_started(pods: list[dict[str, Any]]) -> bool:
+    """Whether one of a virtual node's virtual kubelet Pods runs Ready (and so has read its kubeconfig)."""
+    return any(not p["metadata"].get("deletionTimestamp") and _condition_true(p, "Ready") for p in pods)
+
+
 def virtual_node_usable(
     node: dict[str, Any] | None, pods: list[dict[str, Any]], network_checked: bool = True, restarting: bool = False
 ) -> tuple[bool, str]:
