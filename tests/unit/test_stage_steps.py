@@ -176,9 +176,10 @@ def test_networking_first_pass_creates_both_configurations_and_the_server_and_wa
     on_provider = remote.obj(r.CONFIGURATION, "consumer-id", P_NS)
     assert on_provider["spec"] == {"remote": {"cidr": {"pod": ["10.100.0.0/16"], "external": ["10.110.0.0/16"]}}}
     assert labels_of(on_provider) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
-    # The server is made at once (its Pod starting is the longest wait); the client waits for the Configurations.
+    # The server is made first (its Pod starting is the longest wait); the client waits for the Configurations.
     assert local.kinds() == {"Configuration", "WgGatewayClientTemplate"}
     assert remote.kinds() == {"Configuration", "GatewayServer", "WgGatewayServerTemplate"}
+    assert [key[0] for _, key in remote.writes] == ["gatewayservers", "configurations"]
 
 
 def test_networking_waits_for_each_side_and_for_the_current_generation() -> None:
@@ -245,7 +246,7 @@ def test_networking_missing_templates_raise_liqo_not_ready_unless_validation_is_
         networking.reconcile(p)
     assert r.GATEWAY_SERVER.kind not in remote.kinds()
 
-    assert local.kinds() == {"Configuration"}  # the Configurations come first, as a first pass makes them
+    assert local.kinds() == set()  # the templates are checked before anything is made
     p.spec = make_spec(skipValidation=True)
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForConfiguration")
     accept_configuration(local, "provider-id", C_NS)
@@ -306,15 +307,20 @@ def test_networking_gateway_server_then_client_then_keys_then_connection() -> No
         },
     }
     assert labels_of(client) == {naming.REMOTE_CLUSTER_ID: "provider-id", **OWNER}
-    deployment(local, "provider-id", C_NS, ready=1)
+    assert r.PUBLIC_KEY.kind not in local.kinds() | remote.kinds()  # the server has no key Secret yet
 
-    # Keys: both gateways' Secrets must carry a public key before any PublicKey is written.
-    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
+    # The server's key goes to the consumer once the client is made, before the client runs: the client's gateway
+    # configures the tunnel as it starts. The client's key waits for the client's Deployment to be ready.
     gateway_keys(remote, r.GATEWAY_SERVER, "consumer-id", P_NS, SERVER_KEY)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayClient")
+    assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)["spec"] == {"publicKey": SERVER_KEY}
+    gateway_keys(local, r.GATEWAY_CLIENT, "provider-id", C_NS, CLIENT_KEY)
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayClient")
+    assert r.PUBLIC_KEY.kind not in remote.kinds()
+    deployment(local, "provider-id", C_NS, ready=1)
+    local.obj(r.SECRET, "gw-provider-id", C_NS)["data"]["publicKey"] = ""
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
-    gateway_keys(local, r.GATEWAY_CLIENT, "provider-id", C_NS, "")
-    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
-    assert r.PUBLIC_KEY.kind not in local.kinds() | remote.kinds()
+    assert r.PUBLIC_KEY.kind not in remote.kinds()
     local.obj(r.SECRET, "gw-provider-id", C_NS)["data"]["publicKey"] = CLIENT_KEY
 
     result = networking.reconcile(p)
@@ -584,6 +590,7 @@ def test_networking_not_served_configuration_raises_liqo_not_installed() -> None
     p = PeeringRun(
         make_spec(), FakeClusterClient("consumer"), FakeClusterClient("provider", not_served={"configurations"}), CTX
     )
+    install_templates(p)
     with pytest.raises(LiqoNotInstalled, match=r"provider cluster .* does not serve configurations.networking.liqo.io"):
         networking.reconcile(p)
 

@@ -15,12 +15,11 @@ from liqo_peering.liqo.context import PeeringContext
 
 
 @dataclass(frozen=True)
-class KeysExchanged:
-    """The gateways' public keys, as a pass read them from the Secrets Liqo generated and gave to the other side."""
+class KeyGiven:
+    """A gateway's public key, as a pass read it from the Secret Liqo generated and gave to the other side."""
 
-    gateways: tuple[str, ...]  # each gateway's uid and key Secret's name (status.secretRef): the keys' source
-    server_key: str
-    client_key: str
+    source: tuple[str, str]  # the gateway's uid and its key Secret's name (status.secretRef)
+    key: str
 
 
 @dataclass
@@ -28,7 +27,7 @@ class PassMemo:
     """What a pass read that the next one need not read again while nothing but Liqo's objects changed: it goes
     with the discovery the runner lets such a pass reuse (a full pass starts with an empty one)."""
 
-    keys: KeysExchanged | None = None
+    keys: dict[str, KeyGiven] = field(default_factory=dict)  # by gateway: "server", "client"
 
 
 @dataclass

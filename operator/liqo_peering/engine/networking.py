@@ -6,7 +6,7 @@ from typing import Any
 
 from liqo_peering.clients import dns
 from liqo_peering.clients.cluster import ClusterClient
-from liqo_peering.engine.direction import KeysExchanged, PeeringRun
+from liqo_peering.engine.direction import KeyGiven, PeeringRun
 from liqo_peering.engine.teardown import remove_networking
 from liqo_peering.errors import GatewayUnreachable, LiqoNotReady
 from liqo_peering.fields import dig
@@ -59,17 +59,6 @@ def reconcile(p: PeeringRun) -> StageResult:
         gone = remove_networking(p.consumer, p.provider, p.ctx, owned_only=True)
         return StageResult.disabled(STAGE, "networking is disabled" + ("" if gone else "; removing its objects"))
     ctx = p.ctx
-    consumer_conf = p.consumer.ensure(
-        r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns)
-    )
-    provider_conf = p.provider.ensure(
-        r.CONFIGURATION, networking.configuration(ctx, ctx.consumer, ctx.provider_tenant_ns)
-    )
-    pending = [
-        c.side
-        for c, conf, info in ((p.consumer, consumer_conf, ctx.consumer), (p.provider, provider_conf, ctx.provider))
-        if not networking.configuration_ready(conf, info.liqo_version)
-    ]
     where = networking.gateways(ctx, spec.gateway_server.location)
     serving, dialing = _client(p, where.server_side), _client(p, where.client_side)
     validate = not p.spec.skip_validation
@@ -84,10 +73,21 @@ def reconcile(p: PeeringRun) -> StageResult:
         serving.delete(r.GATEWAY_SERVER, where.server_name, where.server_namespace)
         dialing.delete(r.GATEWAY_CLIENT, where.client_name, where.client_namespace)
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
+    # The server is made first, not once Liqo accepts the Configurations (liqoctl's order): Liqo makes its gateway
+    # from the template alone, and its Pod starting is the longest wait of the stage. The client still waits for
+    # both, as liqoctl's does.
     server = serving.ensure(r.GATEWAY_SERVER, want_server)
-    # The server is made beside the Configurations, not after Liqo accepts them (liqoctl's order): Liqo makes
-    # its gateway from the template alone, and its Pod starting is the longest wait of the stage. The client
-    # still waits for both, as liqoctl's does.
+    consumer_conf = p.consumer.ensure(
+        r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns)
+    )
+    provider_conf = p.provider.ensure(
+        r.CONFIGURATION, networking.configuration(ctx, ctx.consumer, ctx.provider_tenant_ns)
+    )
+    pending = [
+        c.side
+        for c, conf, info in ((p.consumer, consumer_conf, ctx.consumer), (p.provider, provider_conf, ctx.provider))
+        if not networking.configuration_ready(conf, info.liqo_version)
+    ]
     if pending:
         return StageResult.waiting(
             STAGE,
@@ -114,34 +114,21 @@ def reconcile(p: PeeringRun) -> StageResult:
         if client is None and validate:
             _check_templates(p, where, server=False)
         client = dialing.ensure(r.GATEWAY_CLIENT, want_client)
+    # The server's key goes to the client's cluster as soon as the client is made: its gateway then configures
+    # the tunnel as it starts, and Liqo's connection check (its first ping one interval later) starts with it.
+    # The server is configured with the client's key before that ping, as soon as the client's gateway made it.
+    server_given = _give_key(
+        p, "server", (serving, server, where.server_namespace), (dialing, where.client_name, where.client_namespace)
+    )
     if not _deployment_ready(dialing, where.client_name, where.client_namespace, validate):
         return StageResult.waiting(
             STAGE, "WaitingForGatewayClient", f"waiting for the gateway client on the {dialing.side}"
         )
-
-    # Exchange the gateways' public keys: each side gets a PublicKey named after its peer, from the Secret Liqo
-    # generated for the other side's gateway. Liqo makes a new key only with a new gateway or Secret: while the
-    # gateways and their Secrets' names stay, passes woken by Liqo's objects (the tunnel coming up) take the
-    # keys the last pass exchanged, and each PublicKey is ensured again only where an informer serves it.
-    gateways = tuple(str(dig(g, *path) or "") for g in (server, client) for path in (_UID, _SECRET_REF))
-    known = p.memo.keys if p.memo.keys is not None and p.memo.keys.gateways == gateways else None
-    if known is None:
-        server_key = _gateway_public_key(serving, server, where.server_namespace)
-        client_key = _gateway_public_key(dialing, client, where.client_namespace)
-        if not server_key or not client_key:
-            return StageResult.waiting(
-                STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys"
-            )
-    else:
-        server_key, client_key = known.server_key, known.client_key
-    # Each key goes to the other cluster, named after the cluster it came from.
-    for to, name, namespace, key in (
-        (dialing, where.client_name, where.client_namespace, server_key),
-        (serving, where.server_name, where.server_namespace, client_key),
-    ):
-        if known is None or to.cached(r.PUBLIC_KEY, name, namespace):
-            to.ensure(r.PUBLIC_KEY, networking.public_key(ctx, name, namespace, key))
-    p.memo.keys = KeysExchanged(gateways, server_key, client_key)
+    client_given = _give_key(
+        p, "client", (dialing, client, where.client_namespace), (serving, where.server_name, where.server_namespace)
+    )
+    if not server_given or not client_given:
+        return StageResult.waiting(STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys")
 
     states = {
         "consumer": networking.connection_state(
@@ -196,6 +183,33 @@ def _unreachable(
         f" spec.networking.gatewayServer (location, Service type, port) and spec.networking.gatewayClient"
         f" (address, port, when the server's published address is not the one to dial)"
     )
+
+
+def _give_key(
+    p: PeeringRun,
+    which: str,
+    source: tuple[ClusterClient, dict[str, Any], str],
+    to: tuple[ClusterClient, str, str],
+) -> bool:
+    """Give one gateway's public key to the other cluster: a PublicKey named after the gateway's cluster, from the
+    Secret Liqo generated for the gateway (``source``: its cluster, the gateway, its namespace). Whether it is
+    given. Liqo makes a new key only with a new gateway or Secret: while the gateway and its Secret's name stay,
+    passes woken by Liqo's objects (the tunnel coming up) take the key the last pass gave, and ensure its
+    PublicKey again only where an informer serves it."""
+    client, gateway, namespace = source
+    to_client, name, to_namespace = to
+    origin = (str(dig(gateway, *_UID) or ""), str(dig(gateway, *_SECRET_REF) or ""))
+    known = p.memo.keys.get(which)
+    if known is not None and known.source == origin:
+        if to_client.cached(r.PUBLIC_KEY, name, to_namespace):
+            to_client.ensure(r.PUBLIC_KEY, networking.public_key(p.ctx, name, to_namespace, known.key))
+        return True
+    key = _gateway_public_key(client, gateway, namespace)
+    if not key:
+        return False
+    to_client.ensure(r.PUBLIC_KEY, networking.public_key(p.ctx, name, to_namespace, key))
+    p.memo.keys[which] = KeyGiven(origin, key)
+    return True
 
 
 def _gateway_public_key(client: ClusterClient, gateway: dict[str, Any], namespace: str) -> str | None:
