@@ -81,11 +81,16 @@ def conditions(case: PeeringCase) -> dict[str, dict[str, Any]]:
 
 
 def refused(
-    case: PeeringCase, reason: str, authentication: str, peer_status: str = "error"
+    case: PeeringCase,
+    reason: str,
+    authentication: str,
+    peer_status: str = "error",
+    network: str = "configurations",
 ) -> dict[str, dict[str, Any]]:
-    """The conditions once the Configuration (networking) and ``authentication``'s object (the Tenant, or the
-    nonce Secret that comes before it) are refused with ``reason``, and Ready says so; ``peer_status`` is
-    establishing for a refusal that is a normal wait."""
+    """The conditions once networking's object ``network`` (the Configuration, when only it is limited; else the
+    GatewayServer, which comes first) and ``authentication``'s object (the Tenant, or the nonce Secret that
+    comes before it) are refused with ``reason``, and Ready says so; ``peer_status`` is establishing for a
+    refusal that is a normal wait."""
 
     def both() -> dict[str, dict[str, Any]] | None:
         conds = conditions(case)
@@ -99,7 +104,7 @@ def refused(
     server = case.env.lc["provider"].server.split("//")[1]
     assert (
         server in conds["NetworkReady"]["message"]
-        and "configurations.networking.liqo.io" in (conds["NetworkReady"]["message"])
+        and f"{network}.networking.liqo.io" in (conds["NetworkReady"]["message"])
     )
     assert f"refused to create {authentication}" in conds["AuthenticationReady"]["message"]
     for cond in (conds["NetworkReady"], conds["AuthenticationReady"]):
@@ -107,12 +112,16 @@ def refused(
     return conds
 
 
-def ready_and_still_applied(case: PeeringCase, since: datetime, tenant_ns: str) -> None:
+def ready_and_still_applied(
+    case: PeeringCase, since: datetime, tenant_ns: str, network: str = "configurations"
+) -> None:
+    """Ready, networking's refused object (named after the consumer, as the Configuration and the GatewayServer
+    are) applied once the refusal is gone."""
     case.peerings.wait_status(case.namespace, NAME, "ready", timeout=120)
     env = case.env
-    refused_then_applied(env, since, "configurations")
-    conf = get(env.provider_api, "networking.liqo.io", "configurations", tenant_ns, env.consumer_id)
-    assert applied_by_the_operator(conf), (conf or {}).get("metadata", {}).get("managedFields")
+    refused_then_applied(env, since, network)
+    obj = get(env.provider_api, "networking.liqo.io", network, tenant_ns, env.consumer_id)
+    assert applied_by_the_operator(obj), (obj or {}).get("metadata", {}).get("managedFields")
 
 
 def created(case: PeeringCase) -> datetime:
@@ -205,10 +214,11 @@ def test_a_tenant_namespace_stuck_terminating_says_so_then_ready_once_it_is_gone
 
         wait_for(f"namespace {tenant_ns} to be stuck terminating on the ConfigMap's finalizer", stuck)
         case.peerings.create(case.namespace, NAME, SPEC)
-        conds = refused(case, "NamespaceTerminating", f"secrets {tenant_ns}/liqo-nonce", "establishing")
+        nonce = f"secrets {tenant_ns}/liqo-nonce"
+        conds = refused(case, "NamespaceTerminating", nonce, "establishing", network="gatewayservers")
         assert conds["Stalled"]["status"] == "False", conds["Stalled"]
         for cond in (conds["NetworkReady"], conds["AuthenticationReady"]):
             assert f"namespace {tenant_ns} is being deleted" in cond["message"], cond
     finally:
         core.patch_namespaced_config_map("hold", tenant_ns, {"metadata": {"finalizers": None}})
-    ready_and_still_applied(case, created(case), tenant_ns)
+    ready_and_still_applied(case, created(case), tenant_ns, network="gatewayservers")
