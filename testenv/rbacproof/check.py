@@ -45,6 +45,13 @@ CACHED_READ = (
 )
 EXCEPTIONS.update({("get", group, resource): CACHED_READ for group, resource in CACHED_READS})
 
+# The same, for a grant limited to one name: the reverse direction's nonce Secret here, which an informer
+# watching that name alone serves (engine/watches.py, reverse_routes). Held once that watch was seen.
+NAMED_CACHED_READS = (("", "secrets", "liqo-nonce"),)
+NAMED_EXCEPTIONS: dict[tuple[str, str, str, str], str] = {
+    ("get", group, resource, name): CACHED_READ for group, resource, name in NAMED_CACHED_READS
+}
+
 # An exception holds only once the request that makes the API server check it was seen: `bind` is checked on
 # the RoleBinding's creation (a server-side apply answered 201); a cached read, once the informer's watch was.
 EVIDENCE: dict[tuple[str, str, str], tuple[str, str, str]] = {
@@ -111,13 +118,16 @@ def check(paths: list[Path]) -> Report:
                 if any(grant.allows(r) for r in requests):
                     used.add(grant.key)
     seen = {(verb, group, resource) for _, verb, group, resource, _ in used}
+    seen_named = {(verb, group, resource, name) for _, verb, group, resource, name in used}
     for key, labels in granted.items():
-        _, verb, group, resource, _ = key
+        _, verb, group, resource, name = key
         if key in used:
             continue
         evidence = EVIDENCE.get((verb, group, resource))
         if (verb, group, resource) in EXCEPTIONS and (evidence is None or evidence in seen):
             report.excepted[key] = EXCEPTIONS[verb, group, resource]
+        elif (verb, group, resource, name) in NAMED_EXCEPTIONS and ("watch", group, resource, name) in seen_named:
+            report.excepted[key] = NAMED_EXCEPTIONS[verb, group, resource, name]
         else:
             report.unused[key] = labels
     return report

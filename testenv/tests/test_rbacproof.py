@@ -224,6 +224,7 @@ def test_the_exceptions_are_few_and_say_why() -> None:
     assert len(set(rbac_check.EXCEPTIONS.values())) <= 4  # a few reasons (one for every cached read)
     assert all(len(reason) > 40 for reason in rbac_check.EXCEPTIONS.values())
     assert set(rbac_check.EVIDENCE) <= set(rbac_check.EXCEPTIONS)
+    assert all(len(reason) > 40 for reason in rbac_check.NAMED_EXCEPTIONS.values())
 
 
 BINDING: list[dict[str, Any]] = [
@@ -247,6 +248,42 @@ BINDING: list[dict[str, Any]] = [
     },
     *RENDERED[2:3],
 ]
+
+
+NONCES: list[dict[str, Any]] = [
+    {
+        "kind": "ClusterRole",
+        "metadata": {"name": "lpo-liqo-peering-operator"},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": ["liqo-signed-nonce", "liqo-nonce"],
+                "verbs": ["get", "watch"],
+            },
+        ],
+    },
+    *RENDERED[2:3],
+]
+
+
+def test_a_named_read_its_informer_serves_is_excepted_only_once_that_name_was_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(installs, "render", lambda *_: NONCES)
+    watched = [req("watch", "secrets", name=n) for n in ("liqo-signed-nonce", "liqo-nonce")]
+    report = rbac_check.check(
+        [part(tmp_path / "main.json", [*watched, req("get", "secrets", ns="t", name="liqo-signed-nonce")])]
+    )
+    assert not report.unused and [k[4] for k in report.excepted] == ["liqo-nonce"]
+    # The nonce never watched: its cached read proves nothing; the signed nonce's get is no cached read.
+    report = rbac_check.check([part(tmp_path / "main.json", watched[:1])])
+    assert {(k[1], k[4]) for k in report.unused} == {
+        ("get", "liqo-signed-nonce"),
+        ("get", "liqo-nonce"),
+        ("watch", "liqo-nonce"),
+    }
+    assert not report.excepted
 
 
 def test_bind_is_excepted_only_once_a_rolebinding_was_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
