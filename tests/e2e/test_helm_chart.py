@@ -1,7 +1,7 @@
 """The Helm chart: lint, render, server-side dry-run, install and upgrade on the local consumer cluster.
 
-helm comes from the tool cache (hack/build-tools.sh). Locally these tests skip until it is built;
-in CI (CI=true) a missing helm is a failure.
+helm comes from the tool cache (hack/build-tools.sh); a missing helm fails these tests, saying how to
+build it.
 """
 
 from __future__ import annotations

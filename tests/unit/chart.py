@@ -1,5 +1,5 @@
 """`helm template` of the chart for unit tests. helm (and promtool) come from the tool cache
-(hack/build-tools.sh); locally the tests skip until they are built, in CI (CI=true) a missing tool fails."""
+(hack/build-tools.sh); a missing tool fails the test, saying how to build it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The chart's PrometheusRule: `promtool check rules` and `promtool test rules` (tests/unit/alerts/) on the
-rules as helm renders them. helm and promtool come from the tool cache (hack/build-tools.sh); locally
-these tests skip until they are built, in CI (CI=true) a missing tool is a failure."""
+rules as helm renders them. helm and promtool come from the tool cache (hack/build-tools.sh); a
+missing tool fails these tests, saying how to build it."""
 
 from __future__ import annotations
 

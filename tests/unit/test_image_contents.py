@@ -1,7 +1,7 @@
 """The operator image as hack/build-images.sh built it (the docker-archive .local/images.json names): no package
 manager, installer or compiler in it, every Python distribution in its venv listed by the SBOM that
-hack/sbom.py writes, with its version, and the size the docs state. Locally these tests skip until
-`make images` has run; in CI (CI=true) a missing image is a failure. (Reproducibility: hack/build-images.sh
+hack/sbom.py writes, with its version, and the size the docs state. A missing image fails
+these tests until `make images` has run. (Reproducibility: hack/build-images.sh
 --verify, which hack/run-tests.sh runs beside the tests.)"""
 
 from __future__ import annotations
