@@ -28,11 +28,16 @@ EXCEPTIONS: dict[tuple[str, str, str], str] = {
 }
 
 # Reads by name that an informer of the kind serves: the operator's own LiqoPeerings (engine/sweep.py) and the
-# consumer's Liqo kinds (VirtualNodes among them), the virtual Nodes and the gateways' Deployments
-# (engine/watches.py): a run that goes well may never send one.
+# consumer's Liqo kinds, the virtual Nodes and the gateways' Deployments (engine/watches.py, most started with
+# the operator): a run that goes well may never send one. tests/unit/test_watches.py keeps it to kinds watched.
 CACHED_READS = (
     ("peering.liqo-operator.io", "liqopeerings"),
+    ("core.liqo.io", "foreignclusters"),
+    ("authentication.liqo.io", "identities"),
+    ("authentication.liqo.io", "resourceslices"),
     ("authentication.liqo.io", "tenants"),
+    ("networking.liqo.io", "configurations"),
+    ("networking.liqo.io", "gatewayclients"),
     ("networking.liqo.io", "gatewayservers"),
     ("networking.liqo.io", "publickeies"),
     ("offloading.liqo.io", "virtualnodes"),
@@ -45,9 +50,10 @@ CACHED_READ = (
 )
 EXCEPTIONS.update({("get", group, resource): CACHED_READ for group, resource in CACHED_READS})
 
-# The same, for a grant limited to one name: the reverse direction's nonce Secret here, which an informer
-# watching that name alone serves (engine/watches.py, reverse_routes). Held once that watch was seen.
-NAMED_CACHED_READS = (("", "secrets", "liqo-nonce"),)
+# The same, for a grant limited to one name: the nonce Secrets, which informers watching that name alone serve
+# (engine/watches.py: the signed nonces from the start, the reverse direction's nonce). Held once that watch
+# was seen.
+NAMED_CACHED_READS = (("", "secrets", "liqo-signed-nonce"), ("", "secrets", "liqo-nonce"))
 NAMED_EXCEPTIONS: dict[tuple[str, str, str, str], str] = {
     ("get", group, resource, name): CACHED_READ for group, resource, name in NAMED_CACHED_READS
 }

@@ -32,6 +32,7 @@ from liqo_peering.health import Health
 from liqo_peering.liqo import naming
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.context import ClusterInfo, PeeringContext
+from testenv.rbacproof import check as rbac_check
 
 WAIT = 10.0
 
@@ -554,6 +555,27 @@ def test_every_informer_on_the_consumer_carries_a_selector() -> None:
         if route.scope.labels
     ]
     assert leftover.name == "p" and leftover.wake_as is None
+
+
+def test_every_read_the_rbac_proof_takes_as_cached_is_of_an_informer_on_the_consumer() -> None:
+    """testenv/rbacproof excepts a `get` grant no request used only for the kinds (and names) the operator reads
+    through an informer here: such a read reaches the API server only when that cache cannot answer."""
+    consumer = ClusterInfo("consumer-id", ("10.100.0.0/16",), "10.110.0.0/16", liqo_namespace="liqo")
+    provider = ClusterInfo("provider-id", ("10.200.0.0/16",), "10.210.0.0/16", liqo_namespace="liqo")
+    c_ns, p_ns = "liqo-tenant-provider-id", "liqo-tenant-consumer-id"
+    ctx = PeeringContext("team-a", "p", consumer, provider, consumer_tenant_ns=c_ns, provider_tenant_ns=p_ns)
+    local, remote = ListWatch(), ListWatch()
+    routes = [
+        *peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), reverse=True),
+        *teardown_routes(local, remote, ctx, reverse=True),
+        *reverse_routes(local, remote, ctx),
+    ]
+    # Scope(r.LIQOPEERING): the duplicate check's informer (engine/duplicate.py), which the sweep shares.
+    scopes = [*consumer_scopes(), Scope(r.LIQOPEERING), *(route.scope for route in routes if route.client is local)]
+    kinds = {(scope.res.group, scope.res.plural) for scope in scopes}
+    assert set(rbac_check.CACHED_READS) <= kinds, set(rbac_check.CACHED_READS) - kinds
+    names = {(s.res.group, s.res.plural, s.fields.removeprefix("metadata.name=")) for s in scopes if s.fields}
+    assert set(rbac_check.NAMED_CACHED_READS) <= names, set(rbac_check.NAMED_CACHED_READS) - names
 
 
 @pytest.mark.parametrize("namespaced", [False, True], ids=["cluster-wide", "watchNamespaces"])
