@@ -27,9 +27,10 @@ EXCEPTIONS: dict[tuple[str, str, str], str] = {
     ),
 }
 
-# Reads by name that an informer of the kind serves: the operator's own LiqoPeerings (engine/sweep.py) and the
-# consumer's Liqo kinds, the virtual Nodes and the gateways' Deployments (engine/watches.py, most started with
-# the operator): a run that goes well may never send one. tests/unit/test_watches.py keeps it to kinds watched.
+# Reads by name that an informer of the kind serves: the operator's own LiqoPeerings (engine/duplicate.py,
+# engine/sweep.py) and the consumer's Liqo kinds, the virtual Nodes and the gateways' Deployments
+# (engine/watches.py, most started with the operator): a run that goes well may never send one.
+# tests/unit/test_watches.py keeps it to kinds watched.
 CACHED_READS = (
     ("peering.liqo-operator.io", "liqopeerings"),
     ("core.liqo.io", "foreignclusters"),
