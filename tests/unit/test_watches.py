@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Hashable, Iterator
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
@@ -19,6 +20,8 @@ from liqo_peering.engine.watches import (
     Route,
     WatchHub,
     consumer_scopes,
+    credential_routes,
+    labelled_scope,
     name_field,
     peering_routes,
     reverse_routes,
@@ -721,3 +724,29 @@ def test_a_deleted_object_is_asked_for_until_its_next_event(watched: tuple[ListW
     assert wakes.wait_for("a", 2)
     calls = len(cluster.calls)
     assert cluster.get(r.CONNECTION, "p", "tenant-a") is None and len(cluster.calls) == calls
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_an_unpeering_keeps_the_informers_of_its_credential_and_of_the_tenants_here(reverse: bool) -> None:
+    """Each unpeering pass reads the peering's credential and whether the provider consumes this cluster too
+    (the Tenants here): the teardown routes keep the informers its peering had for the one (a changed credential
+    wakes it) and start one for the other, so that a pass asks the API servers for neither."""
+    ctx = PeeringContext(
+        "team-a",
+        "p",
+        ClusterInfo("c1", (), ""),
+        ClusterInfo("p1", (), ""),
+        consumer_tenant_ns="liqo-tenant-p1",
+        provider_tenant_ns="liqo-tenant-c1",
+    )
+    local, remote = ListWatch(), ListWatch()
+    credentials = credential_routes(local, ("team-a", "kubeconfig"), None, "p-minted", True)
+    peering = peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), minted_secret="p-minted")
+    assert credentials == [route for route in peering if route.wake_as == "kubeconfig"]
+    routes = teardown_routes(local, remote, ctx, reverse=reverse, credentials=credentials)
+    assert [route for route in routes if route in credentials] == credentials
+    (tenants,) = [route for route in routes if route.client is local and route.scope.res == r.TENANT]
+    assert tenants.scope == labelled_scope(r.TENANT)
+    assert tenants.matches({"metadata": {"name": "p1", "namespace": "liqo-tenant-p1"}})
+    # Nothing of the peering made yet: only what its credential comes from.
+    assert teardown_routes(local, remote, replace(ctx, consumer_tenant_ns=""), credentials=credentials) == credentials

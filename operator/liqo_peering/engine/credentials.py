@@ -458,7 +458,7 @@ def has_minted(local: ClusterClient, namespace: str, peering: str) -> bool:
 def mint_state(local: ClusterClient, namespace: str, peering: str) -> pu.MintState:
     """What the peering's minted Secret holds: its kubeconfig, and whether it is being revoked (``revoking``:
     unpeering is over, see ``revoke``)."""
-    return pu.MintState.of(local.get(r.SECRET, naming.minted_secret(peering), namespace))
+    return pu.MintState.of(local.get(r.SECRET, naming.minted_secret(peering), namespace, carries=pu.MINTED_SELECTOR))
 
 
 def minted_kubeconfig(state: pu.MintState, policy: KubeconfigPolicy) -> RemoteKubeconfig | None:

@@ -26,7 +26,7 @@ from liqo_peering.engine import credentials, discovery, protection, teardown
 from liqo_peering.engine.discovery import KubeconfigPolicy
 from liqo_peering.engine.statuswriter import StatusWriter
 from liqo_peering.engine.together import together
-from liqo_peering.engine.watches import Route, teardown_routes
+from liqo_peering.engine.watches import Route, credential_routes, teardown_routes
 from liqo_peering.errors import PeeringError
 from liqo_peering.health import TrackedPool
 from liqo_peering.kubeconfig import RemoteKubeconfig
@@ -102,9 +102,10 @@ class Unpeerer:
             # Not peered, but a pass may have minted before its status was written: found by the peering's name.
             return Teardown(tuple(self._revoke_undiscovered(body, force)))
         spec = parse_spec(body.get("spec") or {})
-        # Read side by side: every pass reads them, none is cached. Whether the provider consumes this cluster
-        # too is read before the reverse direction below is unpeered: that deletes the Tenant it looks at, in
-        # the foreground, so the pass that does it returns before the answer is used.
+        # Read side by side, from the informers of the routes below once they run (the first pass asks the API
+        # server). Whether the provider consumes this cluster too is read before the reverse direction below
+        # is unpeered: that deletes the Tenant it looks at, in the foreground, so the pass that does it
+        # returns before the answer is used.
         minted, kubeconfig, reverse_peered = together(
             self.calls,
             lambda: credentials.mint_state(self.local, namespace, name),
@@ -132,8 +133,20 @@ class Unpeerer:
         )
         reverse = spec.bidirectional or status_compute.has_reverse(status)
 
+        secret, profile_ref = protection.secret_of(body), spec.remote_cluster_profile_ref
+        credentials_routes = credential_routes(
+            self.local,
+            (namespace, secret) if secret is not None else None,
+            (namespace, profile_ref.name)
+            if profile_ref is not None and self.policy.access_providers.providers
+            else None,
+            naming.minted_secret(name),
+            spec.credentials.mint,
+        )
+
         def waiting(left: list[str], namespaces: tuple[tuple[str, str], ...] = ()) -> Teardown:
-            """What is left, and the objects whose events wake the next pass (the namespaces being deleted)."""
+            """What is left, and the objects whose events wake the next pass (the namespaces being deleted, a
+            changed credential)."""
             location = spec.networking.gateway_server.location
             routes = teardown_routes(
                 self.local,
@@ -143,6 +156,7 @@ class Unpeerer:
                 namespaces=namespaces,
                 gateway_location=location,
                 namespaced_tenant_reads=self.namespaced_tenant_reads,
+                credentials=credentials_routes,
             )
             return Teardown(tuple(left), tuple(routes))
 

@@ -13,7 +13,7 @@ before the route existed (else a change in between would be a lost wake-up).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,11 +88,7 @@ def peering_routes(
     ``mints`` (spec.credentials.mint), else one left from when it did, which the pass revokes. ``restarts``:
     --restart-liqo-on-renewal, which waits for the kubeconfig Secrets Liqo writes.
     """
-    routes = [secret_route(local, *secret)] if secret is not None else []
-    if profile is not None:
-        routes.append(profile_route(local, *profile))
-    if minted_secret is not None and (source := secret or profile) is not None:
-        routes.append(minted_route(local, source[0], minted_secret, mints))
+    routes = credential_routes(local, secret, profile, minted_secret, mints)
     if remote is not None:
         # The provider's health: a provider that goes down (or hangs) wakes its peerings, as does its return.
         routes.append(Route(remote, Scope(r.HEALTH), wake_as=HEALTH_CHANGED))
@@ -214,6 +210,23 @@ def gateway_kinds(location: GatewayLocation) -> tuple[r.Resource, r.Resource]:
     return r.GATEWAY_CLIENT, r.GATEWAY_SERVER
 
 
+def credential_routes(
+    local: ClusterClient,
+    secret: tuple[str, str] | None,
+    profile: tuple[str, str] | None = None,
+    minted_secret: str | None = None,
+    mints: bool = True,
+) -> list[Route]:
+    """Where a peering's provider credential comes from: its kubeconfig Secret or its ClusterProfile, and the
+    minted Secret (see peering_routes). Their informers serve each pass's reads of them."""
+    routes = [secret_route(local, *secret)] if secret is not None else []
+    if profile is not None:
+        routes.append(profile_route(local, *profile))
+    if minted_secret is not None and (source := secret or profile) is not None:
+        routes.append(minted_route(local, source[0], minted_secret, mints))
+    return routes
+
+
 def reverse_routes(
     local: ClusterClient, remote: ClusterClient, ctx: PeeringContext, restarts: bool = False
 ) -> list[Route]:
@@ -263,15 +276,19 @@ def teardown_routes(
     namespaces: tuple[tuple[str, str], ...] = (),
     gateway_location: GatewayLocation = "Provider",
     namespaced_tenant_reads: bool = False,
+    credentials: Sequence[Route] = (),
 ) -> list[Route]:
     """What wakes an unpeering: the objects it deletes and waits for, in the informers a peering uses (shared
     with any peering still running), so that each phase follows the last one's deletion as it happens.
     ``remote`` is None when only this cluster is cleaned (force-delete). Liqo's ControlPlane kubeconfig Secret
     of the Identity is watched too: unpeering ends only once Liqo has released it; and so are the Renews and
-    NamespaceMaps Liqo copies to the provider, which the Tenant waits for."""
+    NamespaceMaps Liqo copies to the provider, which the Tenant waits for. ``credentials``: the peering's
+    credential_routes, whose informers (kept from its peering) serve each pass's reads of them, as do those of
+    the Tenants here, which say whether the provider consumes this cluster too: a pass then asks the API
+    servers for nothing it read before."""
     provider, tenant_ns = ctx.provider.cluster_id, ctx.consumer_tenant_ns
     if not tenant_ns:
-        return []  # no tenant namespace here: nothing of the peering was made, nothing to wait for
+        return list(credentials)  # no tenant namespace here: nothing of the peering was made, nothing to wait for
     local_gateway, remote_gateway = gateway_kinds(gateway_location)
     # The tenant namespaces unpeering deletes (spec.deletion.deleteTenantNamespaces, force-delete), each by name.
     clients = {"consumer": local, "provider": remote}
@@ -280,10 +297,10 @@ def teardown_routes(
         for side, name in namespaces
         if (client := clients[side]) is not None
     ]
-    routes = gone + [
-        Route(local, labelled_scope(res), namespace=tenant_ns)
-        for res in (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, local_gateway, r.PUBLIC_KEY, r.CONFIGURATION)
-    ]
+    kinds = (r.RESOURCE_SLICE, r.VIRTUAL_NODE, r.IDENTITY, local_gateway, r.PUBLIC_KEY, r.CONFIGURATION)
+    routes = [*credentials, *gone, *(Route(local, labelled_scope(res), namespace=tenant_ns) for res in kinds)]
+    if not reverse:  # else reverse_routes has it
+        routes.append(Route(local, labelled_scope(r.TENANT), namespace=tenant_ns))
     routes += [
         Route(local, SIGNED_NONCES, namespace=tenant_ns),
         # A ResourceSlice waits for its virtual kubelet restarted for a renewed certificate (engine/teardown.py).
