@@ -117,12 +117,13 @@ NOTES = """## Reading the numbers
   handshake, the same for both contenders. The operator runs networking and authentication at once, so
   its M1 comes before the network is up; liqoctl runs them one after the other. It makes the gateway
   server first (liqoctl waits for Liqo to accept the Configurations), the client once the server
-  publishes its address, the server's PublicKey with the client, and the client's once the client is
-  ready (liqoctl makes both then). The rest of that path is Liqo's for either contender: the server's Pod
-  starting before the client can be made (the client dials the address of the server Pod's node), then
-  the client's Pod, which configures the tunnel once it holds the server's key; Liqo's connection check
-  marks the `Connection` `Connected` a ping interval after that (`--ping-interval`, 2 s by default), once
-  the server holds the client's key too. The timelines in `performance.json` show each of these steps per
+  publishes its address (liqoctl waits for the server's Pod to be Ready too), and each gateway's PublicKey
+  as soon as Liqo made its key, with the gateway (liqoctl makes both once the client's Pod is Ready). The
+  rest of that path is Liqo's for either contender: the server's Pod running before the client can be
+  made (the client dials the address of the server Pod's node), then the client's Pod, which configures
+  the tunnel once it holds the server's key; Liqo's connection check marks the `Connection` `Connected` a
+  ping interval after that (`--ping-interval`, 2 s by default), once the server holds the client's key
+  too. The timelines in `performance.json` show each of these steps per
   run.
 - **Deletion.** liqoctl's `unpeer` deletes and returns, and leaves the PublicKeys and nonce Secrets. The
   operator deletes in the same order, waits for each object to be gone, and removes those too. It deletes

@@ -56,13 +56,12 @@ def peering_steps(consumer_id: str, provider_id: str) -> list[Step]:
     # The GatewayServer is made with the Configurations, waiting for nothing: not a step.
     return [
         Step(
-            "GatewayClient after the server's endpoint and Deployment",
+            "GatewayClient after the server's endpoint",
             Target(c, "gatewayclients", provider_id),
             (
                 Target(c, "configurations/status", provider_id),
                 Target(p, "configurations/status", consumer_id),
                 Target(p, "gatewayservers/status", consumer_id),
-                Target(p, "deployments/status", f"gw-{consumer_id}"),
             ),
         ),
         Step(

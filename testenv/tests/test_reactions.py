@@ -31,7 +31,7 @@ def test_a_step_is_timed_from_the_last_prerequisite_write_before_it() -> None:
         ],
         "provider": [
             event(0.5, "configurations/status", "c", manager),
-            event(1.2, "deployments/status", "gw-c", "kube-controller-manager/v1"),
+            event(1.2, "deployments/status", "gw-c", "kube-controller-manager/v1"),  # the server's Pod: no prerequisite
             event(1.5, "gatewayservers/status", "c", manager),
             event(1.6, "gatewayservers/status", "c", manager, code=409),  # refused: no
             event(9.0, "gatewayservers/status", "c", manager),  # after it: ignored

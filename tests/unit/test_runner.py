@@ -266,11 +266,10 @@ def test_routes_follow_the_peering_context() -> None:
         "Configuration",
         "GatewayServer",
         "Connection",
-        "Deployment",
         "Tenant",
         "Health",
         "ConfigMap",
-    }
+    }  # no Deployment: the provider holds the server here, whose Deployment no pass reads
     # Consumer informers are cluster-wide (shared by every peering); a provider's cover its tenant namespace.
     # Liqo's cluster-ID ConfigMap is watched in Liqo's namespace on both sides (its version label).
     own = (r.SECRET, r.CONFIGMAP)

@@ -281,19 +281,17 @@ def test_networking_gateway_server_then_client_then_keys_then_connection() -> No
     assert labels_of(server) == {naming.REMOTE_CLUSTER_ID: "consumer-id", **OWNER}
     assert r.GATEWAY_CLIENT.kind not in local.kinds()
 
-    # An endpoint alone is not enough: its Deployment must have ready replicas, and vice versa.
-    server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
-    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
-    deployment(remote, "consumer-id", P_NS, ready=0)
-    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
-    remote.obj(r.DEPLOYMENT, "gw-consumer-id", P_NS)["status"]["readyReplicas"] = 1
+    # A ready Deployment is not enough: the server needs an address. Its Deployment the pass does not read.
+    deployment(remote, "consumer-id", P_NS, ready=1)
     for none in ([], [""]):  # Liqo's "" for a NodePort server whose node is not Ready is no address either
         server["status"] = {"endpoint": {"addresses": none, "port": 30123}}
         assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayServer")
         assert r.GATEWAY_CLIENT.kind not in local.kinds()
-    server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
+    remote.obj(r.DEPLOYMENT, "gw-consumer-id", P_NS)["status"]["readyReplicas"] = 0
 
-    # The client on the consumer, named after the provider, dialing the server's endpoint.
+    # The client on the consumer, named after the provider, dialing the server's endpoint as soon as there is
+    # one: Liqo publishes a NodePort server's once its Pod runs, before that Pod is Ready.
+    server["status"] = {"endpoint": dict(SERVER_ENDPOINT)}
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayClient")
     client = local.obj(r.GATEWAY_CLIENT, "provider-id", C_NS)
     assert client["spec"] == {
@@ -309,19 +307,21 @@ def test_networking_gateway_server_then_client_then_keys_then_connection() -> No
     assert labels_of(client) == {naming.REMOTE_CLUSTER_ID: "provider-id", **OWNER}
     assert r.PUBLIC_KEY.kind not in local.kinds() | remote.kinds()  # the server has no key Secret yet
 
-    # The server's key goes to the consumer once the client is made, before the client runs: the client's gateway
-    # configures the tunnel as it starts. The client's key waits for the client's Deployment to be ready.
+    # Each gateway's key goes to the other cluster as soon as Liqo made it, before either gateway's Pod runs: the
+    # client's gateway configures the tunnel as it starts, and the server holds the client's key by its first ping.
     gateway_keys(remote, r.GATEWAY_SERVER, "consumer-id", P_NS, SERVER_KEY)
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayClient")
     assert local.obj(r.PUBLIC_KEY, "provider-id", C_NS)["spec"] == {"publicKey": SERVER_KEY}
-    gateway_keys(local, r.GATEWAY_CLIENT, "provider-id", C_NS, CLIENT_KEY)
-    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayClient")
     assert r.PUBLIC_KEY.kind not in remote.kinds()
+    gateway_keys(local, r.GATEWAY_CLIENT, "provider-id", C_NS, "")
     deployment(local, "provider-id", C_NS, ready=1)
-    local.obj(r.SECRET, "gw-provider-id", C_NS)["data"]["publicKey"] = ""
     assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayKeys")
     assert r.PUBLIC_KEY.kind not in remote.kinds()
+    local.obj(r.DEPLOYMENT, "gw-provider-id", C_NS)["status"]["readyReplicas"] = 0
     local.obj(r.SECRET, "gw-provider-id", C_NS)["data"]["publicKey"] = CLIENT_KEY
+    assert outcome(networking.reconcile(p)) == waiting("networking", "WaitingForGatewayClient")
+    assert remote.obj(r.PUBLIC_KEY, "consumer-id", P_NS)["spec"] == {"publicKey": CLIENT_KEY}
+    local.obj(r.DEPLOYMENT, "gw-provider-id", C_NS)["status"]["readyReplicas"] = 1
 
     result = networking.reconcile(p)
     assert outcome(result) == waiting("networking", "WaitingForConnection")

@@ -500,6 +500,12 @@ def test_the_gateways_watched_are_where_the_location_puts_them(location: str) ->
         there = {"metadata": {"name": "consumer-id", "namespace": p_ns}}
         assert any(x.client is local and x.scope.res == on_consumer and x.matches(here) for x in routes)
         assert any(x.client is remote and x.scope.res == on_provider and x.matches(there) for x in routes)
+    # The provider's gateway Deployments only where it holds the client, whose readiness the pass waits for.
+    routes = peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), gateway_location=gateway_location)
+    watched = [x.scope for x in routes if x.client is remote and x.scope.res == r.DEPLOYMENT]
+    assert watched == (
+        [Scope(r.DEPLOYMENT, p_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)] if location == "Consumer" else []
+    )
 
 
 @pytest.mark.parametrize("namespaced", [False, True])
@@ -531,6 +537,7 @@ def test_every_informer_on_the_consumer_carries_a_selector() -> None:
     routes = [
         *peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), minted_secret="p-minted", reverse=True),
         *peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), namespaced_tenant_reads=True),
+        *peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), gateway_location="Consumer"),
         *teardown_routes(local, remote, ctx, reverse=True, namespaces=both),
         *reverse_routes(local, remote, ctx),
         *set_routes(local, "team-a", "edge", (r.SECRET, "fleet=edge")),
@@ -539,7 +546,8 @@ def test_every_informer_on_the_consumer_carries_a_selector() -> None:
     assert not [route.scope for route in routes if unscoped(route.scope)]
     bare = [route.scope for route in routes if route.client is local and not (route.scope.labels or route.scope.fields)]
     assert bare == []
-    # The gateways' Deployments by Liqo's label; the kubeconfig Secrets by their names.
+    # The gateways' Deployments by Liqo's label (on the provider, only where it holds the client, whose readiness a
+    # pass waits for); the kubeconfig Secrets by their names.
     deployments = {(route.client is local, route.scope) for route in routes if route.scope.res == r.DEPLOYMENT}
     assert deployments == {
         (True, Scope(r.DEPLOYMENT, labels=naming.GATEWAY_COMPONENT_SELECTOR)),

@@ -75,7 +75,7 @@ def reconcile(p: PeeringRun) -> StageResult:
         return StageResult.waiting(STAGE, "RecreatingGateways", "gateway parameters changed: re-creating the gateways")
     # The server is made first, not once Liqo accepts the Configurations (liqoctl's order): Liqo makes its gateway
     # from the template alone, and its Pod starting is the longest wait of the stage. The client still waits for
-    # both, as liqoctl's does.
+    # the Configurations, as liqoctl's does.
     server = serving.ensure(r.GATEWAY_SERVER, want_server)
     consumer_conf = p.consumer.ensure(
         r.CONFIGURATION, networking.configuration(ctx, ctx.provider, ctx.consumer_tenant_ns)
@@ -100,12 +100,15 @@ def reconcile(p: PeeringRun) -> StageResult:
     # Ready (as after an outage of the serving cluster's API server) and may not publish it again until something
     # else about the gateway changes; re-creating the client toward no address would cut a tunnel that is up. The
     # Connections below say whether it is.
+    # The client is made as soon as the server has an address, not once its Pod is Ready too (liqoctl's order):
+    # Liqo gives a NodePort server the address of its running Pod's node, and the client's Pod takes longer to
+    # start than the server's to be Ready; the handshake starts with the client's first ping.
     if endpoint is not None or client is None:
-        if endpoint is None or not _deployment_ready(serving, where.server_name, where.server_namespace, validate):
+        if endpoint is None:
             return StageResult.waiting(
                 STAGE,
                 "WaitingForGatewayServer",
-                f"waiting for the gateway server on the {serving.side} to be ready and expose an endpoint",
+                f"waiting for the gateway server on the {serving.side} to expose an endpoint",
             )
         want_client = networking.gateway_client(ctx, spec, endpoint)
         if client is not None and not networking.gateway_spec_matches(client, want_client):
@@ -114,19 +117,19 @@ def reconcile(p: PeeringRun) -> StageResult:
         if client is None and validate:
             _check_templates(p, where, server=False)
         client = dialing.ensure(r.GATEWAY_CLIENT, want_client)
-    # The server's key goes to the client's cluster as soon as the client is made: its gateway then configures
-    # the tunnel as it starts, and Liqo's connection check (its first ping one interval later) starts with it.
-    # The server is configured with the client's key before that ping, as soon as the client's gateway made it.
+    # Each gateway's key goes to the other cluster as soon as Liqo made it (its controller manager, with the
+    # gateway, before any Pod runs): the client's gateway configures the tunnel as it starts, and Liqo's connection
+    # check (its first ping one interval later) finds the server holding the client's key.
     server_given = _give_key(
         p, "server", (serving, server, where.server_namespace), (dialing, where.client_name, where.client_namespace)
+    )
+    client_given = _give_key(
+        p, "client", (dialing, client, where.client_namespace), (serving, where.server_name, where.server_namespace)
     )
     if not _deployment_ready(dialing, where.client_name, where.client_namespace, validate):
         return StageResult.waiting(
             STAGE, "WaitingForGatewayClient", f"waiting for the gateway client on the {dialing.side}"
         )
-    client_given = _give_key(
-        p, "client", (dialing, client, where.client_namespace), (serving, where.server_name, where.server_namespace)
-    )
     if not server_given or not client_given:
         return StageResult.waiting(STAGE, "WaitingForGatewayKeys", "waiting for Liqo to generate the gateways' keys")
 

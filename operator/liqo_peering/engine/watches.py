@@ -125,8 +125,10 @@ def peering_routes(
     )
     for res in (r.CONFIGURATION, remote_gateway, r.CONNECTION, r.TENANT):
         routes.append(Route(remote, Scope(res, remote_ns), namespace=remote_ns))
-    gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)
-    routes.append(Route(remote, gateways, namespace=remote_ns))
+    if remote_gateway == r.GATEWAY_CLIENT:
+        # The client's Deployment, where the pass waits for it to be ready (the server's it does not read).
+        gateways = Scope(r.DEPLOYMENT, remote_ns, labels=naming.GATEWAY_COMPONENT_SELECTOR)
+        routes.append(Route(remote, gateways, namespace=remote_ns))
     if reverse:
         routes += reverse_routes(local, remote, ctx, restarts)
     return routes
