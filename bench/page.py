@@ -118,7 +118,7 @@ NOTES = """## Reading the numbers
   its M1 comes before the network is up; liqoctl runs them one after the other. It makes the gateway
   server first (liqoctl waits for Liqo to accept the Configurations), the client once the server
   publishes its address (liqoctl waits for the server's Pod to be Ready too), and each gateway's PublicKey
-  as soon as Liqo made its key, with the gateway (liqoctl makes both once the client's Pod is Ready). The
+  as soon as Liqo points the gateway at its key (liqoctl makes both once the client's Pod is Ready). The
   rest of that path is Liqo's for either contender: the server's Pod running before the client can be
   made (the client dials the address of the server Pod's node), then the client's Pod, which configures
   the tunnel once it holds the server's key; Liqo's connection check marks the `Connection` `Connected` a

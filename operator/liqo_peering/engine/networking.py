@@ -117,9 +117,10 @@ def reconcile(p: PeeringRun) -> StageResult:
         if client is None and validate:
             _check_templates(p, where, server=False)
         client = dialing.ensure(r.GATEWAY_CLIENT, want_client)
-    # Each gateway's key goes to the other cluster as soon as Liqo made it (its controller manager, with the
-    # gateway, before any Pod runs): the client's gateway configures the tunnel as it starts, and Liqo's connection
-    # check (its first ping one interval later) finds the server holding the client's key.
+    # Each gateway's key goes to the other cluster as soon as Liqo points the gateway at it (status.secretRef, once
+    # the gateway's Pod is active), not once the client's Deployment is Ready too: the client's gateway configures
+    # the tunnel as it starts, and Liqo's connection check (its first ping one interval later) finds the server
+    # holding the client's key.
     server_given = _give_key(
         p, "server", (serving, server, where.server_namespace), (dialing, where.client_name, where.client_namespace)
     )
