@@ -448,16 +448,20 @@ def test_an_informer_of_one_name_serves_no_list(watched: tuple[ListWatch, Wakes,
     assert names == {"nonce", "provider-kubeconfig"} and cluster.calls[-1][0] == "GET"  # a list: the server
 
 
+# A peering from c1 to p1, with its tenant namespace on each cluster.
+TENANTS = PeeringContext(
+    "team-a",
+    "to-provider",
+    ClusterInfo("c1", (), ""),
+    ClusterInfo("p1", (), ""),
+    consumer_tenant_ns="liqo-tenant-p1",
+    provider_tenant_ns="liqo-tenant-c1",
+)
+
+
 def test_an_unpeering_deleting_tenant_namespaces_is_woken_by_their_deletion() -> None:
     local, remote = ListWatch(), ListWatch()
-    ctx = PeeringContext(
-        "team-a",
-        "to-provider",
-        ClusterInfo("c1", (), ""),
-        ClusterInfo("p1", (), ""),
-        consumer_tenant_ns="liqo-tenant-p1",
-        provider_tenant_ns="liqo-tenant-c1",
-    )
+    ctx = TENANTS
 
     def namespaces(routes: list[Route]) -> list[tuple[ClusterClient, str | None, str | None]]:
         return [(rt.client, rt.scope.fields, rt.name) for rt in routes if rt.scope.res == r.NAMESPACE]
@@ -513,9 +517,7 @@ def test_an_unpeering_is_woken_by_its_virtual_kubelets_pods(namespaced: bool) ->
     """A ResourceSlice whose virtual kubelet restarts for a renewed certificate waits for it (engine/teardown.py):
     its Pods wake the unpeering, from the informer peerings share (or the tenant namespace's, where the
     operator reads only there)."""
-    ctx = PeeringContext(
-        "team-a", "p", ClusterInfo("c1", (), ""), ClusterInfo("p1", (), ""), consumer_tenant_ns="liqo-tenant-p1"
-    )
+    ctx = TENANTS
     local = ListWatch()
     routes = teardown_routes(local, None, ctx, namespaced_tenant_reads=namespaced)
     (pods,) = [route for route in routes if route.scope.res == r.POD]
@@ -739,14 +741,7 @@ def test_an_unpeering_keeps_the_informers_of_its_credential_and_of_the_tenants_h
     """Each unpeering pass reads the peering's credential and whether the provider consumes this cluster too
     (the Tenants here): the teardown routes keep the informers its peering had for the one (a changed credential
     wakes it) and start one for the other, so that a pass asks the API servers for neither."""
-    ctx = PeeringContext(
-        "team-a",
-        "p",
-        ClusterInfo("c1", (), ""),
-        ClusterInfo("p1", (), ""),
-        consumer_tenant_ns="liqo-tenant-p1",
-        provider_tenant_ns="liqo-tenant-c1",
-    )
+    ctx = TENANTS
     local, remote = ListWatch(), ListWatch()
     credentials = credential_routes(local, ("team-a", "kubeconfig"), None, "p-minted", True)
     peering = peering_routes(local, remote, ctx, ("team-a", "kubeconfig"), minted_secret="p-minted")

@@ -455,6 +455,29 @@ def has_minted(local: ClusterClient, namespace: str, peering: str) -> bool:
     return local.get(r.SECRET, naming.minted_secret(peering), namespace) is not None
 
 
+@dataclass(frozen=True)
+class Sources:
+    """Where a peering's provider credential comes from, in its namespace: the Secret its provider source reads,
+    the ClusterProfile (only where the policy has access providers: without them none is read), and the Secret
+    it mints into (``mints``: spec.credentials.mint; without it, one left from when it did)."""
+
+    secret: tuple[str, str] | None
+    profile: tuple[str, str] | None
+    minted_secret: str
+    mints: bool
+
+
+def sources(body: dict[str, Any], spec: LiqoPeeringSpec, policy: KubeconfigPolicy) -> Sources:
+    meta = body["metadata"]
+    namespace, secret, profile_ref = meta["namespace"], protection.secret_of(body), spec.remote_cluster_profile_ref
+    return Sources(
+        (namespace, secret) if secret is not None else None,
+        (namespace, profile_ref.name) if profile_ref is not None and policy.access_providers.providers else None,
+        naming.minted_secret(meta["name"]),
+        spec.credentials.mint,
+    )
+
+
 def mint_state(local: ClusterClient, namespace: str, peering: str) -> pu.MintState:
     """What the peering's minted Secret holds: its kubeconfig, and whether it is being revoked (``revoking``:
     unpeering is over, see ``revoke``)."""

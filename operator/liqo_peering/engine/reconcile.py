@@ -38,7 +38,6 @@ from liqo_peering.errors import (
 )
 from liqo_peering.health import TrackedPool
 from liqo_peering.kubeconfig import KubeconfigError, RemoteKubeconfig
-from liqo_peering.liqo import naming
 from liqo_peering.liqo import offloading as offloading_builders
 from liqo_peering.liqo import resources as r
 from liqo_peering.liqo.common import Common
@@ -193,21 +192,19 @@ class Reconciler:
             except ValidationError as exc:
                 raise InvalidSpec(f"invalid spec: {exc.errors()[0]['msg']}") from None
             # The Secret the provider source reads, as the protection's release finds it again.
-            secret, profile_ref = protection.secret_of(body), spec.remote_cluster_profile_ref
-            outcome.secret = (namespace, secret) if secret is not None else None
-            if profile_ref is not None and self.policy.access_providers.providers:
-                outcome.profile = (namespace, profile_ref.name)  # without providers, none is read
+            source = credentials.sources(body, spec, self.policy)
+            outcome.secret, outcome.profile = source.secret, source.profile
             outcome.cloud = spec.remote_cluster is not None
             outcome.liqo_namespaces = (spec.liqo_namespace, spec.remote_liqo_namespace)
             outcome.gateway_location = spec.networking.gateway_server.location
-            outcome.minted_secret, outcome.mints = naming.minted_secret(name), spec.credentials.mint
+            outcome.minted_secret, outcome.mints = source.minted_secret, source.mints
             # Without minting, protected before anything exists that unpeering would need it for.
             if (
                 self.protect_secrets
-                and secret is not None
+                and source.secret is not None
                 and not (spec.credentials.mint and spec.remote_cluster is None)
             ):
-                protection.protect(self.local, namespace, secret)
+                protection.protect(self.local, *source.secret)
             # Discovery, the duplicate and version checks come before any minting: a duplicate never binds its
             # own user in place of the first peering's on the provider (the minted names are the consumer's).
             remote, read_kubeconfig = self._discovery_client(body, spec)

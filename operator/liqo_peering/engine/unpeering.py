@@ -133,21 +133,10 @@ class Unpeerer:
         )
         reverse = spec.bidirectional or status_compute.has_reverse(status)
 
-        secret, profile_ref = protection.secret_of(body), spec.remote_cluster_profile_ref
-        credentials_routes = credential_routes(
-            self.local,
-            (namespace, secret) if secret is not None else None,
-            (namespace, profile_ref.name)
-            if profile_ref is not None and self.policy.access_providers.providers
-            else None,
-            naming.minted_secret(name),
-            spec.credentials.mint,
-        )
-
         def waiting(left: list[str], namespaces: tuple[tuple[str, str], ...] = ()) -> Teardown:
             """What is left, and the objects whose events wake the next pass (the namespaces being deleted, a
             changed credential)."""
-            location = spec.networking.gateway_server.location
+            location, source = spec.networking.gateway_server.location, credentials.sources(body, spec, self.policy)
             routes = teardown_routes(
                 self.local,
                 remote,
@@ -156,7 +145,9 @@ class Unpeerer:
                 namespaces=namespaces,
                 gateway_location=location,
                 namespaced_tenant_reads=self.namespaced_tenant_reads,
-                credentials=credentials_routes,
+                credentials=credential_routes(
+                    self.local, source.secret, source.profile, source.minted_secret, source.mints
+                ),
             )
             return Teardown(tuple(left), tuple(routes))
 
