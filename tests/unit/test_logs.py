@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -35,37 +36,37 @@ from unit.test_stage_steps import liqo_installed
 
 
 class JsonLog:
-    """The operator's JSON log as pytest captures it. start() it in the test itself: capsys's stream is
-    only live during the test's call phase."""
+    """The operator's JSON log, written to a buffer of its own: a thread an earlier test left running (an
+    informer retrying its watch) may log, or fail to log into a closed capture, while this test runs."""
 
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self.capsys = capsys
+    def __init__(self) -> None:
         self.ids = logs.RemoteClusterIds(kept=2)
+        self.buffer = io.StringIO()
 
-    def start(self) -> None:
-        logs.configure("json", remote_ids=self.ids)
-
-    def lines(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.capsys.readouterr().err.splitlines() if line.strip()]
-
-    def only_from(self, *prefixes: str) -> None:
-        """Keep the lines of threads whose names start so: a thread an earlier test left running (an
-        informer retrying its watch) may log into this test's capture."""
+    def start(self, *threads: str, scrub: Callable[[str], str] = str) -> None:
+        """Keep the lines of the threads whose names start so (this test's own by default)."""
+        prefixes = threads or ("MainThread",)
 
         class Threads(logging.Filter):
             def filter(self, record: logging.LogRecord) -> bool:
                 return (record.threadName or "").startswith(prefixes)
 
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(Threads())
+        logs.configure("json", scrub=scrub, remote_ids=self.ids)
+        (handler,) = logging.getLogger().handlers
+        assert isinstance(handler, logging.StreamHandler)
+        handler.addFilter(Threads())
+        handler.setStream(self.buffer)  # filtered from here on: what came before is not read
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.buffer.getvalue().splitlines() if line.strip()]
 
 
 @pytest.fixture
-def log(capsys: pytest.CaptureFixture[str]) -> Iterator[JsonLog]:
+def log() -> Iterator[JsonLog]:
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     structlog.contextvars.clear_contextvars()
-    yield JsonLog(capsys)
+    yield JsonLog()
     structlog.contextvars.clear_contextvars()
     root.handlers[:] = saved[0]
     root.setLevel(saved[1])
@@ -133,7 +134,7 @@ def test_a_released_peering_is_forgotten() -> None:
 def test_a_traceback_is_in_the_json_line_and_scrubbed(log: JsonLog) -> None:
     """A crash logs its traceback (the JSON renderer drops exc_info unless it is formatted), credentials
     in the quoted exception message removed."""
-    logs.configure("json", scrub=lambda text: text.replace("s3cr3t", "[REDACTED]"))
+    log.start(scrub=lambda text: text.replace("s3cr3t", "[REDACTED]"))
     try:
         raise RuntimeError("token s3cr3t refused")
     except RuntimeError:
@@ -210,8 +211,7 @@ def test_each_line_of_a_pass_carries_its_peering_on_every_thread_and_none_outliv
         await runner.in_thread(lambda: other.info("between the passes"))
         await runner.in_thread(runner.one_pass, ObjectKey("LiqoPeering", "team-a", "second"))
 
-    log.start()
-    log.only_from("test-logs-", "MainThread")
+    log.start("test-logs-", "MainThread")
     try:
         asyncio.run(scenario())
     finally:
