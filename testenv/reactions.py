@@ -124,23 +124,29 @@ def reactions(
 
 @dataclass(frozen=True)
 class Pass:
-    """One pass of one object, from the operator's debug log line "pass"."""
+    """One pass of one object, from the operator's debug log line "pass", or one run again of a stage within
+    a pass, woken while the pass ran (the line "stage again")."""
 
     began: datetime
     woken_by: tuple[str, ...]  # empty: the resync timer, or the object's first pass
 
 
 def passes(log_lines: Iterable[str], obj: str) -> list[Pass]:
-    """The passes of `obj` ("LiqoPeering <namespace>/<name>") in a JSON log, in order."""
+    """The passes of `obj` ("LiqoPeering <namespace>/<name>") in a JSON log, in order, with the stages run again
+    within them."""
     found = []
+    peering = obj.removeprefix("LiqoPeering ")
     for line in log_lines:
-        if '"pass"' not in line or obj not in line:
+        if ('"pass"' not in line and '"stage again"' not in line) or peering not in line:
             continue
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if entry.get("event") == "pass" and entry.get("object") == obj:
+        event = entry.get("event")
+        if (event == "pass" and entry.get("object") == obj) or (
+            event == "stage again" and obj.startswith("LiqoPeering ") and entry.get("peering") == peering
+        ):
             found.append(Pass(datetime.fromisoformat(entry["timestamp"]), tuple(entry.get("woken_by") or ())))
     return found
 

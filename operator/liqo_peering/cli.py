@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import time
+from functools import partial
 from pathlib import Path
 
 import kopf
@@ -343,6 +344,7 @@ def run(args: argparse.Namespace) -> None:
             informers=informers,
             superseded=lambda namespace, name: wakeups.due(peering(namespace, name)),
             hold=lambda namespace, name, delay: wakeups.later(peering(namespace, name), STATUS_DUE, delay),
+            listen=lambda namespace, name: partial(wakeups.listening, peering(namespace, name)),
         ),
         Unpeerer(
             local,

@@ -97,6 +97,22 @@ def test_the_passes_of_one_object_are_read_from_the_debug_log() -> None:
     ]
 
 
+def test_a_stage_run_again_within_a_pass_counts_as_woken_by_what_woke_it() -> None:
+    """A stage that waits runs again when its peering is woken while the pass's networking still runs: the
+    step it makes then follows that wake-up, not the pass's start."""
+    stamp = (T0 + timedelta(seconds=1.2)).isoformat().replace("+00:00", "Z")
+    again = {"event": "stage again", "level": "debug", "timestamp": stamp, "peering": "ns/a"}
+    lines = [
+        log_line(1.0, "LiqoPeering ns/a", []),
+        json.dumps({**again, "stage": "authentication", "woken_by": ["Secret p/liqo-nonce"]}),
+        json.dumps({**again, "peering": "ns/b", "woken_by": ["Secret p/liqo-nonce"]}),  # another peering
+    ]
+    assert passes(lines, "LiqoPeering ns/a") == [
+        Pass(T0 + timedelta(seconds=1), ()),
+        Pass(T0 + timedelta(seconds=1.2), ("Secret p/liqo-nonce",)),
+    ]
+
+
 def test_a_step_made_by_a_pass_the_timer_began_is_a_lost_wake_up() -> None:
     def at(seconds: float) -> datetime:
         return T0 + timedelta(seconds=seconds)

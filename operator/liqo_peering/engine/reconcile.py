@@ -27,7 +27,7 @@ from liqo_peering.engine import credentials, detail, discovery, protection, reve
 from liqo_peering.engine.direction import PassMemo, PeeringRun
 from liqo_peering.engine.discovery import KubeconfigPolicy, TenantAccess
 from liqo_peering.engine.duplicate import DuplicateCheck
-from liqo_peering.engine.stagerunner import run_stages
+from liqo_peering.engine.stagerunner import Listen, run_stages
 from liqo_peering.engine.statuswriter import StatusWriter
 from liqo_peering.errors import (
     ClusterProfileNotFound,
@@ -103,12 +103,13 @@ class Reconciler:
         superseded: Callable[[str, str], bool] | None = None,
         restart_liqo: bool = False,
         hold: Callable[[str, str, float], None] | None = None,
+        listen: Callable[[str, str], Listen] | None = None,
     ) -> None:
         """``calls``: the pool of sub-calls the stages run side by side in (None: one after another).
         ``remote_ids``: shared with the log setup (cli.py), whose kopf lines name a peering's remote cluster ID;
         ``informers``: the shared informers, the cluster-wide one of LiqoPeerings among them (the duplicate
         check); ``superseded``: whether a peering's next pass is due already, ``hold``: wake one later to write
-        the status it holds (statuswriter.py)."""
+        the status it holds (statuswriter.py); ``listen``: a peering's wake-ups during its pass (stagerunner.py)."""
         self.local = local
         self.restart_liqo = restart_liqo
         self.remote_ids = remote_ids if remote_ids is not None else logs.RemoteClusterIds()
@@ -121,6 +122,7 @@ class Reconciler:
         self.now = now
         self.remotes = remotes if remotes is not None else RemoteClients()
         self.calls = calls
+        self.listen = listen
         self.status = StatusWriter(local, events, metrics, now, superseded, hold)
 
     def _discovery_client(self, body: dict[str, Any], spec: LiqoPeeringSpec) -> tuple[ClusterClient, RemoteKubeconfig]:
@@ -235,7 +237,8 @@ class Reconciler:
                 # The informers of what the stages make start before they make it: Liqo answers a first pass's
                 # writes (the nonce, the Configurations) within a few hundred ms, before that pass ends.
                 routed(outcome)
-            stages = run_stages(run, self.calls, removing)
+            listen = self.listen(namespace, name) if self.listen is not None else None
+            stages = run_stages(run, self.calls, removing, listen)
             shown = detail.observe(run, reverse.run_of(run) if spec.bidirectional else None)
             mirror = mirror_foreign_cluster(self.local.get(r.FOREIGN_CLUSTER, ctx.provider.cluster_id))
             failed = next((s for s in stages.values() if s.state == "error"), None)

@@ -4,13 +4,19 @@ Authentication (each direction's) runs in the pool of sub-calls (engine/together
 the pass's own thread: liqoctl runs them one after the other, and no peering waits for another one's. Each
 stage has a boundary of its own: whatever it raises is its result, so that no stage goes missing from the
 status; only the operator's own cluster being unavailable leaves the pass, as the runner puts it off.
+
+A job that waits runs again, on the same thread, each time the peering is woken while networking still runs:
+Liqo answers a pass's first writes (the nonce, the signature) within tens of ms, and networking's writes of
+the same pass often take longer; the next pass would only begin once they end.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from concurrent.futures import wait
+from contextlib import AbstractContextManager
 from functools import partial
 
 import structlog
@@ -18,6 +24,7 @@ import structlog
 from liqo_peering.engine import authentication, networking, offloading, reverse
 from liqo_peering.engine.direction import PeeringRun
 from liqo_peering.engine.together import start
+from liqo_peering.engine.wakeups import Listener
 from liqo_peering.errors import InternalError, PeeringError, as_peering_error, own_cluster_unavailable
 from liqo_peering.health import TrackedPool
 from liqo_peering.redact import redact
@@ -25,12 +32,16 @@ from liqo_peering.stages import REVERSE_STAGES, StageResult
 
 log = structlog.get_logger("liqo_peering")
 Guard = Callable[[str, Callable[[], StageResult]], StageResult]
+Listen = Callable[[], AbstractContextManager[Listener]]  # the peering's wake-ups while the block runs
+MAX_RUNS = 5  # runs of a waiting job in one pass: the writes it makes wake the peering too
 
 
-def run_stages(run: PeeringRun, calls: TrackedPool | None, removing_reverse: bool = False) -> dict[str, StageResult]:
+def run_stages(
+    run: PeeringRun, calls: TrackedPool | None, removing_reverse: bool = False, listen: Listen | None = None
+) -> dict[str, StageResult]:
     """The stages of this pass: the forward ones, and the reverse direction's when spec.bidirectional is
     true (``removing_reverse``: it was, and what it made may remain). ``calls``: the pool of sub-calls
-    (None: the stages run one after another)."""
+    (None: the stages run one after another); ``listen``: the peering's wake-ups (None: no job runs again)."""
     spec = run.spec
     rev = reverse.run_of(run) if spec.bidirectional else None
     outage: list[PeeringError] = []
@@ -67,7 +78,11 @@ def run_stages(run: PeeringRun, calls: TrackedPool | None, removing_reverse: boo
         if results["networking"].state == "ready":
             results.update(side_by_side(calls, guarded, auth_jobs))
     else:
-        results.update(side_by_side(calls, guarded, auth_jobs, main=("networking", lambda: networking.reconcile(run))))
+        results.update(
+            side_by_side(
+                calls, guarded, auth_jobs, main=("networking", lambda: networking.reconcile(run)), listen=listen
+            )
+        )
     if results.get("authentication") and results["authentication"].state == "ready" and not outage:
         results["offloading"] = guarded("offloading", lambda: offloading.reconcile(run))
     if rev is not None and not outage:
@@ -89,14 +104,47 @@ def side_by_side(
     guarded: Guard,
     jobs: dict[str, Callable[[], StageResult]],
     main: tuple[str, Callable[[], StageResult]] | None = None,
+    listen: Listen | None = None,
 ) -> dict[str, StageResult]:
-    """Each job in the pool of sub-calls (and ``main`` on this thread meanwhile); their results by stage."""
-    futures = {stage: start(calls, partial(guarded, stage, fn)) for stage, fn in jobs.items()}
+    """Each job in the pool of sub-calls (and ``main`` on this thread meanwhile); their results by stage.
+    With ``listen`` and ``main``, a job that waits runs again each time the peering is woken before ``main``
+    ends (at most MAX_RUNS times in all)."""
+    main_ended = threading.Event()
+    listeners: list[Listener] = []
+    lock = threading.Lock()
+    here = threading.get_ident()
+
+    def again(stage: str, fn: Callable[[], StageResult], listener: Listener) -> StageResult:
+        with lock:
+            listeners.append(listener)
+        runs = 0
+        while True:
+            listener.event.clear()  # a wake-up during the run below makes another at once
+            result = guarded(stage, fn)
+            runs += 1
+            if result.state != "progressing" or runs >= MAX_RUNS or main_ended.is_set():
+                return result
+            listener.event.wait()  # a wake-up, or the main stage's end (which sets it too)
+            if main_ended.is_set():
+                return result
+            log.debug("stage again", stage=stage, woken_by=sorted(set(listener.causes)))
+
+    def job(stage: str, fn: Callable[[], StageResult]) -> StageResult:
+        if listen is None or main is None or threading.get_ident() == here:
+            return guarded(stage, fn)  # run here, before the main stage: nothing would end its wait
+        with listen() as listener:
+            return again(stage, fn, listener)
+
+    futures = {stage: start(calls, partial(job, stage, fn)) for stage, fn in jobs.items()}
     results: dict[str, StageResult] = {}
     try:
         if main is not None:
             results[main[0]] = guarded(*main)
     finally:
+        main_ended.set()
+        with lock:
+            for listener in listeners:
+                listener.event.set()
         # Whatever the main stage does, no job outlives the pass (nor the peering's lock).
         wait(futures.values())
     results.update({stage: future.result() for stage, future in futures.items()})

@@ -1,11 +1,27 @@
 """What wakes an object's loop in the runner (engine/runner.py): each object's trigger, set from the watch
-hub's threads through the event loop, and what woke it since its last pass."""
+hub's threads through the event loop, and what woke it since its last pass. A pass's own threads may listen
+for the object's wake-ups while it runs (engine/stagerunner.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+import threading
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+
+class Listener:
+    """An object's wake-ups while a pass of it runs: ``event`` is set by each (and by whoever ends the
+    listening early); ``causes``, what woke it, in order."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.causes: list[str] = []
+
+    def heard(self, cause: str) -> None:
+        self.causes.append(cause)
+        self.event.set()
 
 
 class Wakeups:
@@ -15,6 +31,8 @@ class Wakeups:
         self._triggers: dict[Hashable, asyncio.Event] = {}
         self._causes: dict[Hashable, set[str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._listeners: dict[Hashable, list[Listener]] = {}
+        self._guard = threading.Lock()  # the listeners: added and removed by pass threads
 
     def __call__(self, key: Hashable, cause: str) -> None:
         loop = self._loop
@@ -33,6 +51,26 @@ class Wakeups:
         if trigger is not None:
             self._causes.setdefault(key, set()).add(cause)
             trigger.set()
+        with self._guard:
+            listeners = list(self._listeners.get(key, ()))
+        for listener in listeners:
+            listener.heard(cause)
+
+    @contextmanager
+    def listening(self, key: Hashable) -> Iterator[Listener]:
+        """From any thread: the object's wake-ups until the block ends (its pass still gets them all)."""
+        listener = Listener()
+        with self._guard:
+            self._listeners.setdefault(key, []).append(listener)
+        try:
+            yield listener
+        finally:
+            with self._guard:
+                kept = [other for other in self._listeners.get(key, ()) if other is not listener]
+                if kept:
+                    self._listeners[key] = kept
+                else:
+                    self._listeners.pop(key, None)
 
     def open(self, key: Hashable) -> asyncio.Event:
         self._loop = asyncio.get_running_loop()
