@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, cast
+
+import pytest
 
 from liqo_peering.engine.stagerunner import MAX_RUNS, side_by_side
 from liqo_peering.engine.wakeups import Wakeups
@@ -44,6 +46,13 @@ class Wakes:
         self.loop.close()
 
 
+@pytest.fixture
+def wakes() -> Iterator[Wakes]:
+    found = Wakes()
+    yield found
+    found.close()
+
+
 def run(wakes: Wakes, auth: Callable[[], StageResult], net: Callable[[], StageResult]) -> dict[str, StageResult]:
     pool = TrackedPool(2, "calls")
     try:
@@ -53,10 +62,9 @@ def run(wakes: Wakes, auth: Callable[[], StageResult], net: Callable[[], StageRe
         pool.shutdown()
 
 
-def test_a_waiting_job_woken_while_networking_runs_runs_again_in_the_same_pass() -> None:
+def test_a_waiting_job_woken_while_networking_runs_runs_again_in_the_same_pass(wakes: Wakes) -> None:
     """The nonce is filled while networking still writes: authentication signs it in this pass, and the
     pass still owes the next one that wake-up."""
-    wakes = Wakes()
     nonce: dict[str, str] = {}
     first_done, signed = threading.Event(), threading.Event()
 
@@ -74,16 +82,12 @@ def test_a_waiting_job_woken_while_networking_runs_runs_again_in_the_same_pass()
         assert signed.wait(BOUND)  # authentication ran again before networking ended
         return StageResult.waiting("networking", "WaitingForConfiguration", "configurations")
 
-    try:
-        results = run(wakes, auth, net)
-        assert results["authentication"].reason == "WaitingForSignedNonce"
-        assert wakes.wakeups.due(KEY)  # the next pass is still due
-    finally:
-        wakes.close()
+    results = run(wakes, auth, net)
+    assert results["authentication"].reason == "WaitingForSignedNonce"
+    assert wakes.wakeups.due(KEY)  # the next pass is still due
 
 
-def test_without_a_wake_up_a_waiting_job_runs_once_and_the_pass_ends_with_networking() -> None:
-    wakes = Wakes()
+def test_without_a_wake_up_a_waiting_job_runs_once_and_the_pass_ends_with_networking(wakes: Wakes) -> None:
     runs: list[int] = []
 
     def auth() -> StageResult:
@@ -93,16 +97,12 @@ def test_without_a_wake_up_a_waiting_job_runs_once_and_the_pass_ends_with_networ
     def net() -> StageResult:
         return StageResult.ready("networking", "connected")
 
-    try:
-        results = run(wakes, auth, net)
-        assert runs == [1] and results["networking"].state == "ready"
-        assert not wakes.wakeups._listeners  # nothing listens once the pass ended
-    finally:
-        wakes.close()
+    results = run(wakes, auth, net)
+    assert runs == [1] and results["networking"].state == "ready"
+    assert not wakes.wakeups._listeners  # nothing listens once the pass ended
 
 
-def test_a_job_runs_at_most_max_runs_times_however_often_it_is_woken() -> None:
-    wakes = Wakes()
+def test_a_job_runs_at_most_max_runs_times_however_often_it_is_woken(wakes: Wakes) -> None:
     runs: list[int] = []
     capped = threading.Event()
 
@@ -120,15 +120,11 @@ def test_a_job_runs_at_most_max_runs_times_however_often_it_is_woken() -> None:
             wakes.wake("Secret provider/liqo-nonce")
         return StageResult.ready("networking", "connected")
 
-    try:
-        run(wakes, auth, net)
-        assert len(runs) == MAX_RUNS
-    finally:
-        wakes.close()
+    run(wakes, auth, net)
+    assert len(runs) == MAX_RUNS
 
 
-def test_a_job_that_is_ready_or_failed_is_not_run_again() -> None:
-    wakes = Wakes()
+def test_a_job_that_is_ready_or_failed_is_not_run_again(wakes: Wakes) -> None:
     runs: list[str] = []
     ran = threading.Event()
 
@@ -142,17 +138,13 @@ def test_a_job_that_is_ready_or_failed_is_not_run_again() -> None:
         wakes.wake("Tenant provider/x")
         return StageResult.ready("networking", "connected")
 
-    try:
-        run(wakes, auth, net)
-        assert runs == ["auth"]
-    finally:
-        wakes.close()
+    run(wakes, auth, net)
+    assert runs == ["auth"]
 
 
-def test_without_a_pool_the_job_runs_once_before_networking_and_never_waits() -> None:
+def test_without_a_pool_the_job_runs_once_before_networking_and_never_waits(wakes: Wakes) -> None:
     """A job run on the pass's own thread (no pool of sub-calls) runs before networking: waiting for a
     wake-up there would hold the pass for nothing."""
-    wakes = Wakes()
     order: list[str] = []
 
     def auth() -> StageResult:
@@ -164,12 +156,9 @@ def test_without_a_pool_the_job_runs_once_before_networking_and_never_waits() ->
         wakes.wake("Secret provider/liqo-nonce")
         return StageResult.ready("networking", "connected")
 
-    try:
-        listen = partial(wakes.wakeups.listening, KEY)
-        side_by_side(None, plain, {"authentication": auth}, main=("networking", net), listen=listen)
-        assert order == ["auth", "net"]
-    finally:
-        wakes.close()
+    listen = partial(wakes.wakeups.listening, KEY)
+    side_by_side(None, plain, {"authentication": auth}, main=("networking", net), listen=listen)
+    assert order == ["auth", "net"]
 
 
 def test_a_listener_hears_only_its_objects_wake_ups_and_only_while_it_listens() -> None:
